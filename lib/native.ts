@@ -1,0 +1,73 @@
+// The typed face of the native addon. This module is the addon's only caller: everything else in
+// mqstore goes through these declarations, and arguments are validated here or above before they
+// cross into C++ (the addon re-checks bounds cheaply).
+import { createRequire } from 'node:module'
+import { existsSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export type Advice = 'normal' | 'random' | 'sequential' | 'willneed' | 'dontneed'
+
+/** One mmap of a file, created by `map()`. */
+export interface MapHandle {
+  /** The only ArrayBuffer over the mapped bytes; empty (byteLength 0) once closed. */
+  readonly buffer: ArrayBuffer
+  readonly length: number
+  readonly closed: boolean
+  readonly writable: boolean
+  /** msync(MS_SYNC) of the pages covering [offset, offset + length), on the calling thread. */
+  sync(offset: number, length: number): void
+  /** The same on the libuv pool; the mapping stays valid until it settles. */
+  syncAsync(offset: number, length: number): Promise<void>
+  /** Faults the pages in on the libuv pool (MADV_POPULATE_WRITE where the kernel has it). */
+  warmAsync(offset: number, length: number): Promise<void>
+  advise(offset: number, length: number, advice: Advice): void
+  /** mlock / munlock; throw on failure (callers treat locking as best effort). */
+  lock(offset: number, length: number): void
+  unlock(offset: number, length: number): void
+  /** Idempotent: detaches `buffer` (every view becomes empty), then unmaps once no work is in flight. */
+  close(): void
+}
+
+export interface NativeBinding {
+  /** mmap of [0, length) of fd: MAP_SHARED when writable, a private copy-on-write map otherwise. */
+  map(fd: number, length: number, writable: boolean): MapHandle
+  /** Reserves disk blocks for [offset, offset + length): posix_fallocate / F_PREALLOCATE. */
+  allocate(fd: number, offset: number, length: number): void
+  /** Exclusive non-blocking flock; throws EAGAIN / EWOULDBLOCK when held elsewhere. */
+  lockFile(fd: number): void
+  unlockFile(fd: number): void
+  /** The OS page size, read at run time (16 KiB on Apple Silicon). */
+  readonly pageSize: number
+  readonly platform: 'linux' | 'darwin'
+}
+
+/** The package root: the first folder above this module that holds package.json. */
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'binding.gyp'))) return dir
+    const parent = dirname(dir)
+    if (parent === dir) throw new Error('mqstore: cannot find the package root')
+    dir = parent
+  }
+}
+
+function load(): NativeBinding {
+  const require = createRequire(import.meta.url)
+  const nodeGypBuild = require('node-gyp-build') as (dir: string) => unknown
+  const root = packageRoot()
+  try {
+    return nodeGypBuild(root) as NativeBinding
+  } catch (cause) {
+    const triple = `${process.platform}-${process.arch}`
+    throw new Error(
+      `mqstore: no native build for ${triple} (Node ${process.version}). ` +
+        'Install from the npm tarball, which carries prebuilds for linux-x64, linux-arm64, ' +
+        'darwin-x64 and darwin-arm64, or build from source with a C++ toolchain: `npm rebuild mqstore`.',
+      { cause },
+    )
+  }
+}
+
+export const native: NativeBinding = load()

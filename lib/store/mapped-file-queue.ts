@@ -1,0 +1,407 @@
+// An ordered run of equal-size MappedFiles in one directory, each named by its start offset.
+// The commit log, every consume queue and (with its own naming) nothing else uses it.
+//
+// Invariants: files are sorted by start offset; consecutive files are exactly `mappedFileSize`
+// apart (load refuses anything else); only the last file is ever written.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+import { MQStoreError } from '../errors.js'
+import { formatOffsetName, parseOffsetName } from './file-name.js'
+import { MappedFile, syncDirectory, type MappedFileOptions } from './mapped-file.js'
+import type { TransientStorePool } from './transient-store-pool.js'
+
+/** RocketMQ deletes at most this many files in one expiry pass. */
+export const DELETE_FILES_BATCH_MAX = 10
+
+export interface MappedFileQueueOptions {
+  /** Create the next file ahead of need, off the append path (the commit log's allocator). */
+  preallocateNext?: boolean
+  /** Fault the pages of new files in ahead of the writer (warmMapedFileEnable). */
+  warmMappedFiles?: boolean
+  /** Also mlock warmed files (best effort). */
+  lockWarmedFiles?: boolean
+  transientStorePool?: TransientStorePool | null
+  readOnly?: boolean
+}
+
+export class MappedFileQueue {
+  readonly storePath: string
+  readonly mappedFileSize: number
+  readonly mappedFiles: MappedFile[] = []
+  flushedWhere = 0
+  committedWhere = 0
+  /** Store time of the last record of the last file flushed with flushLeastPages = 0. */
+  storeTimestamp = 0
+  /** The last error met while creating a file (kept for the caller's report). */
+  lastCreateError: unknown = null
+
+  private readonly options: MappedFileQueueOptions
+  private preallocated: MappedFile | null = null
+  private preallocating: NodeJS.Immediate | null = null
+  private closed = false
+
+  constructor(storePath: string, mappedFileSize: number, options: MappedFileQueueOptions = {}) {
+    if (!Number.isSafeInteger(mappedFileSize) || mappedFileSize <= 0) {
+      throw new RangeError(`mappedFileSize must be a positive integer, got ${mappedFileSize}`)
+    }
+    this.storePath = storePath
+    this.mappedFileSize = mappedFileSize
+    this.options = options
+  }
+
+  private fileOptions(): MappedFileOptions {
+    return { transientStorePool: this.options.transientStorePool ?? null, readOnly: this.options.readOnly === true }
+  }
+
+  /**
+   * Maps every segment in the directory with all positions at the file size (recovery fixes the
+   * tail). Refuses files of the wrong size, names that are not start offsets, and gaps.
+   * Leftover `.tmp` files (a creation cut short) are removed.
+   */
+  load(): void {
+    let names: string[]
+    try {
+      names = fs.readdirSync(this.storePath)
+    } catch (cause) {
+      if ((cause as NodeJS.ErrnoException).code === 'ENOENT') return
+      throw cause
+    }
+    const segments: { name: string; start: number }[] = []
+    for (const name of names) {
+      if (name.endsWith('.tmp')) {
+        if (this.options.readOnly !== true) fs.rmSync(join(this.storePath, name), { force: true })
+        continue
+      }
+      const start = parseOffsetName(name)
+      if (start === null) {
+        throw new MQStoreError('BAD_FILE_NAME', `${join(this.storePath, name)} is not a 20-digit segment name`)
+      }
+      segments.push({ name, start })
+    }
+    segments.sort((a, b) => a.start - b.start)
+    for (let i = 0; i < segments.length; i++) {
+      const { name, start } = segments[i]
+      if (start % this.mappedFileSize !== 0) {
+        throw new MQStoreError(
+          'NON_CONTIGUOUS',
+          `${join(this.storePath, name)} starts at ${start}, not a multiple of the file size ${this.mappedFileSize}`,
+        )
+      }
+      if (i > 0 && start !== segments[i - 1].start + this.mappedFileSize) {
+        throw new MQStoreError(
+          'NON_CONTIGUOUS',
+          `${this.storePath}: ${segments[i - 1].name} is followed by ${name}; ` +
+            `expected ${formatOffsetName(segments[i - 1].start + this.mappedFileSize)}`,
+        )
+      }
+    }
+    const loaded: MappedFile[] = []
+    try {
+      for (const { name } of segments) {
+        const file = MappedFile.open(join(this.storePath, name), this.mappedFileSize, this.fileOptions())
+        file.setPositions(this.mappedFileSize)
+        loaded.push(file)
+      }
+    } catch (error) {
+      for (const file of loaded) file.shutdown(0)
+      throw error
+    }
+    this.mappedFiles.push(...loaded)
+  }
+
+  // ---- lookup -------------------------------------------------------------------------------
+
+  getFirstMappedFile(): MappedFile | null {
+    return this.mappedFiles.length > 0 ? this.mappedFiles[0] : null
+  }
+
+  getLastMappedFile(): MappedFile | null
+  getLastMappedFile(startOffset: number, needCreate?: boolean): MappedFile | null
+  getLastMappedFile(startOffset?: number, needCreate = true): MappedFile | null {
+    const last = this.mappedFiles.length > 0 ? this.mappedFiles[this.mappedFiles.length - 1] : null
+    if (startOffset === undefined) return last
+    let createOffset = -1
+    if (last === null) createOffset = startOffset - (startOffset % this.mappedFileSize)
+    else if (last.isFull()) createOffset = last.fileFromOffset + this.mappedFileSize
+    if (createOffset < 0 || !needCreate) return last
+    return this.createFile(createOffset)
+  }
+
+  private createFile(createOffset: number): MappedFile | null {
+    if (this.closed) return null
+    let file: MappedFile
+    try {
+      file = this.takePreallocated(createOffset) ?? this.newFile(createOffset)
+    } catch (error) {
+      this.lastCreateError = error
+      return null
+    }
+    if (this.mappedFiles.length === 0) file.firstCreateInQueue = true
+    this.mappedFiles.push(file)
+    if (this.options.preallocateNext === true) this.schedulePreallocation(createOffset + this.mappedFileSize)
+    return file
+  }
+
+  private newFile(start: number): MappedFile {
+    fs.mkdirSync(this.storePath, { recursive: true })
+    const file = MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions())
+    if (this.options.warmMappedFiles === true) void file.warm(this.options.lockWarmedFiles === true)
+    return file
+  }
+
+  private takePreallocated(start: number): MappedFile | null {
+    const next = this.preallocated
+    if (next === null) return null
+    this.preallocated = null
+    if (next.fileFromOffset === start) return next
+    next.destroy(0)
+    return null
+  }
+
+  /** Creates the file at `start` after the current append returns, so the writer finds it ready. */
+  private schedulePreallocation(start: number): void {
+    if (this.preallocating !== null || this.preallocated !== null) return
+    this.preallocating = setImmediate(() => {
+      this.preallocating = null
+      if (this.closed || this.preallocated !== null) return
+      const last = this.getLastMappedFile()
+      if (last === null || last.fileFromOffset + this.mappedFileSize !== start) return
+      try {
+        this.preallocated = this.newFile(start)
+      } catch (error) {
+        // The append that needs this file will try again and report the failure.
+        this.lastCreateError = error
+      }
+    })
+  }
+
+  /** Drops the file made ahead of need (it holds no data). */
+  private discardPreallocated(): void {
+    if (this.preallocating !== null) {
+      clearImmediate(this.preallocating)
+      this.preallocating = null
+    }
+    if (this.preallocated !== null) {
+      this.preallocated.destroy(0)
+      this.preallocated = null
+    }
+  }
+
+  /**
+   * The file that holds `offset`, or (with returnFirstOnNotFound) the first file when the offset is
+   * outside the queue; null otherwise.
+   */
+  findMappedFileByOffset(offset: number, returnFirstOnNotFound = false): MappedFile | null {
+    const files = this.mappedFiles
+    if (files.length === 0) return null
+    const first = files[0]
+    const last = files[files.length - 1]
+    if (offset < first.fileFromOffset || offset >= last.fileFromOffset + this.mappedFileSize) {
+      return returnFirstOnNotFound ? first : null
+    }
+    const index = Math.floor(offset / this.mappedFileSize) - Math.floor(first.fileFromOffset / this.mappedFileSize)
+    const guess = files[index]
+    if (guess !== undefined && offset >= guess.fileFromOffset && offset < guess.fileFromOffset + this.mappedFileSize) {
+      return guess
+    }
+    for (const file of files) {
+      if (offset >= file.fileFromOffset && offset < file.fileFromOffset + this.mappedFileSize) return file
+    }
+    return returnFirstOnNotFound ? first : null
+  }
+
+  /** First file whose modification time is at or after `timestamp`, else the last file. */
+  getMappedFileByTime(timestamp: number): MappedFile | null {
+    for (const file of this.mappedFiles) {
+      if (file.getLastModifiedTimestamp() >= timestamp) return file
+    }
+    return this.getLastMappedFile()
+  }
+
+  getMinOffset(): number {
+    const first = this.getFirstMappedFile()
+    return first === null ? -1 : first.fileFromOffset
+  }
+
+  getMaxOffset(): number {
+    const last = this.getLastMappedFile()
+    return last === null ? 0 : last.fileFromOffset + last.readPosition
+  }
+
+  getMaxWrotePosition(): number {
+    const last = this.getLastMappedFile()
+    return last === null ? 0 : last.fileFromOffset + last.wrotePosition
+  }
+
+  remainHowManyDataToFlush(): number {
+    return this.getMaxOffset() - this.flushedWhere
+  }
+
+  remainHowManyDataToCommit(): number {
+    return this.getMaxWrotePosition() - this.committedWhere
+  }
+
+  // ---- commit and flush ---------------------------------------------------------------------
+
+  /** Flushes the file holding flushedWhere; returns true when nothing moved. */
+  flush(flushLeastPages: number): boolean {
+    const file = this.findMappedFileByOffset(this.flushedWhere, this.flushedWhere === 0)
+    if (file === null) return true
+    const storeTimestamp = file.storeTimestamp
+    const where = file.fileFromOffset + file.flush(flushLeastPages)
+    const unchanged = where === this.flushedWhere
+    this.flushedWhere = where
+    if (flushLeastPages === 0) this.storeTimestamp = storeTimestamp
+    return unchanged
+  }
+
+  /** flush() with msync on the libuv pool. Callers must not run two at once. */
+  async flushAsync(flushLeastPages: number): Promise<boolean> {
+    const file = this.findMappedFileByOffset(this.flushedWhere, this.flushedWhere === 0)
+    if (file === null) return true
+    const storeTimestamp = file.storeTimestamp
+    const where = file.fileFromOffset + (await file.flushAsync(flushLeastPages))
+    const unchanged = where === this.flushedWhere
+    if (where > this.flushedWhere) this.flushedWhere = where
+    if (flushLeastPages === 0) this.storeTimestamp = storeTimestamp
+    return unchanged
+  }
+
+  /** Commits the write buffer of the file holding committedWhere; returns true when nothing moved. */
+  commit(commitLeastPages: number): boolean {
+    const file = this.findMappedFileByOffset(this.committedWhere, this.committedWhere === 0)
+    if (file === null) return true
+    const where = file.fileFromOffset + file.commit(commitLeastPages)
+    const unchanged = where === this.committedWhere
+    this.committedWhere = where
+    return unchanged
+  }
+
+  // ---- truncation and deletion --------------------------------------------------------------
+
+  /**
+   * Cuts the queue back to end at `offset`: the file holding it keeps its first `offset mod size`
+   * bytes as data, later files are destroyed.
+   */
+  truncateDirtyFiles(offset: number): void {
+    this.discardPreallocated()
+    const doomed: MappedFile[] = []
+    for (const file of this.mappedFiles) {
+      const fileTail = file.fileFromOffset + this.mappedFileSize
+      if (fileTail <= offset) continue
+      if (offset >= file.fileFromOffset) {
+        file.setPositions(offset % this.mappedFileSize)
+      } else {
+        file.destroy(1000)
+        doomed.push(file)
+      }
+    }
+    this.removeFiles(doomed)
+  }
+
+  deleteLastMappedFile(): void {
+    const last = this.getLastMappedFile()
+    if (last === null) return
+    this.discardPreallocated()
+    last.destroy(1000)
+    this.removeFiles([last])
+  }
+
+  /**
+   * Commit-log expiry: deletes files, oldest first and never the last one, whose modification time
+   * is older than `expiredTime` ms (or all of them with cleanImmediately), stopping at the first
+   * file that is too young or still held. At most DELETE_FILES_BATCH_MAX per call.
+   */
+  async deleteExpiredFileByTime(
+    expiredTime: number,
+    deleteFilesInterval: number,
+    intervalForcibly: number,
+    cleanImmediately: boolean,
+  ): Promise<number> {
+    const candidates = this.mappedFiles.slice(0, -1)
+    const removed: MappedFile[] = []
+    for (let i = 0; i < candidates.length; i++) {
+      const file = candidates[i]
+      const liveUntil = file.getLastModifiedTimestamp() + expiredTime
+      if (!(Date.now() >= liveUntil || cleanImmediately)) break
+      if (!file.destroy(intervalForcibly)) break
+      removed.push(file)
+      if (removed.length >= DELETE_FILES_BATCH_MAX) break
+      if (deleteFilesInterval > 0 && i + 1 < candidates.length) await sleep(deleteFilesInterval)
+    }
+    this.removeFiles(removed)
+    return removed.length
+  }
+
+  /**
+   * Consume-queue expiry: deletes files, oldest first and never the last one, whose last unit
+   * points below `minPhysicalOffset` in the commit log.
+   */
+  deleteExpiredFileByOffset(minPhysicalOffset: number, unitSize: number): number {
+    const candidates = this.mappedFiles.slice(0, -1)
+    const removed: MappedFile[] = []
+    for (const file of candidates) {
+      let destroy: boolean
+      const last = file.selectMappedBuffer(this.mappedFileSize - unitSize)
+      if (last !== null) {
+        const physicalOffset = Number(last.buffer.readBigInt64BE(0))
+        last.release()
+        destroy = physicalOffset < minPhysicalOffset
+      } else if (!file.isAvailable()) {
+        destroy = true // a half-destroyed file left by an earlier pass
+      } else {
+        break
+      }
+      if (!destroy || !file.destroy(60_000)) break
+      removed.push(file)
+    }
+    this.removeFiles(removed)
+    return removed.length
+  }
+
+  /** Finishes a destroy of the first file that an earlier pass could not complete. */
+  retryDeleteFirstFile(intervalForcibly: number): boolean {
+    const first = this.getFirstMappedFile()
+    if (first === null || first.isAvailable()) return false
+    if (!first.destroy(intervalForcibly)) return false
+    this.removeFiles([first])
+    return true
+  }
+
+  private removeFiles(files: MappedFile[]): void {
+    if (files.length === 0) return
+    const gone = new Set(files)
+    const kept = this.mappedFiles.filter((file) => !gone.has(file))
+    this.mappedFiles.length = 0
+    this.mappedFiles.push(...kept)
+    if (this.options.readOnly !== true && fs.existsSync(this.storePath)) syncDirectory(join(this.storePath, 'x'))
+  }
+
+  // ---- lifecycle ----------------------------------------------------------------------------
+
+  /** Drops the owner's reference of every file (they unmap once readers let go). */
+  shutdown(intervalForcibly: number): void {
+    this.closed = true
+    if (this.preallocating !== null) {
+      clearImmediate(this.preallocating)
+      this.preallocating = null
+    }
+    // A preallocated file stays on disk (zeros, full size); the next load treats it as the
+    // empty tail of the queue, exactly like RocketMQ's allocator leaves its next file.
+    this.preallocated?.shutdown(0)
+    this.preallocated = null
+    for (const file of this.mappedFiles) file.shutdown(intervalForcibly)
+  }
+
+  /** Destroys every file and the directory. */
+  destroy(): void {
+    this.discardPreallocated()
+    for (const file of this.mappedFiles) file.destroy(3000)
+    this.mappedFiles.length = 0
+    this.flushedWhere = 0
+    this.committedWhere = 0
+    fs.rmSync(this.storePath, { recursive: true, force: true })
+  }
+}

@@ -1,0 +1,503 @@
+// mqstore's native layer: handles and system calls, no policy.
+//
+// JavaScript sees one MapHandle per mapped file. Its `buffer` is the only ArrayBuffer over the
+// mapped bytes; JavaScript slices Buffer views out of it. Everything the store decides (what to
+// map, when to flush, when to close) is decided in TypeScript; this file only performs the calls
+// and keeps the memory valid for as long as any JavaScript view can reach it.
+
+#include <napi.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "mapping.h"
+
+namespace mqnative {
+
+namespace {
+
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+const char* ErrnoName(int err) {
+  switch (err) {
+    case EPERM: return "EPERM";
+    case ENOENT: return "ENOENT";
+    case EINTR: return "EINTR";
+    case EIO: return "EIO";
+    case EBADF: return "EBADF";
+    case EAGAIN: return "EAGAIN";
+    case ENOMEM: return "ENOMEM";
+    case EACCES: return "EACCES";
+    case EFAULT: return "EFAULT";
+    case EBUSY: return "EBUSY";
+    case EEXIST: return "EEXIST";
+    case ENODEV: return "ENODEV";
+    case EINVAL: return "EINVAL";
+    case ENFILE: return "ENFILE";
+    case EMFILE: return "EMFILE";
+    case EFBIG: return "EFBIG";
+    case ENOSPC: return "ENOSPC";
+    case ESPIPE: return "ESPIPE";
+    case EROFS: return "EROFS";
+    case ERANGE: return "ERANGE";
+    case EOVERFLOW: return "EOVERFLOW";
+    case ENOTSUP: return "ENOTSUP";
+#if defined(EOPNOTSUPP) && EOPNOTSUPP != ENOTSUP
+    case EOPNOTSUPP: return "EOPNOTSUPP";
+#endif
+#ifdef EDQUOT
+    case EDQUOT: return "EDQUOT";
+#endif
+    default: return "EUNKNOWN";
+  }
+}
+
+// An Error shaped like Node's own system errors: message "CODE: description, syscall",
+// with `code`, `errno` (negative, as libuv reports it) and `syscall`.
+Napi::Error ErrnoError(Napi::Env env, int err, const char* syscall, const char* detail = nullptr) {
+  std::string message = std::string(ErrnoName(err)) + ": " + strerror(err) + ", " + syscall;
+  if (detail != nullptr) message += std::string(" (") + detail + ")";
+  Napi::Error error = Napi::Error::New(env, message);
+  error.Set("code", Napi::String::New(env, ErrnoName(err)));
+  error.Set("errno", Napi::Number::New(env, -err));
+  error.Set("syscall", Napi::String::New(env, syscall));
+  return error;
+}
+
+// Reads a non-negative integer argument that must be exact in a double.
+bool ReadSize(const Napi::CallbackInfo& info, size_t index, const char* name, uint64_t* out) {
+  Napi::Env env = info.Env();
+  if (info.Length() <= index || !info[index].IsNumber()) {
+    Napi::TypeError::New(env, std::string(name) + " must be a number").ThrowAsJavaScriptException();
+    return false;
+  }
+  double value = info[index].As<Napi::Number>().DoubleValue();
+  if (!(value >= 0) || value > 9007199254740991.0 || value != static_cast<double>(static_cast<uint64_t>(value))) {
+    Napi::RangeError::New(env, std::string(name) + " must be a non-negative safe integer")
+        .ThrowAsJavaScriptException();
+    return false;
+  }
+  *out = static_cast<uint64_t>(value);
+  return true;
+}
+
+bool ReadFd(const Napi::CallbackInfo& info, int* fd) {
+  uint64_t value = 0;
+  if (!ReadSize(info, 0, "fd", &value)) return false;
+  if (value > 0x7fffffff) {
+    Napi::RangeError::New(info.Env(), "fd out of range").ThrowAsJavaScriptException();
+    return false;
+  }
+  *fd = static_cast<int>(value);
+  return true;
+}
+
+}  // namespace
+
+struct AddonData {
+  Napi::FunctionReference map_handle_ctor;
+  std::mutex mu;
+  std::vector<std::weak_ptr<Mapping>> live;
+
+  void Track(const std::shared_ptr<Mapping>& mapping) {
+    std::lock_guard<std::mutex> lock(mu);
+    // Drop forgotten entries whenever the list doubles, so it stays proportional to live maps.
+    if (live.size() >= 64 && (live.size() & (live.size() - 1)) == 0) {
+      std::vector<std::weak_ptr<Mapping>> kept;
+      for (auto& weak : live) {
+        if (!weak.expired()) kept.push_back(weak);
+      }
+      live.swap(kept);
+    }
+    live.push_back(mapping);
+  }
+
+  // Environment teardown (process or worker exit): no JavaScript runs any more, so unmapping
+  // cannot strand a view. Work still in flight unmaps when it ends.
+  void CloseAll() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& weak : live) {
+      if (auto mapping = weak.lock()) mapping->Close();
+    }
+    live.clear();
+  }
+};
+
+// Async work on the libuv pool that holds a reference on the mapping while it runs.
+class MappingWork : public Napi::AsyncWorker {
+ public:
+  enum class Kind { kSync, kWarm };
+
+  MappingWork(Napi::Env env, std::shared_ptr<Mapping> mapping, Kind kind, size_t offset, size_t length)
+      : Napi::AsyncWorker(env),
+        mapping_(std::move(mapping)),
+        kind_(kind),
+        offset_(offset),
+        length_(length),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    // BeginWork was taken on the JS thread; the mapping cannot be unmapped until EndWork.
+    char* base = static_cast<char*>(mapping_->addr);
+    if (length_ > 0) {
+      if (kind_ == Kind::kSync) {
+        if (msync(base + offset_, length_, MS_SYNC) != 0) {
+          err_ = errno;
+          syscall_ = "msync";
+        }
+      } else {
+        Warm(base + offset_, length_);
+      }
+    }
+    mapping_->EndWork();
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (err_ != 0) {
+      deferred_.Reject(ErrnoError(env, err_, syscall_).Value());
+    } else {
+      deferred_.Resolve(env.Undefined());
+    }
+  }
+
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  void Warm(char* start, size_t length) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    int advice = mapping_->writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+    if (madvise(start, length, advice) == 0) return;
+    // Kernels before 5.14 do not know the advice: fall back to touching every page.
+#elif defined(MADV_WILLNEED)
+    madvise(start, length, MADV_WILLNEED);
+#endif
+    const size_t page = PageSize();
+    volatile char sink = 0;
+    for (size_t at = 0; at < length; at += page) sink ^= start[at];
+    (void)sink;
+  }
+
+  std::shared_ptr<Mapping> mapping_;
+  Kind kind_;
+  size_t offset_;
+  size_t length_;
+  int err_ = 0;
+  const char* syscall_ = "";
+  Napi::Promise::Deferred deferred_;
+};
+
+class MapHandle : public Napi::ObjectWrap<MapHandle> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "MapHandle",
+                       {
+                           InstanceAccessor<&MapHandle::GetBuffer>("buffer"),
+                           InstanceAccessor<&MapHandle::GetLength>("length"),
+                           InstanceAccessor<&MapHandle::GetClosed>("closed"),
+                           InstanceAccessor<&MapHandle::GetWritable>("writable"),
+                           InstanceMethod<&MapHandle::Sync>("sync"),
+                           InstanceMethod<&MapHandle::SyncAsync>("syncAsync"),
+                           InstanceMethod<&MapHandle::WarmAsync>("warmAsync"),
+                           InstanceMethod<&MapHandle::Advise>("advise"),
+                           InstanceMethod<&MapHandle::Lock>("lock"),
+                           InstanceMethod<&MapHandle::Unlock>("unlock"),
+                           InstanceMethod<&MapHandle::Close>("close"),
+                       });
+  }
+
+  explicit MapHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<MapHandle>(info) {
+    // Only map() constructs handles; it passes the mapping through an External.
+    if (info.Length() != 1 || !info[0].IsExternal()) {
+      Napi::TypeError::New(info.Env(), "MapHandle is created by map()").ThrowAsJavaScriptException();
+      return;
+    }
+    auto* source = info[0].As<Napi::External<std::shared_ptr<Mapping>>>().Data();
+    mapping_ = *source;
+    Napi::Env env = info.Env();
+    auto* hint = new std::shared_ptr<Mapping>(mapping_);
+    Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+        env, mapping_->addr, mapping_->length,
+        [](Napi::Env, void*, std::shared_ptr<Mapping>* owner) { delete owner; }, hint);
+    buffer_ = Napi::Persistent(buffer);
+  }
+
+ private:
+  bool CheckOpen(Napi::Env env) {
+    if (closed_) {
+      Napi::Error error = Napi::Error::New(env, "the mapping is closed");
+      error.Set("code", Napi::String::New(env, "ERR_MAPPING_CLOSED"));
+      error.ThrowAsJavaScriptException();
+      return false;
+    }
+    return true;
+  }
+
+  // Reads (offset, length) at args 0 and 1, checks them against the mapping, and widens the start
+  // down to a page boundary, as msync, madvise and mlock require.
+  bool ReadRange(const Napi::CallbackInfo& info, size_t* start, size_t* length) {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    if (!ReadSize(info, 0, "offset", &offset) || !ReadSize(info, 1, "length", &size)) return false;
+    if (offset > mapping_->length || size > mapping_->length - offset) {
+      Napi::RangeError::New(info.Env(), "range is outside the mapping").ThrowAsJavaScriptException();
+      return false;
+    }
+    const size_t page = PageSize();
+    size_t aligned = static_cast<size_t>(offset) & ~(page - 1);
+    *start = aligned;
+    *length = static_cast<size_t>(offset + size) - aligned;
+    if (size == 0) *length = 0;
+    return true;
+  }
+
+  Napi::Value GetBuffer(const Napi::CallbackInfo& info) {
+    if (closed_) return Napi::ArrayBuffer::New(info.Env(), 0);
+    return buffer_.Value();
+  }
+  Napi::Value GetLength(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(mapping_ ? mapping_->length : 0));
+  }
+  Napi::Value GetClosed(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), closed_); }
+  Napi::Value GetWritable(const Napi::CallbackInfo& info) {
+    return Napi::Boolean::New(info.Env(), mapping_ && mapping_->writable);
+  }
+
+  Napi::Value Sync(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    size_t start = 0, length = 0;
+    if (!CheckOpen(env) || !ReadRange(info, &start, &length)) return env.Undefined();
+    if (length > 0 && msync(static_cast<char*>(mapping_->addr) + start, length, MS_SYNC) != 0) {
+      ErrnoError(env, errno, "msync").ThrowAsJavaScriptException();
+    }
+    return env.Undefined();
+  }
+
+  Napi::Value StartWork(const Napi::CallbackInfo& info, MappingWork::Kind kind) {
+    Napi::Env env = info.Env();
+    size_t start = 0, length = 0;
+    if (!CheckOpen(env) || !ReadRange(info, &start, &length)) return env.Undefined();
+    if (!mapping_->BeginWork()) {
+      CheckOpen(env);
+      return env.Undefined();
+    }
+    auto* work = new MappingWork(env, mapping_, kind, start, length);
+    Napi::Promise promise = work->Promise();
+    work->Queue();
+    return promise;
+  }
+
+  Napi::Value SyncAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kSync); }
+  Napi::Value WarmAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kWarm); }
+
+  Napi::Value Advise(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    size_t start = 0, length = 0;
+    if (!CheckOpen(env) || !ReadRange(info, &start, &length)) return env.Undefined();
+    if (info.Length() < 3 || !info[2].IsString()) {
+      Napi::TypeError::New(env, "advice must be a string").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    std::string name = info[2].As<Napi::String>().Utf8Value();
+    int advice;
+    if (name == "normal") advice = MADV_NORMAL;
+    else if (name == "random") advice = MADV_RANDOM;
+    else if (name == "sequential") advice = MADV_SEQUENTIAL;
+    else if (name == "willneed") advice = MADV_WILLNEED;
+    else if (name == "dontneed") advice = MADV_DONTNEED;
+    else {
+      Napi::RangeError::New(env, "unknown advice: " + name).ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    if (length > 0 && madvise(static_cast<char*>(mapping_->addr) + start, length, advice) != 0) {
+      ErrnoError(env, errno, "madvise").ThrowAsJavaScriptException();
+    }
+    return env.Undefined();
+  }
+
+  Napi::Value Lock(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    size_t start = 0, length = 0;
+    if (!CheckOpen(env) || !ReadRange(info, &start, &length)) return env.Undefined();
+    if (length > 0 && mlock(static_cast<char*>(mapping_->addr) + start, length) != 0) {
+      ErrnoError(env, errno, "mlock").ThrowAsJavaScriptException();
+    }
+    return env.Undefined();
+  }
+
+  Napi::Value Unlock(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    size_t start = 0, length = 0;
+    if (!CheckOpen(env) || !ReadRange(info, &start, &length)) return env.Undefined();
+    if (length > 0 && munlock(static_cast<char*>(mapping_->addr) + start, length) != 0) {
+      ErrnoError(env, errno, "munlock").ThrowAsJavaScriptException();
+    }
+    return env.Undefined();
+  }
+
+  // Idempotent. Detaches the ArrayBuffer (every view becomes empty), then unmaps, or leaves the
+  // unmap to the last in-flight async work.
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (closed_) return env.Undefined();
+    closed_ = true;
+    if (!buffer_.IsEmpty()) {
+      Napi::ArrayBuffer buffer = buffer_.Value();
+      if (!buffer.IsDetached()) buffer.Detach();
+      buffer_.Reset();
+    }
+    mapping_->Close();
+    return env.Undefined();
+  }
+
+  std::shared_ptr<Mapping> mapping_;
+  Napi::Reference<Napi::ArrayBuffer> buffer_;
+  bool closed_ = false;
+};
+
+namespace {
+
+// map(fd, length, writable): MAP_SHARED over [0, length) of fd. A read-only map is MAP_PRIVATE
+// with write permission, so a stray JavaScript write changes a private copy instead of faulting;
+// it never reaches the file.
+Napi::Value Map(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd = -1;
+  uint64_t length = 0;
+  if (!ReadFd(info, &fd) || !ReadSize(info, 1, "length", &length)) return env.Undefined();
+  if (info.Length() < 3 || !info[2].IsBoolean()) {
+    Napi::TypeError::New(env, "writable must be a boolean").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  bool writable = info[2].As<Napi::Boolean>().Value();
+  if (length == 0) {
+    Napi::RangeError::New(env, "length must be positive").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    ErrnoError(env, errno, "fstat").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  // Mapping past the end of the file would turn a later access into SIGBUS.
+  if (static_cast<uint64_t>(st.st_size) < length) {
+    ErrnoError(env, EINVAL, "mmap", "file is shorter than the requested mapping").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  int flags = writable ? MAP_SHARED : MAP_PRIVATE;
+  void* addr = mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, flags, fd, 0);
+  if (addr == MAP_FAILED) {
+    ErrnoError(env, errno, "mmap").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->addr = addr;
+  mapping->length = static_cast<size_t>(length);
+  mapping->writable = writable;
+
+  AddonData* data = env.GetInstanceData<AddonData>();
+  data->Track(mapping);
+  Napi::External<std::shared_ptr<Mapping>> external = Napi::External<std::shared_ptr<Mapping>>::New(env, &mapping);
+  return data->map_handle_ctor.New({external});
+}
+
+// allocate(fd, offset, length): reserve disk blocks so a later page fault cannot hit a full disk.
+Napi::Value Allocate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd = -1;
+  uint64_t offset = 0, length = 0;
+  if (!ReadFd(info, &fd) || !ReadSize(info, 1, "offset", &offset) || !ReadSize(info, 2, "length", &length)) {
+    return env.Undefined();
+  }
+  if (length == 0) return env.Undefined();
+#if defined(__APPLE__)
+  const off_t end = static_cast<off_t>(offset + length);
+  fstore_t store = {F_ALLOCATECONTIG | F_ALLOCATEALL, F_PEOFPOSMODE, 0, end, 0};
+  if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
+    store.fst_flags = F_ALLOCATEALL;
+    if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
+      ErrnoError(env, errno, "fcntl(F_PREALLOCATE)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    ErrnoError(env, errno, "fstat").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  if (st.st_size < end && ftruncate(fd, end) != 0) {
+    ErrnoError(env, errno, "ftruncate").ThrowAsJavaScriptException();
+  }
+#else
+  int err = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(length));
+  if (err != 0) ErrnoError(env, err, "posix_fallocate").ThrowAsJavaScriptException();
+#endif
+  return env.Undefined();
+}
+
+// lockFile(fd): exclusive, non-blocking flock. Throws EAGAIN/EWOULDBLOCK when another open file
+// description holds it.
+Napi::Value LockFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd = -1;
+  if (!ReadFd(info, &fd)) return env.Undefined();
+  int rc;
+  do {
+    rc = flock(fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  return env.Undefined();
+}
+
+Napi::Value UnlockFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd = -1;
+  if (!ReadFd(info, &fd)) return env.Undefined();
+  if (flock(fd, LOCK_UN) != 0) ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  return env.Undefined();
+}
+
+}  // namespace
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  auto* data = new AddonData();
+  data->map_handle_ctor = Napi::Persistent(MapHandle::Init(env));
+  env.SetInstanceData<AddonData>(data);
+  env.AddCleanupHook([data]() { data->CloseAll(); });
+
+  exports.Set("map", Napi::Function::New(env, Map, "map"));
+  exports.Set("allocate", Napi::Function::New(env, Allocate, "allocate"));
+  exports.Set("lockFile", Napi::Function::New(env, LockFile, "lockFile"));
+  exports.Set("unlockFile", Napi::Function::New(env, UnlockFile, "unlockFile"));
+  exports.Set("pageSize", Napi::Number::New(env, static_cast<double>(PageSize())));
+  exports.Set("platform", Napi::String::New(env,
+#if defined(__APPLE__)
+                                            "darwin"
+#else
+                                            "linux"
+#endif
+                                            ));
+  return exports;
+}
+
+}  // namespace mqnative
+
+static Napi::Object InitModule(Napi::Env env, Napi::Object exports) { return mqnative::Init(env, exports); }
+
+NODE_API_MODULE(mqstore, InitModule)

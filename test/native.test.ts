@@ -1,0 +1,248 @@
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+import { native } from '../lib/native.js'
+import { distEntry, runNodeScript, tempDir } from './helpers/tmp.js'
+
+let dir: string
+beforeEach(() => {
+  dir = tempDir()
+})
+afterEach(() => {
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+function preallocated(name: string, size: number): number {
+  const fd = fs.openSync(join(dir, name), 'w+')
+  native.allocate(fd, 0, size)
+  return fd
+}
+
+describe('native addon', () => {
+  it('reports the page size read at run time', () => {
+    expect(native.pageSize).toBeGreaterThanOrEqual(4096)
+    expect(native.pageSize & (native.pageSize - 1)).toBe(0)
+  })
+
+  it('allocate makes the file whole: its blocks are reserved, not sparse', () => {
+    const fd = preallocated('whole', 1 << 20)
+    const st = fs.fstatSync(fd)
+    expect(st.size).toBe(1 << 20)
+    expect(st.blocks * 512).toBeGreaterThanOrEqual(1 << 20)
+    fs.closeSync(fd)
+  })
+
+  it('writes through a shared mapping reach the file and read back after reopen', () => {
+    const fd = preallocated('shared', 65536)
+    const handle = native.map(fd, 65536, true)
+    const view = Buffer.from(handle.buffer, 100, 11)
+    view.write('hello world')
+    handle.sync(0, 65536)
+    handle.close()
+    fs.closeSync(fd)
+    expect(fs.readFileSync(join(dir, 'shared')).subarray(100, 111).toString()).toBe('hello world')
+  })
+
+  it('a read-only map never writes to the file, even when JavaScript writes to its view', () => {
+    fs.writeFileSync(join(dir, 'ro'), Buffer.alloc(8192, 1))
+    const fd = fs.openSync(join(dir, 'ro'), 'r')
+    const handle = native.map(fd, 8192, false)
+    expect(handle.writable).toBe(false)
+    const view = Buffer.from(handle.buffer)
+    expect(view[0]).toBe(1)
+    view[0] = 9
+    handle.close()
+    fs.closeSync(fd)
+    expect(fs.readFileSync(join(dir, 'ro'))[0]).toBe(1)
+  })
+
+  it('close is idempotent and empties every view instead of leaving it dangling', () => {
+    const fd = preallocated('close', 8192)
+    const handle = native.map(fd, 8192, true)
+    const view = Buffer.from(handle.buffer, 0, 4096)
+    view[0] = 7
+    handle.close()
+    handle.close()
+    expect(handle.closed).toBe(true)
+    expect(view.length).toBe(0)
+    expect(view[0]).toBeUndefined()
+    expect(handle.buffer.byteLength).toBe(0)
+    expect(() => view.readInt32BE(0)).toThrow(RangeError)
+    expect(() => handle.sync(0, 1)).toThrow(expect.objectContaining({ code: 'ERR_MAPPING_CLOSED' }))
+    expect(() => handle.syncAsync(0, 1)).toThrow(expect.objectContaining({ code: 'ERR_MAPPING_CLOSED' }))
+    fs.closeSync(fd)
+  })
+
+  it('system call failures carry the errno code and the syscall name', () => {
+    const fd = preallocated('short', 4096)
+    let error: NodeJS.ErrnoException | undefined
+    try {
+      native.map(fd, 8192, true)
+    } catch (e) {
+      error = e as NodeJS.ErrnoException
+    }
+    expect(error?.code).toBe('EINVAL')
+    expect(error?.syscall).toBe('mmap')
+    expect(error?.errno).toBeLessThan(0)
+    expect(() => native.allocate(-1 as number, 0, 1)).toThrow(RangeError)
+    expect(() => native.allocate(999_999, 0, 4096)).toThrow(expect.objectContaining({ code: 'EBADF' }))
+    fs.closeSync(fd)
+  })
+
+  it('rejects ranges outside the mapping and bad argument types', () => {
+    const fd = preallocated('ranges', 8192)
+    const handle = native.map(fd, 8192, true)
+    expect(() => handle.sync(8000, 500)).toThrow(RangeError)
+    expect(() => handle.advise(0, 8192, 'bogus' as never)).toThrow(RangeError)
+    expect(() => handle.sync('0' as unknown as number, 1)).toThrow(TypeError)
+    expect(() => native.map(fd, 0, true)).toThrow(RangeError)
+    handle.advise(0, 8192, 'willneed')
+    handle.close()
+    fs.closeSync(fd)
+  })
+
+  it('an async msync does not block the event loop, and close waits for it before unmapping', async () => {
+    const size = 64 << 20
+    const fd = preallocated('async', size)
+    const handle = native.map(fd, size, true)
+    const view = Buffer.from(handle.buffer)
+    for (let at = 0; at < size; at += 4096) view[at] = 1
+    const pending = handle.syncAsync(0, size)
+    // Closing while the msync runs must neither crash nor fail the msync.
+    handle.close()
+    expect(view.length).toBe(0)
+    await expect(pending).resolves.toBeUndefined()
+    fs.closeSync(fd)
+    expect(fs.readFileSync(join(dir, 'async'))[4096]).toBe(1)
+  })
+
+  it('a timer keeps firing while a large msync runs on the pool', async () => {
+    const size = 128 << 20
+    const fd = preallocated('timer', size)
+    const handle = native.map(fd, size, true)
+    const view = Buffer.from(handle.buffer)
+    let ticks = 0
+    let ticksDuringSync = 0
+    const timer = setInterval(() => ticks++, 0)
+    for (let round = 0; round < 3; round++) {
+      for (let at = round; at < size; at += 4096) view[at] = round + 1
+      const before = ticks
+      // Were the msync on the main thread, no timer could fire between the call and its end.
+      await handle.syncAsync(0, size)
+      ticksDuringSync += ticks - before
+    }
+    clearInterval(timer)
+    expect(ticksDuringSync).toBeGreaterThan(0)
+    handle.close()
+    fs.closeSync(fd)
+  })
+
+  it('warmAsync faults pages in without changing their content', async () => {
+    const fd = preallocated('warm', 1 << 20)
+    const handle = native.map(fd, 1 << 20, true)
+    Buffer.from(handle.buffer)[5000] = 42
+    await handle.warmAsync(0, 1 << 20)
+    expect(Buffer.from(handle.buffer)[5000]).toBe(42)
+    handle.close()
+    fs.closeSync(fd)
+  })
+
+  it('mlock is best effort: it either succeeds or throws a system error', () => {
+    const fd = preallocated('lock', 65536)
+    const handle = native.map(fd, 65536, true)
+    try {
+      handle.lock(0, 65536)
+      handle.unlock(0, 65536)
+    } catch (error) {
+      expect(['ENOMEM', 'EPERM', 'EAGAIN']).toContain((error as NodeJS.ErrnoException).code)
+    }
+    handle.close()
+    fs.closeSync(fd)
+  })
+
+  it('flock excludes a second open file description and is released by unlock', () => {
+    fs.writeFileSync(join(dir, 'lock'), 'lock')
+    const a = fs.openSync(join(dir, 'lock'), 'r+')
+    const b = fs.openSync(join(dir, 'lock'), 'r+')
+    native.lockFile(a)
+    expect(() => native.lockFile(b)).toThrow(expect.objectContaining({ syscall: 'flock' }))
+    native.unlockFile(a)
+    native.lockFile(b)
+    fs.closeSync(a)
+    fs.closeSync(b)
+  })
+
+  it('reading a view after the process closed every mapping exits cleanly (child process)', () => {
+    const result = runNodeScript(`
+      import * as fs from 'node:fs'
+      import { native } from ${JSON.stringify(distEntry)}
+      const file = process.argv[2]
+      const fd = fs.openSync(file, 'w+')
+      native.allocate(fd, 0, 1 << 16)
+      const handle = native.map(fd, 1 << 16, true)
+      const view = Buffer.from(handle.buffer)
+      view[10] = 5
+      handle.close()
+      fs.closeSync(fd)
+      fs.rmSync(file)
+      let caught = 0
+      try { view.readUInt8(10) } catch { caught++ }
+      console.log(JSON.stringify({ length: view.length, value: view[10] ?? null, caught }))
+    `, [join(dir, 'child')])
+    expect(result.signal).toBeNull()
+    expect(result.status).toBe(0)
+    expect(JSON.parse(result.stdout)).toEqual({ length: 0, value: null, caught: 1 })
+  })
+
+  it('mappings left open are unmapped by the environment cleanup hook at worker exit', () => {
+    const result = runNodeScript(`
+      import { Worker } from 'node:worker_threads'
+      const code = \`
+        const { native } = await import(${JSON.stringify(distEntry)})
+        const fs = await import('node:fs')
+        const fd = fs.openSync(process.env.FILE, 'w+')
+        native.allocate(fd, 0, 1 << 20)
+        globalThis.keep = Buffer.from(native.map(fd, 1 << 20, true).buffer)
+        globalThis.keep[0] = 1
+      \`
+      const worker = new Worker(code, { eval: true, env: { FILE: process.argv[2] } })
+      worker.on('exit', (code) => console.log('worker exit', code))
+    `, [join(dir, 'worker')])
+    expect(result.signal).toBeNull()
+    expect(result.status).toBe(0)
+    expect(result.stdout).toContain('worker exit 0')
+  })
+})
+
+// Linux as root: a real, tiny tmpfs proves that a full disk is an error at preallocation, never a
+// SIGBUS when a page of a sparse file is first touched.
+const canMountTmpfs = process.platform === 'linux' && process.getuid?.() === 0
+describe.runIf(canMountTmpfs)('full disk (tmpfs, Linux as root)', () => {
+  it('preallocating past the free space fails with ENOSPC as an error, not a SIGBUS', () => {
+    const mount = tempDir('mqstore-tmpfs-')
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount])
+    expect(mounted.status).toBe(0)
+    try {
+      const fd = fs.openSync(join(mount, 'big'), 'w+')
+      let error: NodeJS.ErrnoException | undefined
+      try {
+        native.allocate(fd, 0, 8 << 20)
+      } catch (e) {
+        error = e as NodeJS.ErrnoException
+      }
+      expect(error?.code).toBe('ENOSPC')
+      expect(error?.syscall).toBe('posix_fallocate')
+      fs.closeSync(fd)
+    } finally {
+      spawnSync('umount', [mount])
+      fs.rmSync(mount, { recursive: true, force: true })
+    }
+  })
+})
+describe.runIf(!canMountTmpfs)('full disk (skipped: mounting a tmpfs needs Linux and root)', () => {
+  it('is skipped on this platform because it cannot mount a tmpfs', () => {
+    expect(canMountTmpfs).toBe(false)
+  })
+})
