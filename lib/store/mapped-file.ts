@@ -73,6 +73,11 @@ export interface MappedFileOptions {
   transientStorePool?: TransientStorePool | null
   /** Map read-only: a private copy-on-write map that never writes to the file. */
   readOnly?: boolean
+  /**
+   * The file's start offset, for files not named by it (index files are named by creation time).
+   * Without it the name must be a 20-digit start offset.
+   */
+  fileFromOffset?: number
 }
 
 export class MappedFile {
@@ -103,7 +108,7 @@ export class MappedFile {
   private warmed = false
 
   private constructor(fileName: string, fileSize: number, fd: number, options: MappedFileOptions) {
-    const start = parseOffsetName(basename(fileName))
+    const start = options.fileFromOffset ?? parseOffsetName(basename(fileName))
     if (start === null) {
       throw new MQStoreError('BAD_FILE_NAME', `${fileName}: not a 20-digit segment name`)
     }
