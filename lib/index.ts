@@ -8,3 +8,19 @@ export type { AppendCallback, AppendOutcome, MappedFileOptions } from './store/m
 export { MappedFileQueue, DELETE_FILES_BATCH_MAX } from './store/mapped-file-queue.js'
 export type { MappedFileQueueOptions } from './store/mapped-file-queue.js'
 export { TransientStorePool } from './store/transient-store-pool.js'
+export { MessageStore, PutMessageResult } from './store/message-store.js'
+export type {
+  ConsumeOptions,
+  GetMessageResult,
+  GetMessageStatus,
+  Message,
+  MessageExt,
+  MessageFilter,
+  OpenOptions,
+  PutMessageStatus,
+  QueryMessageResult,
+  Subscription,
+} from './store/message-store.js'
+export { resolveConfig, EMBEDDED_DEFAULTS, ROCKETMQ_SIZES } from './store/config.js'
+export type { MessageStoreConfig, MessageStoreOptions, FlushDiskType } from './store/config.js'
+export type { StoreStats } from './store/store-stats.js'

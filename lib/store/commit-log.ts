@@ -1,0 +1,343 @@
+// The commit log: every message of every topic, appended to one run of mapped files.
+//
+// Appends are synchronous and run on the JavaScript thread, which is what RocketMQ's put lock
+// guarantees: exactly one appender, store timestamps taken in append order, queue offsets assigned
+// densely per (topic, queueId). A record is encoded straight into the mapping (or the transient
+// pool's write buffer); a record that does not fit with 8 bytes to spare closes the file with a
+// blank record and goes to the next file.
+import { join } from 'node:path'
+
+import {
+  checkRecord,
+  createMsgId,
+  END_FILE_MIN_BLANK_LENGTH,
+  MESSAGE_MAGIC_CODE,
+  OFFSET_MAGIC,
+  OFFSET_SYSFLAG,
+  storeTimestampOffset,
+  SysFlag,
+  writeBlank,
+  writeRecord,
+  type DispatchRequest,
+  type HostAddress,
+  type PreparedRecord,
+} from './commitlog/format.js'
+import type { MessageStoreConfig } from './config.js'
+import type { MappedFile, SelectMappedBufferResult } from './mapped-file.js'
+import { MappedFileQueue } from './mapped-file-queue.js'
+import type { TransientStorePool } from './transient-store-pool.js'
+
+export type PutMessageStatus =
+  | 'PUT_OK'
+  | 'FLUSH_DISK_TIMEOUT'
+  | 'SERVICE_NOT_AVAILABLE'
+  | 'CREATE_MAPEDFILE_FAILED'
+  | 'MESSAGE_ILLEGAL'
+  | 'PROPERTIES_SIZE_EXCEEDED'
+  | 'OS_PAGECACHE_BUSY'
+  | 'UNKNOWN_ERROR'
+
+/** The outcome of one put. `msgId` is computed on first access (it is a 32-character string). */
+export class PutMessageResult {
+  status: PutMessageStatus
+  readonly wroteOffset: number
+  readonly wroteBytes: number
+  readonly queueOffset: number
+  readonly storeTimestamp: number
+  private readonly storeHost: HostAddress | null
+  private id: string | null = null
+
+  constructor(
+    status: PutMessageStatus,
+    wroteOffset = -1,
+    wroteBytes = 0,
+    queueOffset = -1,
+    storeTimestamp = 0,
+    storeHost: HostAddress | null = null,
+  ) {
+    this.status = status
+    this.wroteOffset = wroteOffset
+    this.wroteBytes = wroteBytes
+    this.queueOffset = queueOffset
+    this.storeTimestamp = storeTimestamp
+    this.storeHost = storeHost
+  }
+
+  get msgId(): string {
+    if (this.id === null) this.id = this.storeHost === null ? '' : createMsgId(this.storeHost, this.wroteOffset)
+    return this.id
+  }
+
+  /** True when the message was appended (even if a flush wait then timed out). */
+  isOk(): boolean {
+    return this.status === 'PUT_OK' || this.status === 'FLUSH_DISK_TIMEOUT'
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      status: this.status,
+      wroteOffset: this.wroteOffset,
+      wroteBytes: this.wroteBytes,
+      queueOffset: this.queueOffset,
+      msgId: this.msgId,
+      storeTimestamp: this.storeTimestamp,
+    }
+  }
+}
+
+/** Called for every valid record a recovery walks over (abnormal recovery re-dispatches them). */
+export type RecoveredRecordHandler = (request: DispatchRequest) => void
+
+/** What the store learns from a recovery scan. */
+export interface RecoveryOutcome {
+  /** Where valid data ends: the commit log is truncated here. */
+  processOffset: number
+  /** Why the scan stopped before the end of the last file, if it did. */
+  stoppedAt: { offset: number; reason: string } | null
+  /** Bytes scanned. */
+  scannedBytes: number
+}
+
+export class CommitLog {
+  readonly mappedFileQueue: MappedFileQueue
+  /** `topic-queueId` → the next queue offset to assign. */
+  readonly topicQueueTable = new Map<string, number>()
+  private readonly config: MessageStoreConfig
+  private readonly storeHost: HostAddress
+
+  // The pending append, kept in fields so the append callback is one bound function.
+  private pendingRecord: PreparedRecord | null = null
+  private pendingQueueOffset = 0
+  private pendingTimestamp = 0
+  private pendingEndOfFile = false
+  private readonly appendCallback = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => {
+    const record = this.pendingRecord!
+    if (record.length + END_FILE_MIN_BLANK_LENGTH > maxBlank) {
+      writeBlank(target, pos, maxBlank)
+      this.pendingEndOfFile = true
+      return { wroteBytes: maxBlank }
+    }
+    writeRecord(target, pos, record, this.pendingQueueOffset, fileFromOffset + pos, this.pendingTimestamp)
+    this.pendingEndOfFile = false
+    return { wroteBytes: record.length }
+  }
+
+  constructor(storeRoot: string, config: MessageStoreConfig, storeHost: HostAddress, pool: TransientStorePool | null, readOnly = false) {
+    this.config = config
+    this.storeHost = storeHost
+    this.mappedFileQueue = new MappedFileQueue(join(storeRoot, 'commitlog'), config.mappedFileSizeCommitLog, {
+      preallocateNext: !readOnly,
+      warmMappedFiles: config.warmMapedFileEnable,
+      transientStorePool: pool,
+      readOnly,
+    })
+  }
+
+  load(): void {
+    this.mappedFileQueue.load()
+  }
+
+  // ---- append -------------------------------------------------------------------------------
+
+  /** The queue offset the next message of (topic, queueId) gets. */
+  private queueKey(topic: string, queueId: number): string {
+    return `${topic}-${queueId}`
+  }
+
+  /**
+   * Appends one prepared record. Synchronous: the caller is the only appender while it runs.
+   * `now` is the store timestamp (taken by the caller so that a batch can share a clock read).
+   */
+  append(record: PreparedRecord, now: number): PutMessageResult {
+    const tranType = record.sysFlag & SysFlag.TRANSACTION_MASK
+    const counted = tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT
+    const key = this.queueKey(record.topic, record.queueId)
+    const queueOffset = counted ? (this.topicQueueTable.get(key) ?? 0) : 0
+
+    let file = this.mappedFileQueue.getLastMappedFile()
+    if (file === null || file.isFull()) file = this.mappedFileQueue.getLastMappedFile(0)
+    if (file === null) return new PutMessageResult('CREATE_MAPEDFILE_FAILED')
+
+    this.pendingRecord = record
+    this.pendingQueueOffset = queueOffset
+    this.pendingTimestamp = now
+    let wroteOffset = file.fileFromOffset + file.wrotePosition
+    file.appendWith(this.appendCallback)
+    if (this.pendingEndOfFile) {
+      file = this.mappedFileQueue.getLastMappedFile(0)
+      if (file === null) {
+        this.pendingRecord = null
+        return new PutMessageResult('CREATE_MAPEDFILE_FAILED')
+      }
+      wroteOffset = file.fileFromOffset + file.wrotePosition
+      file.appendWith(this.appendCallback)
+      if (this.pendingEndOfFile) {
+        // A record larger than a whole file: prepareRecord's limits make this unreachable unless
+        // mappedFileSizeCommitLog is smaller than maxMessageSize.
+        this.pendingRecord = null
+        return new PutMessageResult('MESSAGE_ILLEGAL')
+      }
+    }
+    this.pendingRecord = null
+    file.storeTimestamp = now
+    if (counted) this.topicQueueTable.set(key, queueOffset + 1)
+    return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
+  }
+
+  // ---- reads --------------------------------------------------------------------------------
+
+  /** First file's start; the next file's when the first is being destroyed; -1 when empty. */
+  getMinOffset(): number {
+    const first = this.mappedFileQueue.getFirstMappedFile()
+    if (first === null) return -1
+    if (first.isAvailable()) return first.fileFromOffset
+    return this.rollNextFile(first.fileFromOffset)
+  }
+
+  /** The readable end of the commit log. */
+  getMaxOffset(): number {
+    return this.mappedFileQueue.getMaxOffset()
+  }
+
+  rollNextFile(offset: number): number {
+    const size = this.config.mappedFileSizeCommitLog
+    return offset + size - (offset % size)
+  }
+
+  /** A held view of one record's bytes, or null when they are not readable. */
+  getMessage(offset: number, size: number): SelectMappedBufferResult | null {
+    const file = this.mappedFileQueue.findMappedFileByOffset(offset, offset === 0)
+    if (file === null) return null
+    return file.selectMappedBuffer(offset % this.config.mappedFileSizeCommitLog, size)
+  }
+
+  /** A held view from `offset` to the readable end of its file (dispatch and replication). */
+  getData(offset: number, returnFirstOnNotFound = offset === 0): SelectMappedBufferResult | null {
+    const file = this.mappedFileQueue.findMappedFileByOffset(offset, returnFirstOnNotFound)
+    if (file === null) return null
+    return file.selectMappedBuffer(offset % this.config.mappedFileSizeCommitLog)
+  }
+
+  /** The store timestamp of the record at `offset`, or -1 when it cannot be read. */
+  pickupStoreTimestamp(offset: number, size: number): number {
+    if (offset < this.getMinOffset()) return -1
+    const view = this.getMessage(offset, size)
+    if (view === null) return -1
+    try {
+      const buffer = view.buffer
+      if (buffer.length < OFFSET_SYSFLAG + 4) return -1
+      const at = storeTimestampOffset(buffer.readInt32BE(OFFSET_SYSFLAG))
+      if (at + 8 > buffer.length) return -1
+      return buffer.readUInt32BE(at) * 2 ** 32 + buffer.readUInt32BE(at + 4)
+    } finally {
+      view.release()
+    }
+  }
+
+  // ---- recovery -----------------------------------------------------------------------------
+
+  /**
+   * Walks records from the start of `files[startIndex]` while they are valid, handing each to
+   * `onRecord`; stops at the first invalid record or after the last file's blank.
+   */
+  private scanFrom(startIndex: number, checkCRC: boolean, onRecord: RecoveredRecordHandler | null): RecoveryOutcome {
+    const files = this.mappedFileQueue.mappedFiles
+    const fileSize = this.config.mappedFileSizeCommitLog
+    let index = startIndex
+    let file: MappedFile = files[index]
+    let buffer = file.readableBuffer()
+    let pos = 0
+    let scannedBytes = 0
+    let stoppedAt: RecoveryOutcome['stoppedAt'] = null
+    for (;;) {
+      const request = checkRecord(buffer, pos, fileSize, checkCRC)
+      if (request.status === 'OK' && request.size > 0) {
+        if (onRecord !== null) onRecord(request)
+        pos += request.size
+        scannedBytes += request.size
+        continue
+      }
+      if (request.status === 'BLANK') {
+        scannedBytes += fileSize - pos
+        if (index + 1 >= files.length) break
+        index += 1
+        file = files[index]
+        buffer = file.readableBuffer()
+        pos = 0
+        continue
+      }
+      // Zeros after the last record are the normal end of the log; anything else is damage.
+      const zeros = request.status === 'BAD' && isZeroFrom(buffer, pos, Math.min(fileSize, pos + 8))
+      if (!zeros) {
+        stoppedAt = { offset: file.fileFromOffset + pos, reason: request.reason ?? request.status }
+      }
+      break
+    }
+    return { processOffset: file.fileFromOffset + pos, stoppedAt, scannedBytes }
+  }
+
+  /** Normal recovery (clean shutdown): the last three files are checked; nothing is dispatched. */
+  recoverNormally(): RecoveryOutcome {
+    const files = this.mappedFileQueue.mappedFiles
+    if (files.length === 0) return this.recoverEmpty()
+    const outcome = this.scanFrom(Math.max(0, files.length - 3), this.config.checkCRCOnRecover, null)
+    this.truncateTo(outcome.processOffset)
+    return outcome
+  }
+
+  /**
+   * Abnormal recovery (the abort file was present): start at the newest file whose first record is
+   * not newer than the checkpoint's safe timestamp, and re-dispatch every valid record from there.
+   */
+  recoverAbnormally(minTimestamp: number, onRecord: RecoveredRecordHandler): RecoveryOutcome {
+    const files = this.mappedFileQueue.mappedFiles
+    if (files.length === 0) return this.recoverEmpty()
+    let start = 0
+    for (let i = files.length - 1; i >= 0; i--) {
+      if (this.isMappedFileMatchedRecover(files[i], minTimestamp)) {
+        start = i
+        break
+      }
+    }
+    const outcome = this.scanFrom(start, this.config.checkCRCOnRecover, onRecord)
+    this.truncateTo(outcome.processOffset)
+    return outcome
+  }
+
+  private recoverEmpty(): RecoveryOutcome {
+    this.mappedFileQueue.flushedWhere = 0
+    this.mappedFileQueue.committedWhere = 0
+    return { processOffset: 0, stoppedAt: null, scannedBytes: 0 }
+  }
+
+  private isMappedFileMatchedRecover(file: MappedFile, minTimestamp: number): boolean {
+    const buffer = file.readableBuffer()
+    if (buffer.length < 64 || buffer.readInt32BE(OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return false
+    const at = storeTimestampOffset(buffer.readInt32BE(OFFSET_SYSFLAG))
+    const storeTimestamp = buffer.readUInt32BE(at) * 2 ** 32 + buffer.readUInt32BE(at + 4)
+    if (storeTimestamp === 0) return false
+    return storeTimestamp <= minTimestamp
+  }
+
+  /** Cuts the log at `offset`: positions in the file holding it, later files deleted. */
+  truncateTo(offset: number): void {
+    this.mappedFileQueue.flushedWhere = offset
+    this.mappedFileQueue.committedWhere = offset
+    this.mappedFileQueue.truncateDirtyFiles(offset)
+  }
+
+  /** Flushes everything appended (commit first when a write buffer is used). */
+  flushAll(): void {
+    for (let i = 0; i < 10 && !this.mappedFileQueue.commit(0); i++);
+    for (let i = 0; i < 10 && !this.mappedFileQueue.flush(0); i++);
+  }
+
+  shutdown(): void {
+    this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
+  }
+}
+
+function isZeroFrom(buffer: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to && i < buffer.length; i++) if (buffer[i] !== 0) return false
+  return true
+}

@@ -1,0 +1,202 @@
+// MessageStoreConfig: RocketMQ's option names and behaviour defaults, with file sizes from an
+// embedded profile (a Node service rarely wants 1 GiB commit-log files and 420 MB index files).
+// `preset: 'rocketmq'` restores RocketMQ 4.9's exact sizes.
+import { MQStoreError } from '../errors.js'
+
+export type FlushDiskType = 'ASYNC_FLUSH' | 'SYNC_FLUSH'
+
+export interface MessageStoreConfig {
+  /** Commit-log segment size in bytes. Embedded 128 MiB; RocketMQ 1 GiB. */
+  mappedFileSizeCommitLog: number
+  /** Consume-queue segment size in bytes, rounded up to a multiple of 20. Embedded 60,000 units; RocketMQ 300,000. */
+  mappedFileSizeConsumeQueue: number
+  /** Index slots per index file. Embedded 1,000,000; RocketMQ 5,000,000. */
+  maxHashSlotNum: number
+  /** Index entries per index file. Embedded 4,000,000; RocketMQ 20,000,000. */
+  maxIndexNum: number
+  flushDiskType: FlushDiskType
+  flushIntervalCommitLog: number
+  flushCommitLogLeastPages: number
+  flushCommitLogThoroughInterval: number
+  flushCommitLogTimed: boolean
+  commitIntervalCommitLog: number
+  commitCommitLogLeastPages: number
+  commitCommitLogThoroughInterval: number
+  syncFlushTimeout: number
+  flushIntervalConsumeQueue: number
+  flushConsumeQueueLeastPages: number
+  flushConsumeQueueThoroughInterval: number
+  flushConsumerOffsetInterval: number
+  maxMessageSize: number
+  checkCRCOnRecover: boolean
+  maxTransferBytesOnMessageInMemory: number
+  maxTransferCountOnMessageInMemory: number
+  maxTransferBytesOnMessageInDisk: number
+  maxTransferCountOnMessageInDisk: number
+  accessMessageInMemoryMaxRatio: number
+  messageIndexEnable: boolean
+  messageIndexSafe: boolean
+  maxMsgsNumBatch: number
+  defaultQueryMaxNum: number
+  transientStorePoolEnable: boolean
+  transientStorePoolSize: number
+  warmMapedFileEnable: boolean
+  osPageCacheBusyTimeOutMills: number
+  fileReservedTime: number
+  deleteWhen: string
+  diskMaxUsedSpaceRatio: number
+  cleanResourceInterval: number
+  destroyMapedFileIntervalForcibly: number
+  redeleteHangedFileInterval: number
+  deleteCommitLogFilesInterval: number
+  deleteConsumeQueueFilesInterval: number
+  cleanFileForciblyEnable: boolean
+  /** Store host written into records and msgIds, "ip:port". */
+  storeHost: string
+  /** Born host used when a message does not carry one. */
+  bornHost: string
+  /** Return copies of message bodies instead of zero-copy views of the mapping. */
+  copyMessageBody: boolean
+}
+
+export type MessageStoreOptions = Partial<MessageStoreConfig> & { preset?: 'embedded' | 'rocketmq' }
+
+const MiB = 1024 * 1024
+
+export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
+  mappedFileSizeCommitLog: 128 * MiB,
+  mappedFileSizeConsumeQueue: 60_000 * 20,
+  maxHashSlotNum: 1_000_000,
+  maxIndexNum: 4_000_000,
+  flushDiskType: 'ASYNC_FLUSH',
+  flushIntervalCommitLog: 500,
+  flushCommitLogLeastPages: 4,
+  flushCommitLogThoroughInterval: 10_000,
+  flushCommitLogTimed: true,
+  commitIntervalCommitLog: 200,
+  commitCommitLogLeastPages: 4,
+  commitCommitLogThoroughInterval: 200,
+  syncFlushTimeout: 5_000,
+  flushIntervalConsumeQueue: 1_000,
+  flushConsumeQueueLeastPages: 2,
+  flushConsumeQueueThoroughInterval: 60_000,
+  flushConsumerOffsetInterval: 5_000,
+  maxMessageSize: 4 * MiB,
+  checkCRCOnRecover: true,
+  maxTransferBytesOnMessageInMemory: 256 * 1024,
+  maxTransferCountOnMessageInMemory: 32,
+  maxTransferBytesOnMessageInDisk: 64 * 1024,
+  maxTransferCountOnMessageInDisk: 8,
+  accessMessageInMemoryMaxRatio: 40,
+  messageIndexEnable: true,
+  messageIndexSafe: false,
+  maxMsgsNumBatch: 64,
+  defaultQueryMaxNum: 32,
+  transientStorePoolEnable: false,
+  transientStorePoolSize: 5,
+  warmMapedFileEnable: false,
+  osPageCacheBusyTimeOutMills: 1_000,
+  fileReservedTime: 72,
+  deleteWhen: '04',
+  diskMaxUsedSpaceRatio: 75,
+  cleanResourceInterval: 10_000,
+  destroyMapedFileIntervalForcibly: 120_000,
+  redeleteHangedFileInterval: 120_000,
+  deleteCommitLogFilesInterval: 100,
+  deleteConsumeQueueFilesInterval: 100,
+  cleanFileForciblyEnable: true,
+  storeHost: '127.0.0.1:10911',
+  bornHost: '127.0.0.1:0',
+  copyMessageBody: false,
+})
+
+export const ROCKETMQ_SIZES: Readonly<Partial<MessageStoreConfig>> = Object.freeze({
+  mappedFileSizeCommitLog: 1024 * MiB,
+  mappedFileSizeConsumeQueue: 300_000 * 20,
+  maxHashSlotNum: 5_000_000,
+  maxIndexNum: 20_000_000,
+})
+
+/** Options that must be positive integers. */
+const POSITIVE_INTEGERS = new Set<keyof MessageStoreConfig>([
+  'mappedFileSizeCommitLog',
+  'mappedFileSizeConsumeQueue',
+  'maxHashSlotNum',
+  'maxIndexNum',
+  'flushIntervalCommitLog',
+  'flushCommitLogThoroughInterval',
+  'commitIntervalCommitLog',
+  'commitCommitLogThoroughInterval',
+  'syncFlushTimeout',
+  'flushIntervalConsumeQueue',
+  'flushConsumeQueueThoroughInterval',
+  'flushConsumerOffsetInterval',
+  'maxMessageSize',
+  'maxTransferBytesOnMessageInMemory',
+  'maxTransferCountOnMessageInMemory',
+  'maxTransferBytesOnMessageInDisk',
+  'maxTransferCountOnMessageInDisk',
+  'accessMessageInMemoryMaxRatio',
+  'maxMsgsNumBatch',
+  'defaultQueryMaxNum',
+  'transientStorePoolSize',
+  'osPageCacheBusyTimeOutMills',
+  'cleanResourceInterval',
+])
+
+/** Validates options against the known names and types and fills in the defaults. */
+export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreConfig {
+  if (options === null || typeof options !== 'object') {
+    throw new MQStoreError('INVALID_OPTION', 'options must be an object')
+  }
+  const { preset, ...given } = options
+  if (preset !== undefined && preset !== 'embedded' && preset !== 'rocketmq') {
+    throw new MQStoreError('INVALID_OPTION', `preset must be 'embedded' or 'rocketmq', got ${String(preset)}`)
+  }
+  const config: MessageStoreConfig = { ...EMBEDDED_DEFAULTS, ...(preset === 'rocketmq' ? ROCKETMQ_SIZES : {}) }
+  for (const [name, value] of Object.entries(given)) {
+    if (!(name in EMBEDDED_DEFAULTS)) {
+      throw new MQStoreError('INVALID_OPTION', `unknown option '${name}'`)
+    }
+    if (value === undefined) continue
+    const key = name as keyof MessageStoreConfig
+    const expected = typeof EMBEDDED_DEFAULTS[key]
+    if (typeof value !== expected) {
+      throw new MQStoreError('INVALID_OPTION', `option '${name}' must be a ${expected}, got ${typeof value}`)
+    }
+    if (expected === 'number') {
+      const number = value as number
+      const positive = POSITIVE_INTEGERS.has(key)
+      if (!Number.isSafeInteger(number) || number < 0 || (positive && number === 0)) {
+        throw new MQStoreError(
+          'INVALID_OPTION',
+          `option '${name}' must be a ${positive ? 'positive' : 'non-negative'} integer, got ${number}`,
+        )
+      }
+    }
+    ;(config as unknown as Record<string, unknown>)[name] = value
+  }
+  if (config.flushDiskType !== 'ASYNC_FLUSH' && config.flushDiskType !== 'SYNC_FLUSH') {
+    throw new MQStoreError('INVALID_OPTION', `flushDiskType must be 'ASYNC_FLUSH' or 'SYNC_FLUSH'`)
+  }
+  // RocketMQ rounds the consume-queue file size up to whole 20-byte units.
+  config.mappedFileSizeConsumeQueue = Math.ceil(config.mappedFileSizeConsumeQueue / 20) * 20
+  if (config.mappedFileSizeCommitLog < 4096) {
+    throw new MQStoreError('INVALID_OPTION', 'mappedFileSizeCommitLog must be at least 4096 bytes')
+  }
+  if (config.diskMaxUsedSpaceRatio < 10) config.diskMaxUsedSpaceRatio = 10
+  if (config.diskMaxUsedSpaceRatio > 95) config.diskMaxUsedSpaceRatio = 95
+  parseHost(config.storeHost, 'storeHost')
+  parseHost(config.bornHost, 'bornHost')
+  return config
+}
+
+/** "ip:port" or "[ipv6]:port" → { address, port }. */
+export function parseHost(text: string, name = 'host'): { address: string; port: number } {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+)):(\d{1,5})$/.exec(text)
+  const port = match ? Number(match[3]) : -1
+  if (match === null || port > 65535) {
+    throw new MQStoreError('INVALID_OPTION', `option '${name}' must be "ip:port" or "[ipv6]:port", got '${text}'`)
+  }
+  return { address: match[1] ?? match[2], port }
+}

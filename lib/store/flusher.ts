@@ -1,0 +1,194 @@
+// Commit-log flushing. msync always runs on the libuv pool (flushAsync), never on the JS thread.
+//
+// SYNC_FLUSH (group commit): each waiting put registers the offset its record ends at; one flush
+// serves every put that arrived while the previous flush ran. A put whose data is not on disk by
+// its deadline (syncFlushTimeout) gets FLUSH_DISK_TIMEOUT; the message stays stored.
+//
+// ASYNC_FLUSH: a loop flushes every flushIntervalCommitLog ms once flushCommitLogLeastPages pages
+// are dirty, and everything every flushCommitLogThoroughInterval ms. With the transient store
+// pool, a second loop first commits the write buffers into the files.
+import type { CommitLog, PutMessageStatus } from './commit-log.js'
+import type { MessageStoreConfig } from './config.js'
+import { ServiceLoop } from './service-loop.js'
+import type { StoreCheckpoint } from './store-checkpoint.js'
+
+interface FlushRequest {
+  nextOffset: number
+  deadline: number
+  settle: (status: PutMessageStatus) => void
+  settled: boolean
+}
+
+export class CommitLogFlusher {
+  private readonly commitLog: CommitLog
+  private readonly config: MessageStoreConfig
+  private readonly checkpoint: StoreCheckpoint
+  private readonly onError: (name: string, error: unknown) => void
+  /** Called when a commit made more data readable (dispatch should run). */
+  private readonly onCommitted: () => void
+
+  private flushLoop: ServiceLoop | null = null
+  private commitLoop: ServiceLoop | null = null
+  private lastThoroughFlush = Date.now()
+  private lastThoroughCommit = Date.now()
+
+  // Group commit state.
+  private requests: FlushRequest[] = []
+  private inFlight: FlushRequest[] = []
+  private groupRunning: Promise<void> | null = null
+  private deadlineTimer: NodeJS.Timeout | null = null
+  private stopped = false
+
+  constructor(
+    commitLog: CommitLog,
+    config: MessageStoreConfig,
+    checkpoint: StoreCheckpoint,
+    onCommitted: () => void,
+    onError: (name: string, error: unknown) => void,
+  ) {
+    this.commitLog = commitLog
+    this.config = config
+    this.checkpoint = checkpoint
+    this.onCommitted = onCommitted
+    this.onError = onError
+  }
+
+  private get usesWriteBuffer(): boolean {
+    return this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
+  }
+
+  start(): void {
+    if (this.config.flushDiskType === 'ASYNC_FLUSH') {
+      this.flushLoop = new ServiceLoop('flush', this.config.flushIntervalCommitLog, () => this.flushOnce(), this.onError)
+      this.flushLoop.start()
+    }
+    if (this.usesWriteBuffer) {
+      this.commitLoop = new ServiceLoop('commit', this.config.commitIntervalCommitLog, () => this.commitOnce(), this.onError)
+      this.commitLoop.start()
+    }
+  }
+
+  /** After a put that does not wait: nudge the services that make it durable or readable. */
+  wakeup(): void {
+    if (this.commitLoop !== null) this.commitLoop.wakeup()
+    else if (this.flushLoop !== null && !this.config.flushCommitLogTimed) this.flushLoop.wakeup()
+  }
+
+  private async flushOnce(): Promise<void> {
+    let leastPages = this.config.flushCommitLogLeastPages
+    const now = Date.now()
+    if (now >= this.lastThoroughFlush + this.config.flushCommitLogThoroughInterval) {
+      this.lastThoroughFlush = now
+      leastPages = 0
+    }
+    const queue = this.commitLog.mappedFileQueue
+    await queue.flushAsync(leastPages)
+    if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
+  }
+
+  private commitOnce(): void {
+    let leastPages = this.config.commitCommitLogLeastPages
+    const now = Date.now()
+    if (now >= this.lastThoroughCommit + this.config.commitCommitLogThoroughInterval) {
+      this.lastThoroughCommit = now
+      leastPages = 0
+    }
+    const queue = this.commitLog.mappedFileQueue
+    if (!queue.commit(leastPages)) {
+      this.lastThoroughCommit = now
+      this.onCommitted()
+      this.flushLoop?.wakeup()
+    }
+  }
+
+  // ---- group commit -------------------------------------------------------------------------
+
+  /** SYNC_FLUSH: resolves once the commit log is flushed up to `nextOffset`, or times out. */
+  awaitFlush(nextOffset: number): Promise<PutMessageStatus> {
+    if (this.commitLog.mappedFileQueue.flushedWhere >= nextOffset) return Promise.resolve('PUT_OK')
+    return new Promise((resolve) => {
+      const request: FlushRequest = {
+        nextOffset,
+        deadline: Date.now() + this.config.syncFlushTimeout,
+        settled: false,
+        settle: (status) => {
+          if (request.settled) return
+          request.settled = true
+          resolve(status)
+        },
+      }
+      this.requests.push(request)
+      this.armDeadlineWatcher()
+      if (this.groupRunning === null) this.groupRunning = this.runGroupCommits()
+    })
+  }
+
+  private async runGroupCommits(): Promise<void> {
+    // Let the puts of this turn of the event loop join the first flush.
+    await new Promise((resolve) => setImmediate(resolve))
+    const queue = this.commitLog.mappedFileQueue
+    try {
+      while (this.requests.length > 0) {
+        this.inFlight = this.requests
+        this.requests = []
+        let target = 0
+        for (const request of this.inFlight) if (request.nextOffset > target) target = request.nextOffset
+        let error: unknown = null
+        try {
+          // One flush covers one file; a batch that crossed into the next file needs another.
+          for (let attempt = 0; attempt < 4 && queue.flushedWhere < target; attempt++) {
+            if (await queue.flushAsync(0)) break
+          }
+        } catch (e) {
+          error = e
+        }
+        if (error !== null) this.onError('group-commit', error)
+        for (const request of this.inFlight) {
+          request.settle(queue.flushedWhere >= request.nextOffset ? 'PUT_OK' : 'FLUSH_DISK_TIMEOUT')
+        }
+        this.inFlight = []
+        if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
+      }
+    } finally {
+      this.groupRunning = null
+    }
+  }
+
+  /** A watcher settles requests still pending at their deadline, even if a flush hangs. */
+  private armDeadlineWatcher(): void {
+    if (this.deadlineTimer !== null) return
+    this.deadlineTimer = setInterval(() => {
+      const now = Date.now()
+      let pending = 0
+      for (const list of [this.requests, this.inFlight]) {
+        for (const request of list) {
+          if (request.settled) continue
+          if (now >= request.deadline) request.settle('FLUSH_DISK_TIMEOUT')
+          else pending++
+        }
+      }
+      if (pending === 0 && this.deadlineTimer !== null) {
+        clearInterval(this.deadlineTimer)
+        this.deadlineTimer = null
+      }
+    }, Math.max(10, Math.min(100, this.config.syncFlushTimeout / 4)))
+    this.deadlineTimer.unref()
+  }
+
+  /** Stops the loops, lets group commits finish, then flushes everything on this thread. */
+  async shutdown(): Promise<void> {
+    if (this.stopped) return
+    this.stopped = true
+    await this.commitLoop?.stop()
+    await this.flushLoop?.stop()
+    if (this.groupRunning !== null) await this.groupRunning
+    this.commitLog.flushAll()
+    for (const request of [...this.requests, ...this.inFlight]) {
+      request.settle(this.commitLog.mappedFileQueue.flushedWhere >= request.nextOffset ? 'PUT_OK' : 'FLUSH_DISK_TIMEOUT')
+    }
+    if (this.deadlineTimer !== null) clearInterval(this.deadlineTimer)
+    this.deadlineTimer = null
+    const queue = this.commitLog.mappedFileQueue
+    if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
+  }
+}

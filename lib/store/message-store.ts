@@ -1,0 +1,966 @@
+// The facade: open, put, get, query, consume, stats, close. It owns every service and is the only
+// place that knows the order in which they start, recover and stop.
+import * as fs from 'node:fs'
+import * as os from 'node:os'
+import { join, resolve } from 'node:path'
+
+import { ioError, MQStoreError } from '../errors.js'
+import { native } from '../native.js'
+import {
+  decodeMessage,
+  encodeProperties,
+  isPrepareFailure,
+  prepareRecord,
+  SysFlag,
+  tagsMatch,
+  validateTopic,
+  type DecodedMessage,
+  type DispatchRequest,
+  type HostAddress,
+} from './commitlog/format.js'
+import { CommitLog, PutMessageResult, type PutMessageStatus, type RecoveryOutcome } from './commit-log.js'
+import { parseHost, resolveConfig, type MessageStoreConfig, type MessageStoreOptions } from './config.js'
+import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from './consume-queue.js'
+import { ConsumerOffsets } from './consumer-offsets.js'
+import { Dispatcher } from './dispatcher.js'
+import { CommitLogFlusher } from './flusher.js'
+import { IndexService } from './index-service.js'
+import { syncDirectory } from './mapped-file.js'
+import { ServiceLoop } from './service-loop.js'
+import { StoreCheckpoint } from './store-checkpoint.js'
+import { StoreStatsService, type StoreStats } from './store-stats.js'
+import { TransientStorePool } from './transient-store-pool.js'
+
+export type { PutMessageStatus } from './commit-log.js'
+export { PutMessageResult } from './commit-log.js'
+
+/** A message to put. Only topic and body are required. */
+export interface Message {
+  topic: string
+  queueId?: number
+  body: Uint8Array | string
+  tags?: string
+  keys?: string | string[]
+  properties?: Record<string, string>
+  flag?: number
+  sysFlag?: number
+  bornTimestamp?: number
+  bornHost?: string
+  reconsumeTimes?: number
+  preparedTransactionOffset?: number
+}
+
+/** A stored message as returned: RocketMQ MessageExt's fields. */
+export type MessageExt = DecodedMessage
+
+export type GetMessageStatus =
+  | 'FOUND'
+  | 'NO_MATCHED_MESSAGE'
+  | 'MESSAGE_WAS_REMOVING'
+  | 'OFFSET_FOUND_NULL'
+  | 'OFFSET_OVERFLOW_BADLY'
+  | 'OFFSET_OVERFLOW_ONE'
+  | 'OFFSET_TOO_SMALL'
+  | 'NO_MATCHED_LOGIC_QUEUE'
+  | 'NO_MESSAGE_IN_QUEUE'
+
+export interface GetMessageResult {
+  status: GetMessageStatus
+  messages: MessageExt[]
+  nextBeginOffset: number
+  minOffset: number
+  maxOffset: number
+  /** Total bytes of the records returned. */
+  bufferTotalSize: number
+  suggestPullingFromSlave: boolean
+}
+
+/** A tag subscription: a list of tags, an expression "a || b", or '*' / undefined for all. */
+export type MessageFilter = { tags?: string[] | string } | string[] | string
+
+export interface QueryMessageResult {
+  messages: MessageExt[]
+  indexLastUpdateTimestamp: number
+  indexLastUpdatePhyoffset: number
+}
+
+export interface ConsumeOptions {
+  group: string
+  topic: string
+  queueId: number
+  /** Where to start: the group's committed offset (default), the queue's min or max, or an offset. */
+  from?: 'committed' | 'earliest' | 'latest' | number
+  tags?: string[] | string
+  signal?: AbortSignal
+  /** Commit after every message handed out (default false: call `commit()` yourself). */
+  autoCommit?: boolean
+  /** Messages fetched per read (default 32). */
+  batchSize?: number
+}
+
+/** An async iterable over one queue that waits for new messages; see MessageStore.consume. */
+export interface Subscription extends AsyncIterable<MessageExt> {
+  /** The queue offset after the last message handed out. */
+  readonly position: number
+  /** Commits `position` (or the given offset) as the group's offset for the queue. */
+  commit(offset?: number): void
+}
+
+export interface OpenOptions extends MessageStoreOptions {
+  /** Called with what the store repaired or noticed at open and while running. */
+  logger?: (level: 'info' | 'warn' | 'error', message: string) => void
+}
+
+const LOCK_FILE = 'lock'
+const ABORT_FILE = 'abort'
+const CHECKPOINT_FILE = 'checkpoint'
+const GROUP_PATTERN = /^[%|a-zA-Z0-9_-]{1,255}$/
+
+export class MessageStore implements AsyncDisposable {
+  readonly storePath: string
+  readonly config: MessageStoreConfig
+  private readonly storeHost: HostAddress
+  private readonly bornHost: HostAddress
+  private readonly logger: NonNullable<OpenOptions['logger']>
+  private readonly lockFd: number
+  private readonly commitLog: CommitLog
+  private readonly checkpoint: StoreCheckpoint
+  private readonly indexService: IndexService
+  private readonly consumeQueues = new Map<string, Map<number, ConsumeQueue>>()
+  private readonly consumerOffsets: ConsumerOffsets
+  private readonly dispatcher: Dispatcher
+  private readonly flusher: CommitLogFlusher
+  private readonly statsService = new StoreStatsService()
+  private readonly pool: TransientStorePool | null
+  private readonly loops: ServiceLoop[] = []
+  private readonly waiters = new Map<string, Set<() => void>>()
+  private readonly totalMemory = os.totalmem()
+  private lastExitOK = true
+  private recovery: RecoveryOutcome | null = null
+  private closed = false
+  private closing: Promise<void> | null = null
+  private lastCqFlushThorough = Date.now()
+
+  private constructor(storePath: string, options: OpenOptions) {
+    const { logger, ...storeOptions } = options
+    this.storePath = storePath
+    this.config = resolveConfig(storeOptions)
+    this.logger = logger ?? (() => {})
+    this.storeHost = parseHost(this.config.storeHost)
+    this.bornHost = parseHost(this.config.bornHost)
+    fs.mkdirSync(storePath, { recursive: true })
+    this.lockFd = takeLock(join(storePath, LOCK_FILE))
+    const usePool = this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
+    this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
+    this.commitLog = new CommitLog(storePath, this.config, this.storeHost, this.pool)
+    this.checkpoint = new StoreCheckpoint(join(storePath, CHECKPOINT_FILE))
+    this.indexService = new IndexService(join(storePath, 'index'), {
+      maxHashSlotNum: this.config.maxHashSlotNum,
+      maxIndexNum: this.config.maxIndexNum,
+      messageIndexEnable: this.config.messageIndexEnable,
+    })
+    this.indexService.onRoll = (endTimestamp) => {
+      this.checkpoint.indexMsgTimestamp = endTimestamp
+      this.checkpoint.flush()
+    }
+    this.consumerOffsets = new ConsumerOffsets(join(storePath, 'config', 'consumerOffset.json'))
+    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.dispatch(request))
+    this.flusher = new CommitLogFlusher(
+      this.commitLog,
+      this.config,
+      this.checkpoint,
+      () => this.dispatcher.schedule(),
+      (name, error) => this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`),
+    )
+  }
+
+  /**
+   * Opens (creating if needed) the store in `dir`: takes the directory lock, loads every file,
+   * recovers from the last shutdown (normal or abnormal), dispatches what the consume queues miss,
+   * and starts the background services.
+   */
+  static async open(dir: string, options: OpenOptions = {}): Promise<MessageStore> {
+    if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
+    const store = new MessageStore(resolve(dir), options)
+    try {
+      store.load()
+      store.start()
+    } catch (error) {
+      store.abandon()
+      throw error
+    }
+    return store
+  }
+
+  // ---- start-up -----------------------------------------------------------------------------
+
+  private load(): void {
+    this.lastExitOK = !fs.existsSync(join(this.storePath, ABORT_FILE))
+    this.commitLog.load()
+    this.loadConsumeQueues()
+    this.indexService.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp)
+    this.consumerOffsets.load()
+    this.recover()
+  }
+
+  private loadConsumeQueues(): void {
+    const root = join(this.storePath, 'consumequeue')
+    let topics: string[] = []
+    try {
+      topics = fs.readdirSync(root)
+    } catch {
+      return
+    }
+    for (const topic of topics) {
+      if (validateTopic(topic) !== null) continue
+      for (const name of fs.readdirSync(join(root, topic))) {
+        if (!/^\d{1,10}$/.test(name)) continue
+        const queue = this.createConsumeQueue(topic, Number(name))
+        queue.load()
+      }
+    }
+  }
+
+  private createConsumeQueue(topic: string, queueId: number): ConsumeQueue {
+    let queues = this.consumeQueues.get(topic)
+    if (queues === undefined) {
+      queues = new Map()
+      this.consumeQueues.set(topic, queues)
+    }
+    let queue = queues.get(queueId)
+    if (queue === undefined) {
+      queue = new ConsumeQueue(topic, queueId, join(this.storePath, 'consumequeue'), this.config.mappedFileSizeConsumeQueue, this.commitLog)
+      queues.set(queueId, queue)
+    }
+    return queue
+  }
+
+  private findConsumeQueue(topic: string, queueId: number): ConsumeQueue | null {
+    return this.consumeQueues.get(topic)?.get(queueId) ?? null
+  }
+
+  private *allConsumeQueues(): Generator<ConsumeQueue> {
+    for (const queues of this.consumeQueues.values()) yield* queues.values()
+  }
+
+  private recover(): void {
+    let maxPhyOffsetOfConsumeQueue = -1
+    for (const queue of this.allConsumeQueues()) {
+      queue.recover()
+      maxPhyOffsetOfConsumeQueue = Math.max(maxPhyOffsetOfConsumeQueue, queue.getMaxPhysicOffset())
+    }
+    if (this.commitLog.mappedFileQueue.mappedFiles.length === 0) {
+      // No commit log: nothing a consume queue points to exists.
+      for (const queue of this.allConsumeQueues()) queue.destroy()
+      this.consumeQueues.clear()
+      this.recovery = { processOffset: 0, stoppedAt: null, scannedBytes: 0 }
+      return
+    }
+    const outcome = this.lastExitOK
+      ? this.commitLog.recoverNormally()
+      : this.commitLog.recoverAbnormally(this.minRecoveryTimestamp(), (request) => this.dispatch(request))
+    this.recovery = outcome
+    if (outcome.stoppedAt !== null) {
+      this.logger('warn', `commit log truncated at ${outcome.stoppedAt.offset}: ${outcome.stoppedAt.reason}`)
+    }
+    if (maxPhyOffsetOfConsumeQueue >= outcome.processOffset || !this.lastExitOK) {
+      for (const queue of this.allConsumeQueues()) queue.truncateDirtyLogicFiles(outcome.processOffset)
+    }
+    this.recoverTopicQueueTable()
+  }
+
+  private minRecoveryTimestamp(): number {
+    return this.config.messageIndexEnable && this.config.messageIndexSafe
+      ? this.checkpoint.getMinTimestampIndex()
+      : this.checkpoint.getMinTimestamp()
+  }
+
+  private recoverTopicQueueTable(): void {
+    const table = this.commitLog.topicQueueTable
+    table.clear()
+    const minPhy = this.commitLog.getMinOffset()
+    for (const queue of this.allConsumeQueues()) {
+      table.set(`${queue.topic}-${queue.queueId}`, queue.getMaxOffsetInQueue())
+      queue.correctMinOffset(minPhy)
+    }
+  }
+
+  private start(): void {
+    let reputFrom = Math.max(0, this.commitLog.getMinOffset())
+    for (const queue of this.allConsumeQueues()) reputFrom = Math.max(reputFrom, queue.getMaxPhysicOffset())
+    this.dispatcher.reputFromOffset = reputFrom
+    this.dispatcher.doReput()
+    this.recoverTopicQueueTable()
+
+    fs.writeFileSync(join(this.storePath, ABORT_FILE), '')
+    syncDirectory(join(this.storePath, ABORT_FILE))
+
+    this.flusher.start()
+    this.statsService.start()
+    const onError = (name: string, error: unknown) =>
+      this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
+    this.loops.push(
+      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), onError),
+      new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
+    )
+    for (const loop of this.loops) loop.start()
+  }
+
+  /** Releases what the constructor and a failed load took, without flushing anything. */
+  private abandon(): void {
+    this.closed = true
+    this.dispatcher.stop()
+    try {
+      for (const queue of this.allConsumeQueues()) queue.shutdown()
+      this.indexService.shutdown()
+      this.commitLog.shutdown()
+      this.checkpoint.shutdown()
+    } finally {
+      releaseLock(this.lockFd)
+    }
+  }
+
+  // ---- dispatch -----------------------------------------------------------------------------
+
+  private dispatch(request: DispatchRequest): void {
+    const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
+    if (tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT) {
+      const queue = this.findConsumeQueue(request.topic, request.queueId) ?? this.createConsumeQueue(request.topic, request.queueId)
+      if (queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
+        this.checkpoint.logicsMsgTimestamp = request.storeTimestamp
+      } else {
+        this.logger('error', `consume queue ${request.topic}/${request.queueId}: unit write failed at ${request.queueOffset}`)
+      }
+      if (this.waiters.size > 0) this.notifyArrival(request.topic, request.queueId)
+    }
+    if (this.config.messageIndexEnable) this.indexService.buildIndex(request)
+  }
+
+  private notifyArrival(topic: string, queueId: number): void {
+    const key = `${topic}-${queueId}`
+    const set = this.waiters.get(key)
+    if (set === undefined) return
+    this.waiters.delete(key)
+    for (const wake of set) wake()
+  }
+
+  private async flushConsumeQueues(): Promise<void> {
+    let leastPages = this.config.flushConsumeQueueLeastPages
+    const now = Date.now()
+    const thorough = now >= this.lastCqFlushThorough + this.config.flushConsumeQueueThoroughInterval
+    let logicsMsgTimestamp = 0
+    if (thorough) {
+      this.lastCqFlushThorough = now
+      leastPages = 0
+      logicsMsgTimestamp = this.checkpoint.logicsMsgTimestamp
+    }
+    for (const queue of [...this.allConsumeQueues()]) await queue.flushAsync(leastPages)
+    if (thorough) {
+      if (logicsMsgTimestamp > 0) this.checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
+      this.checkpoint.flush()
+    }
+  }
+
+  // ---- put ----------------------------------------------------------------------------------
+
+  private checkWritable(): PutMessageStatus | null {
+    return this.closed ? 'SERVICE_NOT_AVAILABLE' : null
+  }
+
+  private buildRecord(message: Message) {
+    if (message === null || typeof message !== 'object') throw new TypeError('message must be an object')
+    const { topic, body } = message
+    if (typeof topic !== 'string') throw new TypeError('message.topic must be a string')
+    const queueId = message.queueId ?? 0
+    if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) {
+      throw new RangeError('message.queueId must be an integer from 0 to 2^31-1')
+    }
+    let bodyBytes: Uint8Array
+    if (typeof body === 'string') bodyBytes = Buffer.from(body, 'utf8')
+    else if (body instanceof Uint8Array) bodyBytes = body
+    else throw new TypeError('message.body must be a Uint8Array or a string')
+    const properties: Record<string, string | undefined> = { ...(message.properties ?? {}) }
+    if (message.tags !== undefined) {
+      if (typeof message.tags !== 'string') throw new TypeError('message.tags must be a string')
+      properties.TAGS = message.tags
+    }
+    if (message.keys !== undefined) {
+      const keys = typeof message.keys === 'string' ? [message.keys] : message.keys
+      if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string')) {
+        throw new TypeError('message.keys must be a string or an array of strings')
+      }
+      properties.KEYS = keys.join(' ')
+    }
+    let propertiesString: string
+    try {
+      propertiesString = encodeProperties(properties)
+    } catch (error) {
+      return { status: 'MESSAGE_ILLEGAL' as const, reason: (error as Error).message }
+    }
+    return prepareRecord(
+      {
+        topic,
+        queueId,
+        body: bodyBytes,
+        flag: message.flag ?? 0,
+        sysFlag: message.sysFlag ?? 0,
+        bornTimestamp: message.bornTimestamp ?? Date.now(),
+        bornHost: message.bornHost === undefined ? this.bornHost : parseHost(message.bornHost, 'bornHost'),
+        storeHost: this.storeHost,
+        reconsumeTimes: message.reconsumeTimes ?? 0,
+        preparedTransactionOffset: message.preparedTransactionOffset ?? 0,
+        propertiesString,
+      },
+      this.config.maxMessageSize,
+    )
+  }
+
+  /** Appends one message. With SYNC_FLUSH, resolves once it is on disk (or FLUSH_DISK_TIMEOUT). */
+  async putMessage(message: Message): Promise<PutMessageResult> {
+    const [result] = await this.putMessages([message])
+    return result
+  }
+
+  /**
+   * Appends many messages in one go (one append pass, one dispatch, one flush wait). Each gets its
+   * own result; an illegal message fails alone.
+   */
+  async putMessages(messages: readonly Message[]): Promise<PutMessageResult[]> {
+    if (!Array.isArray(messages)) throw new TypeError('messages must be an array')
+    const began = Date.now()
+    const unavailable = this.checkWritable()
+    if (unavailable !== null) return messages.map(() => new PutMessageResult(unavailable))
+    const results: PutMessageResult[] = new Array(messages.length)
+    let bytes = 0
+    let appended = 0
+    let lastEnd = -1
+    let waitForFlush = false
+    for (let i = 0; i < messages.length; i++) {
+      const record = this.buildRecord(messages[i])
+      if (isPrepareFailure(record)) {
+        results[i] = new PutMessageResult(record.status)
+        this.statsService.putMessageFailedTimes++
+        continue
+      }
+      let result: PutMessageResult
+      try {
+        result = this.commitLog.append(record, Date.now())
+      } catch (error) {
+        this.logger('error', `append failed: ${(error as Error).message}`)
+        result = new PutMessageResult('UNKNOWN_ERROR')
+      }
+      results[i] = result
+      if (!result.isOk()) {
+        this.statsService.putMessageFailedTimes++
+        continue
+      }
+      appended++
+      bytes += result.wroteBytes
+      lastEnd = result.wroteOffset + result.wroteBytes
+      if (messages[i].properties?.WAIT !== 'false') waitForFlush = true
+    }
+    if (appended > 0) {
+      this.dispatcher.schedule()
+      if (this.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {
+        const status = await this.flusher.awaitFlush(lastEnd)
+        if (status !== 'PUT_OK') for (const r of results) if (r.status === 'PUT_OK') r.status = status
+      } else {
+        this.flusher.wakeup()
+      }
+      this.statsService.recordPut(appended, bytes, Date.now() - began)
+    }
+    return results
+  }
+
+  // ---- get ----------------------------------------------------------------------------------
+
+  private catchUp(): void {
+    if (this.dispatcher.reputFromOffset < this.commitLog.getMaxOffset()) this.dispatcher.doReput()
+  }
+
+  /**
+   * Reads up to `maxMsgNums` messages of one queue from `offset`, with RocketMQ's statuses and
+   * transfer limits. Messages that fail the tag filter are skipped (and counted in nextBeginOffset).
+   */
+  getMessage(group: string, topic: string, queueId: number, offset: number, maxMsgNums: number, filter?: MessageFilter): GetMessageResult {
+    this.assertOpen()
+    checkName(group, 'group')
+    checkQueue(topic, queueId)
+    if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError('offset must be a non-negative integer')
+    if (!Number.isSafeInteger(maxMsgNums) || maxMsgNums < 1) throw new RangeError('maxMsgNums must be a positive integer')
+    const began = Date.now()
+    this.catchUp()
+    const tags = filterTags(filter)
+    const result = this.readQueue(topic, queueId, offset, maxMsgNums, tags)
+    this.statsService.recordGet(result.messages.length, Date.now() - began)
+    return result
+  }
+
+  private readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined): GetMessageResult {
+    const result: GetMessageResult = {
+      status: 'NO_MESSAGE_IN_QUEUE',
+      messages: [],
+      nextBeginOffset: offset,
+      minOffset: 0,
+      maxOffset: 0,
+      bufferTotalSize: 0,
+      suggestPullingFromSlave: false,
+    }
+    const queue = this.findConsumeQueue(topic, queueId)
+    if (queue === null) {
+      result.nextBeginOffset = 0
+      return result
+    }
+    const min = queue.getMinOffsetInQueue()
+    const max = queue.getMaxOffsetInQueue()
+    result.minOffset = min
+    result.maxOffset = max
+    if (max === 0) {
+      result.status = 'NO_MESSAGE_IN_QUEUE'
+      result.nextBeginOffset = 0
+    } else if (offset < min) {
+      result.status = 'OFFSET_TOO_SMALL'
+      result.nextBeginOffset = min
+    } else if (offset === max) {
+      result.status = 'OFFSET_OVERFLOW_ONE'
+      result.nextBeginOffset = offset
+    } else if (offset > max) {
+      result.status = 'OFFSET_OVERFLOW_BADLY'
+      result.nextBeginOffset = max
+    } else {
+      this.collect(queue, offset, maxMsgNums, tags, result)
+    }
+    return result
+  }
+
+  private collect(queue: ConsumeQueue, offset: number, maxMsgNums: number, tags: string[] | undefined, result: GetMessageResult): void {
+    const units = queue.getIndexBuffer(offset)
+    if (units === null) {
+      result.status = 'OFFSET_FOUND_NULL'
+      result.nextBeginOffset = queue.rollNextFile(offset)
+      return
+    }
+    const maxPhy = this.commitLog.getMaxOffset()
+    const memoryLimit = (this.totalMemory * this.config.accessMessageInMemoryMaxRatio) / 100
+    const copyBody = this.config.copyMessageBody
+    result.status = 'NO_MATCHED_MESSAGE'
+    let skipUntil = -1
+    let consumed = 0
+    let lastPhy = 0
+    try {
+      const view = units.buffer
+      const limit = Math.min(units.size, Math.max(16_000, maxMsgNums * CQ_STORE_UNIT_SIZE))
+      for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit; i += CQ_STORE_UNIT_SIZE) {
+        const phy = ConsumeQueue.readOffset(view, i)
+        const size = ConsumeQueue.readSize(view, i)
+        const tagsCode = ConsumeQueue.readTagsCode(view, i)
+        lastPhy = phy
+        if (skipUntil >= 0 && phy < skipUntil) {
+          consumed++
+          continue
+        }
+        const inDisk = maxPhy - phy > memoryLimit
+        if (this.isTheBatchFull(size, maxMsgNums, result, inDisk)) break
+        consumed++
+        if (!tagsMatch(tags, tagsCode)) continue
+        const record = this.commitLog.getMessage(phy, size)
+        if (record === null) {
+          if (result.messages.length === 0) result.status = 'MESSAGE_WAS_REMOVING'
+          skipUntil = this.commitLog.rollNextFile(phy)
+          continue
+        }
+        let message: MessageExt | null
+        try {
+          message = decodeMessage(record.buffer, 0, copyBody)
+        } finally {
+          record.release()
+        }
+        if (message === null) continue
+        // The unit matched by hash; the tag itself must match too (hash collisions).
+        if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) continue
+        result.messages.push(message)
+        result.bufferTotalSize += size
+        result.status = 'FOUND'
+        skipUntil = -1
+      }
+    } finally {
+      units.release()
+    }
+    result.nextBeginOffset = offset + consumed
+    result.suggestPullingFromSlave = maxPhy - lastPhy > memoryLimit
+  }
+
+  private isTheBatchFull(size: number, maxMsgNums: number, result: GetMessageResult, inDisk: boolean): boolean {
+    const count = result.messages.length
+    if (count === 0) return false
+    if (count >= maxMsgNums) return true
+    const total = result.bufferTotalSize
+    if (inDisk) {
+      return total + size > this.config.maxTransferBytesOnMessageInDisk || count > this.config.maxTransferCountOnMessageInDisk - 1
+    }
+    return total + size > this.config.maxTransferBytesOnMessageInMemory || count > this.config.maxTransferCountOnMessageInMemory - 1
+  }
+
+  /** The message whose record starts at `commitLogOffset`, or null. */
+  lookMessageByOffset(commitLogOffset: number): MessageExt | null {
+    this.assertOpen()
+    if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null
+    this.catchUp()
+    const head = this.commitLog.getMessage(commitLogOffset, 4)
+    if (head === null) return null
+    const size = head.buffer.readInt32BE(0)
+    head.release()
+    if (size <= 0) return null
+    const record = this.commitLog.getMessage(commitLogOffset, size)
+    if (record === null) return null
+    try {
+      return decodeMessage(record.buffer, 0, this.config.copyMessageBody)
+    } finally {
+      record.release()
+    }
+  }
+
+  /**
+   * Messages of `topic` with `key` (in KEYS or as UNIQ_KEY) stored between `begin` and `end` (ms),
+   * newest index files first, at most min(maxNum, maxMsgsNumBatch). Hash collisions are filtered
+   * out by comparing the keys of each message found.
+   */
+  queryMessage(topic: string, key: string, maxNum: number, begin: number, end: number): QueryMessageResult {
+    this.assertOpen()
+    if (typeof topic !== 'string' || typeof key !== 'string') throw new TypeError('topic and key must be strings')
+    if (!Number.isSafeInteger(maxNum) || maxNum < 1) throw new RangeError('maxNum must be a positive integer')
+    this.catchUp()
+    const found = this.indexService.queryOffset(topic, key, maxNum, begin, end)
+    const offsets = [...found.phyOffsets].sort((a, b) => a - b)
+    const messages: MessageExt[] = []
+    for (const offset of offsets) {
+      const message = this.lookMessageByOffset(offset)
+      if (message === null || message.topic !== topic) continue
+      if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) continue
+      messages.push(message)
+    }
+    return {
+      messages,
+      indexLastUpdateTimestamp: found.indexLastUpdateTimestamp,
+      indexLastUpdatePhyoffset: found.indexLastUpdatePhyoffset,
+    }
+  }
+
+  getMinOffsetInQueue(topic: string, queueId: number): number {
+    this.assertOpen()
+    this.catchUp()
+    return this.findConsumeQueue(topic, queueId)?.getMinOffsetInQueue() ?? 0
+  }
+
+  getMaxOffsetInQueue(topic: string, queueId: number): number {
+    this.assertOpen()
+    this.catchUp()
+    return this.findConsumeQueue(topic, queueId)?.getMaxOffsetInQueue() ?? 0
+  }
+
+  getMessageTotalInQueue(topic: string, queueId: number): number {
+    this.assertOpen()
+    this.catchUp()
+    return this.findConsumeQueue(topic, queueId)?.getMessageTotalInQueue() ?? 0
+  }
+
+  /** The queue offset whose message's store time is nearest to `timestamp` (0 for an unknown queue). */
+  getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
+    this.assertOpen()
+    this.catchUp()
+    return this.findConsumeQueue(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0
+  }
+
+  /** The commit-log offset of the message at `consumeQueueOffset`, 0 when unreadable. */
+  getCommitLogOffsetInQueue(topic: string, queueId: number, consumeQueueOffset: number): number {
+    this.assertOpen()
+    this.catchUp()
+    const unit = this.readUnit(topic, queueId, consumeQueueOffset)
+    return unit === null ? 0 : unit.offset
+  }
+
+  private readUnit(topic: string, queueId: number, consumeQueueOffset: number): { offset: number; size: number } | null {
+    const queue = this.findConsumeQueue(topic, queueId)
+    if (queue === null) return null
+    const units = queue.getIndexBuffer(consumeQueueOffset)
+    if (units === null) return null
+    try {
+      return { offset: ConsumeQueue.readOffset(units.buffer, 0), size: ConsumeQueue.readSize(units.buffer, 0) }
+    } finally {
+      units.release()
+    }
+  }
+
+  /** Store time of the message at `consumeQueueOffset`, -1 when unreadable. */
+  getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
+    this.assertOpen()
+    this.catchUp()
+    const unit = this.readUnit(topic, queueId, consumeQueueOffset)
+    return unit === null ? -1 : this.commitLog.pickupStoreTimestamp(unit.offset, unit.size)
+  }
+
+  /**
+   * Store time of the earliest message: of one queue when topic and queueId are given, else of
+   * the whole commit log. -1 when there is none.
+   */
+  getEarliestMessageTime(topic?: string, queueId?: number): number {
+    this.assertOpen()
+    this.catchUp()
+    if (topic !== undefined && queueId !== undefined) {
+      const queue = this.findConsumeQueue(topic, queueId)
+      if (queue === null) return -1
+      return this.getMessageStoreTimeStamp(topic, queueId, queue.getMinOffsetInQueue())
+    }
+    const min = this.commitLog.getMinOffset()
+    if (min < 0) return -1
+    const message = this.lookMessageByOffset(min)
+    return message === null ? -1 : message.storeTimestamp
+  }
+
+  getMinPhyOffset(): number {
+    return this.commitLog.getMinOffset()
+  }
+
+  getMaxPhyOffset(): number {
+    return this.commitLog.getMaxOffset()
+  }
+
+  // ---- consumer offsets ---------------------------------------------------------------------
+
+  commitOffset(group: string, topic: string, queueId: number, offset: number): void {
+    this.assertOpen()
+    checkName(group, 'group')
+    checkQueue(topic, queueId)
+    if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError('offset must be a non-negative integer')
+    this.consumerOffsets.commitOffset(group, topic, queueId, offset)
+  }
+
+  /** The group's committed offset for the queue, -1 when it never committed one. */
+  queryOffset(group: string, topic: string, queueId: number): number {
+    this.assertOpen()
+    checkName(group, 'group')
+    checkQueue(topic, queueId)
+    return this.consumerOffsets.queryOffset(group, topic, queueId)
+  }
+
+  // ---- consume ------------------------------------------------------------------------------
+
+  /**
+   * Tails one queue: yields every message from `from` on, then waits for new ones (woken by
+   * dispatch, no polling) until `signal` aborts or the store closes; the iteration then ends.
+   */
+  consume(options: ConsumeOptions): Subscription {
+    this.assertOpen()
+    const { group, topic, queueId, signal } = options
+    checkName(group, 'group')
+    checkQueue(topic, queueId)
+    const batchSize = options.batchSize ?? 32
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError('batchSize must be a positive integer')
+    const from = options.from ?? 'committed'
+    const tags = filterTags(options.tags === undefined ? undefined : { tags: options.tags })
+    const store = this
+    const stopped = () => store.closed || signal?.aborted === true
+    let position = this.startOffset(group, topic, queueId, from)
+    const subscription: Subscription = {
+      get position() {
+        return position
+      },
+      commit(offset?: number) {
+        store.commitOffset(group, topic, queueId, offset ?? position)
+      },
+      async *[Symbol.asyncIterator]() {
+        while (!stopped()) {
+          store.catchUp()
+          const result = store.readQueue(topic, queueId, position, batchSize, tags)
+          if (result.status === 'FOUND') {
+            for (const message of result.messages) {
+              position = message.queueOffset + 1
+              if (options.autoCommit === true) store.consumerOffsets.commitOffset(group, topic, queueId, position)
+              yield message
+              if (stopped()) return
+            }
+            position = Math.max(position, result.nextBeginOffset)
+            continue
+          }
+          if (result.nextBeginOffset !== position && result.status !== 'NO_MESSAGE_IN_QUEUE') {
+            position = result.nextBeginOffset
+            continue
+          }
+          await store.waitForArrival(topic, queueId, signal)
+        }
+      },
+    }
+    return subscription
+  }
+
+  private startOffset(group: string, topic: string, queueId: number, from: ConsumeOptions['from']): number {
+    this.catchUp()
+    const queue = this.findConsumeQueue(topic, queueId)
+    const min = queue?.getMinOffsetInQueue() ?? 0
+    const max = queue?.getMaxOffsetInQueue() ?? 0
+    if (typeof from === 'number') {
+      if (!Number.isSafeInteger(from) || from < 0) throw new RangeError('from must be a non-negative integer')
+      return from
+    }
+    if (from === 'earliest') return min
+    if (from === 'latest') return max
+    if (from !== 'committed') throw new TypeError(`from must be 'committed', 'earliest', 'latest' or an offset`)
+    const committed = this.consumerOffsets.queryOffset(group, topic, queueId)
+    return committed >= 0 ? committed : min
+  }
+
+  private waitForArrival(topic: string, queueId: number, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.closed || signal?.aborted === true) return resolve()
+      const key = `${topic}-${queueId}`
+      let set = this.waiters.get(key)
+      if (set === undefined) {
+        set = new Set()
+        this.waiters.set(key, set)
+      }
+      const wake = () => {
+        signal?.removeEventListener('abort', onAbort)
+        resolve()
+      }
+      const onAbort = () => {
+        this.waiters.get(key)?.delete(wake)
+        resolve()
+      }
+      set.add(wake)
+      signal?.addEventListener('abort', onAbort, { once: true })
+    })
+  }
+
+  // ---- stats and close ----------------------------------------------------------------------
+
+  stats(): StoreStats & {
+    commitLogMinOffset: number
+    commitLogMaxOffset: number
+    dispatchBehindBytes: number
+    lastExitOK: boolean
+    recovery: RecoveryOutcome | null
+    consumeQueueCount: number
+    indexFileCount: number
+  } {
+    let consumeQueueCount = 0
+    for (const queues of this.consumeQueues.values()) consumeQueueCount += queues.size
+    return {
+      ...this.statsService.snapshot(),
+      commitLogMinOffset: this.commitLog.getMinOffset(),
+      commitLogMaxOffset: this.commitLog.getMaxOffset(),
+      dispatchBehindBytes: this.dispatcher.behindBytes(),
+      lastExitOK: this.lastExitOK,
+      recovery: this.recovery,
+      consumeQueueCount,
+      indexFileCount: this.indexService.getFileCount(),
+    }
+  }
+
+  get isClosed(): boolean {
+    return this.closed
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new MQStoreError('STORE_CLOSED', 'the store is closed')
+  }
+
+  /**
+   * Clean shutdown: stops the services, dispatches and flushes everything, writes the checkpoint,
+   * persists consumer offsets, removes the abort file and releases the directory lock.
+   * Idempotent; concurrent calls share one shutdown.
+   */
+  close(): Promise<void> {
+    if (this.closing === null) this.closing = this.shutdown()
+    return this.closing
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close()
+  }
+
+  private async shutdown(): Promise<void> {
+    this.closed = true
+    for (const set of this.waiters.values()) for (const wake of set) wake()
+    this.waiters.clear()
+    try {
+      for (const loop of this.loops) await loop.stop()
+      this.statsService.shutdown()
+      this.dispatcher.doReput()
+      this.dispatcher.stop()
+      await this.flusher.shutdown()
+      for (const queue of this.allConsumeQueues()) for (let i = 0; i < 3 && !queue.flush(0); i++);
+      this.indexService.flush()
+      const queue = this.commitLog.mappedFileQueue
+      if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
+      this.checkpoint.flush()
+      this.consumerOffsets.persist(true)
+      const clean = this.dispatcher.behindBytes() <= 0
+      for (const consumeQueue of this.allConsumeQueues()) consumeQueue.shutdown()
+      this.indexService.shutdown()
+      this.commitLog.shutdown()
+      this.checkpoint.shutdown()
+      this.pool?.destroy()
+      if (clean) {
+        fs.rmSync(join(this.storePath, ABORT_FILE), { force: true })
+        syncDirectory(join(this.storePath, ABORT_FILE))
+      }
+    } finally {
+      releaseLock(this.lockFd)
+    }
+  }
+}
+
+function takeLock(path: string): number {
+  let fd: number
+  try {
+    fd = fs.openSync(path, 'a+')
+  } catch (cause) {
+    throw ioError(`cannot open the lock file ${path}`, cause)
+  }
+  try {
+    native.lockFile(fd)
+  } catch (cause) {
+    fs.closeSync(fd)
+    const code = (cause as NodeJS.ErrnoException).code
+    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') {
+      throw new MQStoreError('LOCKED', `the store at ${path.slice(0, -LOCK_FILE.length - 1)} is locked by another process`, { cause })
+    }
+    throw ioError(`cannot lock ${path}`, cause)
+  }
+  if (fs.fstatSync(fd).size === 0) fs.writeSync(fd, 'lock')
+  return fd
+}
+
+function releaseLock(fd: number): void {
+  try {
+    native.unlockFile(fd)
+  } catch {
+    // closing the descriptor releases the lock anyway
+  }
+  fs.closeSync(fd)
+}
+
+function checkName(name: string, what: string): void {
+  if (typeof name !== 'string' || !GROUP_PATTERN.test(name)) {
+    throw new TypeError(`${what} must be 1 to 255 characters of [%|a-zA-Z0-9_-], got ${JSON.stringify(name)}`)
+  }
+}
+
+function checkQueue(topic: string, queueId: number): void {
+  if (typeof topic !== 'string') throw new TypeError('topic must be a string')
+  if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) {
+    throw new RangeError('queueId must be an integer from 0 to 2^31-1')
+  }
+}
+
+/** Normalises a filter to a list of tags, or undefined for "everything". */
+function filterTags(filter: MessageFilter | undefined): string[] | undefined {
+  if (filter === undefined || filter === null) return undefined
+  let tags: string[] | string | undefined
+  if (typeof filter === 'string' || Array.isArray(filter)) tags = filter
+  else tags = filter.tags
+  if (tags === undefined) return undefined
+  const list = (typeof tags === 'string' ? tags.split('||') : tags).map((t) => t.trim()).filter((t) => t !== '')
+  if (list.length === 0 || list.includes('*')) return undefined
+  return list
+}
