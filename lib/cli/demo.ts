@@ -1,0 +1,121 @@
+// `npm start`: a short tour of mqstore on ./data — produce over several topics and queues,
+// consume with consume(), query by key and by time, print stats, clean up, close.
+import * as fs from 'node:fs'
+import { resolve } from 'node:path'
+
+import { MessageStore } from '../store/message-store.js'
+
+const TOPICS = ['orders', 'payments', 'shipments']
+const QUEUES = 4
+const PER_TOPIC = 2000
+
+function line(text = ''): void {
+  process.stdout.write(`${text}\n`)
+}
+
+export async function runDemo(dir: string): Promise<void> {
+  const began = Date.now()
+  line(`mqstore demo — store directory ${dir}`)
+  const reused = fs.existsSync(dir)
+  const store = await MessageStore.open(dir, {
+    // Small files so the demo shows several of them; the defaults are 128 MiB commit-log files.
+    mappedFileSizeCommitLog: 1024 * 1024,
+    mappedFileSizeConsumeQueue: 20 * 1000,
+    maxHashSlotNum: 10_000,
+    maxIndexNum: 40_000,
+  })
+  const before = store.stats()
+  line(`opened (${reused ? 'existing store' : 'new store'}, last shutdown ${before.lastExitOK ? 'clean' : 'NOT clean: recovered'})`)
+
+  // 1. Produce: each topic gets PER_TOPIC messages spread over its queues, with a tag and a key.
+  line()
+  line(`1. producing ${TOPICS.length * PER_TOPIC} messages over ${TOPICS.length} topics × ${QUEUES} queues`)
+  const firstKeys: string[] = []
+  for (const topic of TOPICS) {
+    const batch = []
+    for (let i = 0; i < PER_TOPIC; i++) {
+      const key = `${topic}-${Date.now().toString(36)}-${i}`
+      if (i === 42) firstKeys.push(key)
+      batch.push({
+        topic,
+        queueId: i % QUEUES,
+        body: JSON.stringify({ topic, n: i, at: new Date().toISOString() }),
+        tags: i % 3 === 0 ? 'priority' : 'normal',
+        keys: [key],
+        properties: { source: 'demo' },
+      })
+    }
+    const results = await store.putMessages(batch)
+    const ok = results.filter((r) => r.status === 'PUT_OK').length
+    const last = results[results.length - 1]
+    line(`   ${topic.padEnd(10)} ${ok}/${batch.length} PUT_OK, last at commit-log offset ${last.wroteOffset}, msgId ${last.msgId}`)
+  }
+
+  // 2. Consume queue 0 of each topic from the group's committed offset, committing as we go.
+  line()
+  line('2. consuming queue 0 of each topic as group "demo-group", committing as it goes')
+  for (const topic of TOPICS) {
+    const max = store.getMaxOffsetInQueue(topic, 0)
+    const subscription = store.consume({ group: 'demo-group', topic, queueId: 0, autoCommit: true })
+    let count = 0
+    let priority = 0
+    let sample = ''
+    // consume() tails the queue and would wait for more; stop once we reach what is there now.
+    for await (const message of subscription) {
+      count++
+      if (message.tags === 'priority') priority++
+      if (sample === '') sample = message.body.toString()
+      if (subscription.position >= max) break
+    }
+    line(`   ${topic.padEnd(10)} ${count} messages (${priority} tagged priority), committed offset ${store.queryOffset('demo-group', topic, 0)} of ${max}`)
+    line(`   ${''.padEnd(10)} first: ${sample}`)
+  }
+  const priorityOnly = store.getMessage('demo-group', 'orders', 0, 0, 8, { tags: ['priority'] })
+  line(`   getMessage with tag filter "priority": ${priorityOnly.messages.length} of the first ${priorityOnly.nextBeginOffset} units matched`)
+
+  // 3. Query by key (hash index) and by time (binary search of a consume queue).
+  line()
+  line('3. queries')
+  for (const key of firstKeys) {
+    const topic = key.split('-')[0]
+    const found = store.queryMessage(topic, key, 32, 0, Date.now() + 1000)
+    const m = found.messages[0]
+    line(`   by key ${key}: ${found.messages.length} found, queue ${m?.queueId} offset ${m?.queueOffset}`)
+  }
+  const middle = store.getMessageStoreTimeStamp('orders', 1, Math.floor(store.getMaxOffsetInQueue('orders', 1) / 2))
+  const byTime = store.getOffsetInQueueByTime('orders', 1, middle)
+  line(`   by time ${new Date(middle).toISOString()}: orders/1 offset ${byTime}`)
+  const got = store.getMessage('demo-group', 'payments', 2, 0, 5)
+  line(`   getMessage payments/2 from 0: ${got.status}, ${got.messages.length} messages, next ${got.nextBeginOffset}, range [${got.minOffset}, ${got.maxOffset})`)
+  const overflow = store.getMessage('demo-group', 'payments', 2, got.maxOffset, 5)
+  line(`   getMessage payments/2 at its end: ${overflow.status}`)
+
+  // 4. Stats.
+  const stats = store.stats()
+  line()
+  line('4. stats')
+  line(`   puts ${stats.putMessageTimesTotal} (${(stats.putMessageSizeTotal / 1024).toFixed(0)} KiB, average ${stats.putMessageAverageSize.toFixed(0)} B), failed ${stats.putMessageFailedTimes}`)
+  line(`   commit log [${stats.commitLogMinOffset}, ${stats.commitLogMaxOffset}), ${stats.consumeQueueCount} consume queues, ${stats.indexFileCount} index file(s)`)
+  line(`   put latency max ${stats.putMessageEntireTimeMax} ms, get latency max ${stats.getMessageEntireTimeMax} ms`)
+
+  // 5. Clean: close cleanly (flush, checkpoint, remove the abort file), then show what is on disk.
+  await store.close()
+  line()
+  line('5. closed cleanly; files on disk:')
+  for (const sub of ['commitlog', 'index']) {
+    const files = fs.readdirSync(resolve(dir, sub))
+    line(`   ${sub}/ ${files.length} file(s): ${files.slice(0, 4).join(', ')}${files.length > 4 ? ', …' : ''}`)
+  }
+  line(`   consumequeue/ ${fs.readdirSync(resolve(dir, 'consumequeue')).join(', ')}`)
+  line(`   config/consumerOffset.json, checkpoint, lock`)
+  line()
+  line(`done in ${Date.now() - began} ms — run again to append to the same store (rm -rf ${dir} to start over)`)
+}
+
+const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${resolve(process.argv[1])}`).href
+if (invokedDirectly) {
+  runDemo(resolve(process.argv[2] ?? 'data')).catch((error: unknown) => {
+    process.stderr.write(`demo failed: ${(error as Error)?.stack ?? String(error)}\n`)
+    process.exitCode = 1
+  })
+}

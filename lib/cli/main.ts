@@ -1,0 +1,38 @@
+#!/usr/bin/env node
+// The `mqstore` command. Subcommands: demo [dir].
+import { resolve } from 'node:path'
+
+import { runDemo } from './demo.js'
+
+const USAGE = `usage: mqstore <command> [args]
+
+commands:
+  demo [dir]   write, read, query and close a store in dir (default ./data)
+`
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv
+  switch (command) {
+    case 'demo':
+      await runDemo(resolve(args[0] ?? 'data'))
+      return 0
+    case undefined:
+    case '-h':
+    case '--help':
+      process.stdout.write(USAGE)
+      return command === undefined ? 2 : 0
+    default:
+      process.stderr.write(`mqstore: unknown command '${command}'\n${USAGE}`)
+      return 2
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (error: unknown) => {
+    process.stderr.write(`mqstore: ${(error as Error)?.message ?? String(error)}\n`)
+    process.exitCode = 1
+  },
+)
