@@ -291,6 +291,10 @@ export class MessageStore implements AsyncDisposable {
     this.dispatcher.reputFromOffset = reputFrom
     this.dispatcher.doReput()
     this.recoverTopicQueueTable()
+    // Consume-queue files whose units all point below the commit log's first file are
+    // unreachable (the cleaner deletes them while running; a store may have been closed before).
+    const minPhy = this.commitLog.getMinOffset()
+    if (minPhy > 0) for (const queue of this.allConsumeQueues()) queue.deleteExpiredFile(minPhy)
 
     fs.writeFileSync(join(this.storePath, ABORT_FILE), '')
     syncDirectory(join(this.storePath, ABORT_FILE))
