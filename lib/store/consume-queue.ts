@@ -1,0 +1,520 @@
+// One consume queue: the index of one (topic, queueId), stored in `<root>/<topic>/<queueId>/` as an
+// array of fixed-size units, one per message, in queue-offset order. Files are named by the logic
+// byte offset (queue offset × 20) of their first unit, like every other segment queue.
+//
+// Unit layout (20 bytes, big-endian):
+//
+//   offset  width  field
+//   0       8      commitLogOffset  physical offset of the record in the commit log (long)
+//   8       4      size             record length, TOTALSIZE (int)
+//   12      8      tagsCode         tag hash, delivery time for the schedule topic (long)
+//
+// A unit is valid while commitLogOffset >= 0 && size > 0; all-zero bytes end the data. A pre-fill
+// blank (offset 0, size 0x7FFFFFFF, tagsCode 0) pads the first file of a queue whose first message
+// does not have queue offset 0; it counts as valid.
+//
+// Longs are kept as JavaScript numbers (offsets are safe integers) and written as two 32-bit
+// halves: the high half signed, the low half unsigned, which is the two's complement encoding for
+// every safe integer, negative ones included.
+import { join } from 'node:path'
+
+import { MQStoreError } from '../errors.js'
+import type { MappedFile } from './mapped-file.js'
+import { MappedFileQueue } from './mapped-file-queue.js'
+import type { SelectMappedBufferResult } from './mapped-file.js'
+
+export const CQ_STORE_UNIT_SIZE = 20
+const UNIT_OFFSET_COMMIT_LOG_OFFSET = 0
+const UNIT_OFFSET_SIZE = 8
+const UNIT_OFFSET_TAGS_CODE = 12
+
+/** The size field of a pre-fill blank unit (Integer.MAX_VALUE). */
+export const CQ_BLANK_UNIT_SIZE = 0x7fffffff
+
+const TWO_POW_32 = 4294967296
+
+/** What a consume queue needs from the commit log. */
+export interface CommitLogView {
+  /** The commit log's min physical offset, -1 when it holds no file. */
+  getMinOffset(): number
+  /** Store time of the record at (physicalOffset, size), -1 if it cannot be read. */
+  pickupStoreTimestamp(physicalOffset: number, size: number): number
+}
+
+export interface ConsumeQueueOptions {
+  /** Open the files read-only: nothing in the queue's directory is created, written or deleted. */
+  readOnly?: boolean
+}
+
+export class ConsumeQueue {
+  readonly topic: string
+  readonly queueId: number
+  readonly storePath: string
+  readonly mappedFileSize: number
+  readonly mappedFileQueue: MappedFileQueue
+  readonly readOnly: boolean
+  /**
+   * Puts whose queue offset was ahead of the queue's end (a gap; the unit is still appended, as
+   * RocketMQ does after logging the error). Counted for diagnostics.
+   */
+  orderingErrors = 0
+
+  private readonly commitLog: CommitLogView
+  /** Commit-log end (offset + size) of the last unit written or recovered; -1 for none. */
+  private maxPhysicOffset = -1
+  /** Logic byte offset of the first unit still pointing into the commit log. */
+  private minLogicOffset = 0
+  private closed = false
+
+  // The file units are appended to, with a DataView over its mapping, cached across puts. The
+  // cache is used only while the file is still the queue's last file and not full.
+  private writeFile: MappedFile | null = null
+  private writeView: DataView | null = null
+
+  constructor(
+    topic: string,
+    queueId: number,
+    consumeQueueRoot: string,
+    mappedFileSize: number,
+    commitLog: CommitLogView,
+    options: ConsumeQueueOptions = {},
+  ) {
+    if (typeof topic !== 'string' || topic === '' || topic === '.' || topic === '..' || /[/\\\0]/.test(topic)) {
+      throw new TypeError(`topic ${JSON.stringify(topic)} cannot name a directory`)
+    }
+    if (!Number.isInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) {
+      throw new RangeError(`queueId must be a non-negative int, got ${queueId}`)
+    }
+    if (!Number.isSafeInteger(mappedFileSize) || mappedFileSize <= 0 || mappedFileSize % CQ_STORE_UNIT_SIZE !== 0) {
+      throw new RangeError(`consume queue file size must be a positive multiple of 20, got ${mappedFileSize}`)
+    }
+    this.topic = topic
+    this.queueId = queueId
+    this.storePath = join(consumeQueueRoot, topic, String(queueId))
+    this.mappedFileSize = mappedFileSize
+    this.commitLog = commitLog
+    this.readOnly = options.readOnly === true
+    this.mappedFileQueue = new MappedFileQueue(this.storePath, mappedFileSize, { readOnly: this.readOnly })
+  }
+
+  // ---- unit decoding (no allocation; used in read loops) -------------------------------------
+
+  /** commitLogOffset of the unit at byte `pos` of `view`. */
+  static readOffset(view: Buffer, pos: number): number {
+    return view.readInt32BE(pos + UNIT_OFFSET_COMMIT_LOG_OFFSET) * TWO_POW_32 + view.readUInt32BE(pos + 4)
+  }
+
+  /** size of the unit at byte `pos` of `view`. */
+  static readSize(view: Buffer, pos: number): number {
+    return view.readInt32BE(pos + UNIT_OFFSET_SIZE)
+  }
+
+  /** tagsCode of the unit at byte `pos` of `view`. */
+  static readTagsCode(view: Buffer, pos: number): number {
+    return view.readInt32BE(pos + UNIT_OFFSET_TAGS_CODE) * TWO_POW_32 + view.readUInt32BE(pos + UNIT_OFFSET_TAGS_CODE + 4)
+  }
+
+  /** The whole unit at byte `pos` of `view` (allocates; prefer the three readers in loops). */
+  static readUnit(view: Buffer, pos: number): { offset: number; size: number; tagsCode: number } {
+    return {
+      offset: ConsumeQueue.readOffset(view, pos),
+      size: ConsumeQueue.readSize(view, pos),
+      tagsCode: ConsumeQueue.readTagsCode(view, pos),
+    }
+  }
+
+  /** Same as the static readUnit. */
+  readUnit(view: Buffer, pos: number): { offset: number; size: number; tagsCode: number } {
+    return ConsumeQueue.readUnit(view, pos)
+  }
+
+  // ---- load and recovery --------------------------------------------------------------------
+
+  /** Maps the queue's files (all positions at the file size until recover). */
+  load(): void {
+    this.mappedFileQueue.load()
+  }
+
+  /**
+   * Finds the end of the data: scans from the third file from the end, unit by unit, while units
+   * are valid; the first invalid unit (or the end of the last file) is the end. Later bytes and
+   * files are cut off, and maxPhysicOffset is the end of the last valid unit.
+   */
+  recover(): void {
+    const files = this.mappedFileQueue.mappedFiles
+    if (files.length === 0) return
+    const size = this.mappedFileSize
+    let index = Math.max(0, files.length - 3)
+    let processOffset = 0
+    for (;;) {
+      const file = files[index]
+      const buffer = this.wholeFile(file)
+      let end = 0
+      while (end < size) {
+        const offsetHigh = buffer.readInt32BE(end + UNIT_OFFSET_COMMIT_LOG_OFFSET)
+        const unitSize = buffer.readInt32BE(end + UNIT_OFFSET_SIZE)
+        if (offsetHigh < 0 || unitSize <= 0) break
+        const offset = ConsumeQueue.readOffset(buffer, end)
+        if (!isBlank(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+        end += CQ_STORE_UNIT_SIZE
+      }
+      processOffset = file.fileFromOffset + end
+      if (end < size || index + 1 >= files.length) break
+      index += 1
+    }
+    this.mappedFileQueue.flushedWhere = processOffset
+    this.mappedFileQueue.committedWhere = processOffset
+    if (this.readOnly) this.cutTailInMemory(processOffset)
+    else this.mappedFileQueue.truncateDirtyFiles(processOffset)
+    this.writeFile = null
+    this.writeView = null
+  }
+
+  /**
+   * Read-only recovery must not delete anything: the file holding `offset` gets its positions and
+   * the files after it are unmapped and dropped from the list, but stay on disk.
+   */
+  private cutTailInMemory(offset: number): void {
+    const files = this.mappedFileQueue.mappedFiles
+    let keep = files.length
+    for (let i = 0; i < files.length; i++) {
+      const file = files[i]
+      if (file.fileFromOffset + this.mappedFileSize <= offset) continue
+      if (offset >= file.fileFromOffset) {
+        file.setPositions(offset - file.fileFromOffset)
+      } else {
+        keep = Math.min(keep, i)
+      }
+    }
+    for (const file of files.splice(keep)) file.shutdown(0)
+  }
+
+  /** The whole mapping of `file`, whatever its positions (a read-only file is scanned as loaded). */
+  private wholeFile(file: MappedFile): Buffer {
+    return file.readOnly ? file.readableBuffer() : file.mappedBuffer()
+  }
+
+  // ---- writing ------------------------------------------------------------------------------
+
+  /**
+   * Appends the unit for queue offset `cqOffset` (the dispatcher's put). Replays are no-ops: a
+   * unit whose record ends at or below maxPhysicOffset, or whose queue offset is below the write
+   * position, is skipped and reported as success. Returns false only when no file could be
+   * created or the unit did not fit; the caller decides whether to retry.
+   */
+  putMessagePositionInfo(offset: number, size: number, tagsCode: number, cqOffset: number): boolean {
+    if (offset + size <= this.maxPhysicOffset) return true
+    const expectLogicOffset = cqOffset * CQ_STORE_UNIT_SIZE
+
+    let file: MappedFile | null = null
+    const files = this.mappedFileQueue.mappedFiles
+    if (files.length > 0) {
+      const last = files[files.length - 1]
+      if (last === this.writeFile && last.wrotePosition < this.mappedFileSize) file = last
+    }
+    if (file === null) {
+      file = this.fileForAppend(expectLogicOffset)
+      if (file === null) return false
+    }
+
+    if (cqOffset !== 0) {
+      if (file.wrotePosition === 0 && file.firstCreateInQueue) {
+        this.fillPreBlank(file, expectLogicOffset)
+      }
+      const currentLogicOffset = file.fileFromOffset + file.wrotePosition
+      if (expectLogicOffset < currentLogicOffset) return true
+      if (expectLogicOffset !== currentLogicOffset) this.orderingErrors += 1
+    }
+    this.maxPhysicOffset = offset + size
+    return this.appendUnit(file, offset, size, tagsCode)
+  }
+
+  /** The last file, or a new one when the queue is empty or its last file is full; caches its view. */
+  private fileForAppend(expectLogicOffset: number): MappedFile | null {
+    if (this.readOnly) throw new TypeError(`consume queue ${this.storePath} is read-only`)
+    if (this.closed) throw new MQStoreError('STORE_CLOSED', `consume queue ${this.storePath} is shut down`)
+    const file = this.mappedFileQueue.getLastMappedFile(expectLogicOffset)
+    if (file === null) return null
+    const mapping = file.mappedBuffer()
+    this.writeFile = file
+    this.writeView = new DataView(mapping.buffer, mapping.byteOffset, mapping.byteLength)
+    return file
+  }
+
+  /** Writes one unit at the write position of the cached write file; false when it does not fit. */
+  private appendUnit(file: MappedFile, offset: number, size: number, tagsCode: number): boolean {
+    const pos = file.wrotePosition
+    if (pos + CQ_STORE_UNIT_SIZE > this.mappedFileSize) return false
+    const view = this.writeView!
+    view.setInt32(pos + UNIT_OFFSET_COMMIT_LOG_OFFSET, Math.floor(offset / TWO_POW_32))
+    view.setUint32(pos + UNIT_OFFSET_COMMIT_LOG_OFFSET + 4, offset >>> 0)
+    view.setInt32(pos + UNIT_OFFSET_SIZE, size)
+    view.setInt32(pos + UNIT_OFFSET_TAGS_CODE, Math.floor(tagsCode / TWO_POW_32))
+    view.setUint32(pos + UNIT_OFFSET_TAGS_CODE + 4, tagsCode >>> 0)
+    file.wrotePosition = pos + CQ_STORE_UNIT_SIZE
+    return true
+  }
+
+  /**
+   * The queue's first-ever file starts at a queue offset other than 0: its units before that
+   * offset become blanks, and the queue's min offset and flush/commit marks start there.
+   */
+  private fillPreBlank(file: MappedFile, expectLogicOffset: number): void {
+    this.minLogicOffset = expectLogicOffset
+    this.mappedFileQueue.flushedWhere = expectLogicOffset
+    this.mappedFileQueue.committedWhere = expectLogicOffset
+    const until = expectLogicOffset % this.mappedFileSize
+    for (let pos = 0; pos < until; pos += CQ_STORE_UNIT_SIZE) {
+      this.appendUnit(file, 0, CQ_BLANK_UNIT_SIZE, 0)
+    }
+  }
+
+  // ---- reading ------------------------------------------------------------------------------
+
+  /**
+   * A held view of the units from queue offset `startIndex` to the readable end of the file that
+   * holds it (never into the next file). Null below the min offset, at or past the end, or when
+   * the file is gone. The caller releases it.
+   */
+  getIndexBuffer(startIndex: number): SelectMappedBufferResult | null {
+    const offset = startIndex * CQ_STORE_UNIT_SIZE
+    if (offset < this.minLogicOffset) return null
+    const file = this.mappedFileQueue.findMappedFileByOffset(offset)
+    if (file === null) return null
+    return file.selectMappedBuffer(offset % this.mappedFileSize)
+  }
+
+  /**
+   * The queue offset whose record's store time is nearest to `timestamp`, searched by bisection
+   * in one file: the first file modified at or after `timestamp`, else the last. Units pointing
+   * below the commit log's min offset are skipped. 0 when the queue is empty or a record's store
+   * time cannot be read.
+   */
+  getOffsetInQueueByTime(timestamp: number): number {
+    const file = this.mappedFileQueue.getMappedFileByTime(timestamp)
+    if (file === null) return 0
+    let low = this.minLogicOffset > file.fileFromOffset ? this.minLogicOffset - file.fileFromOffset : 0
+    const view = file.selectMappedBuffer(0)
+    if (view === null) return 0
+    try {
+      const buffer = view.buffer
+      let high = view.size - CQ_STORE_UNIT_SIZE
+      const minPhysicOffset = this.commitLog.getMinOffset()
+      let targetOffset = -1
+      let leftOffset = -1
+      let rightOffset = -1
+      let leftValue = -1
+      let rightValue = -1
+      while (high >= low) {
+        const mid = Math.trunc((low + high) / (2 * CQ_STORE_UNIT_SIZE)) * CQ_STORE_UNIT_SIZE
+        const physicalOffset = ConsumeQueue.readOffset(buffer, mid)
+        const size = ConsumeQueue.readSize(buffer, mid)
+        if (physicalOffset < minPhysicOffset) {
+          low = mid + CQ_STORE_UNIT_SIZE
+          leftOffset = mid
+          continue
+        }
+        const storeTime = this.commitLog.pickupStoreTimestamp(physicalOffset, size)
+        if (storeTime < 0) return 0
+        if (storeTime === timestamp) {
+          targetOffset = mid
+          break
+        }
+        if (storeTime > timestamp) {
+          high = mid - CQ_STORE_UNIT_SIZE
+          rightOffset = mid
+          rightValue = storeTime
+        } else {
+          low = mid + CQ_STORE_UNIT_SIZE
+          leftOffset = mid
+          leftValue = storeTime
+        }
+      }
+      let offset: number
+      if (targetOffset !== -1) offset = targetOffset
+      else if (leftValue === -1) offset = rightOffset
+      else if (rightValue === -1) offset = leftOffset
+      else offset = Math.abs(timestamp - leftValue) > Math.abs(timestamp - rightValue) ? rightOffset : leftOffset
+      // Java's long division truncates toward zero: an empty range gives (start - 1) / 20, which
+      // is 0 for the first file (the + 0 turns trunc's -0 into 0).
+      return Math.trunc((file.fileFromOffset + offset) / CQ_STORE_UNIT_SIZE) + 0
+    } finally {
+      view.release()
+    }
+  }
+
+  // ---- offsets ------------------------------------------------------------------------------
+
+  getMinLogicOffset(): number {
+    return this.minLogicOffset
+  }
+
+  setMinLogicOffset(minLogicOffset: number): void {
+    this.minLogicOffset = minLogicOffset
+  }
+
+  getMinOffsetInQueue(): number {
+    return Math.floor(this.minLogicOffset / CQ_STORE_UNIT_SIZE)
+  }
+
+  /** The next queue offset to be written (0 for an empty queue). */
+  getMaxOffsetInQueue(): number {
+    return Math.floor(this.mappedFileQueue.getMaxOffset() / CQ_STORE_UNIT_SIZE)
+  }
+
+  getMessageTotalInQueue(): number {
+    return this.getMaxOffsetInQueue() - this.getMinOffsetInQueue()
+  }
+
+  /** Commit-log end (offset + size) of the last unit written or recovered, -1 when none. */
+  getMaxPhysicOffset(): number {
+    return this.maxPhysicOffset
+  }
+
+  /**
+   * Commit-log end (offset + size) of the queue's last unit, read from the file; -1 when the last
+   * file holds no valid unit.
+   */
+  getLastOffset(): number {
+    const file = this.mappedFileQueue.getLastMappedFile()
+    if (file === null || file.readPosition < CQ_STORE_UNIT_SIZE) return -1
+    const view = file.selectMappedBuffer(file.readPosition - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
+    if (view === null) return -1
+    try {
+      const offset = ConsumeQueue.readOffset(view.buffer, 0)
+      const size = ConsumeQueue.readSize(view.buffer, 0)
+      return offset >= 0 && size > 0 ? offset + size : -1
+    } finally {
+      view.release()
+    }
+  }
+
+  /** First queue offset of the file after the one holding `index`. */
+  rollNextFile(index: number): number {
+    const unitsPerFile = this.mappedFileSize / CQ_STORE_UNIT_SIZE
+    return index + unitsPerFile - (index % unitsPerFile)
+  }
+
+  // ---- expiry and truncation ----------------------------------------------------------------
+
+  /**
+   * Moves minLogicOffset to the first unit of the first file that points at or above `minPhy`;
+   * unchanged when no unit there does.
+   */
+  correctMinOffset(minPhy: number): void {
+    const file = this.mappedFileQueue.getFirstMappedFile()
+    if (file === null) return
+    const view = file.selectMappedBuffer(0)
+    if (view === null) return
+    try {
+      const buffer = view.buffer
+      for (let pos = 0; pos + CQ_STORE_UNIT_SIZE <= view.size; pos += CQ_STORE_UNIT_SIZE) {
+        if (ConsumeQueue.readOffset(buffer, pos) >= minPhy) {
+          this.minLogicOffset = file.fileFromOffset + pos
+          break
+        }
+      }
+    } finally {
+      view.release()
+    }
+  }
+
+  /**
+   * Deletes leading files (never the last) whose last unit points below `minPhy`, then corrects
+   * the min offset. Returns the number of files deleted.
+   */
+  deleteExpiredFile(minPhy: number): number {
+    this.assertWritable()
+    const count = this.mappedFileQueue.deleteExpiredFileByOffset(minPhy, CQ_STORE_UNIT_SIZE)
+    this.correctMinOffset(minPhy)
+    return count
+  }
+
+  /**
+   * Cuts off every unit whose record starts at or after `phyOffset` (the commit log was truncated
+   * there): whole files from the end, then the tail of the file that keeps data. maxPhysicOffset
+   * becomes the end of the last kept unit (`phyOffset` when none is kept).
+   */
+  truncateDirtyLogicFiles(phyOffset: number): void {
+    this.assertWritable()
+    const queue = this.mappedFileQueue
+    const size = this.mappedFileSize
+    this.maxPhysicOffset = phyOffset
+    for (;;) {
+      const file = queue.getLastMappedFile()
+      if (file === null) break
+      const buffer = file.mappedBuffer()
+      file.setPositions(0)
+      const firstOffset = ConsumeQueue.readOffset(buffer, 0)
+      const firstSize = ConsumeQueue.readSize(buffer, 0)
+      const firstValid = firstOffset >= 0 && firstSize > 0
+      // A file that starts with data at or past the cut goes whole. So does an empty tail file
+      // when an earlier file exists: the cut may fall inside that earlier file.
+      if (firstOffset >= phyOffset || (!firstValid && queue.mappedFiles.length > 1)) {
+        queue.deleteLastMappedFile()
+        continue
+      }
+      let end = 0
+      while (end < size) {
+        const offset = ConsumeQueue.readOffset(buffer, end)
+        const unitSize = ConsumeQueue.readSize(buffer, end)
+        if (offset < 0 || unitSize <= 0 || offset >= phyOffset) break
+        if (!isBlank(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+        end += CQ_STORE_UNIT_SIZE
+      }
+      file.setPositions(end)
+      break
+    }
+    // Flush and commit restart from the new end if it is below where they had got to.
+    const maxOffset = queue.getMaxOffset()
+    if (queue.flushedWhere > maxOffset) queue.flushedWhere = maxOffset
+    if (queue.committedWhere > maxOffset) queue.committedWhere = maxOffset
+  }
+
+  // ---- flush and lifecycle ------------------------------------------------------------------
+
+  /** Flushes the file holding the flush mark; true when nothing moved. */
+  flush(flushLeastPages: number): boolean {
+    return this.mappedFileQueue.flush(flushLeastPages)
+  }
+
+  /** flush() with msync on the libuv pool; do not run two at once. */
+  flushAsync(flushLeastPages: number): Promise<boolean> {
+    return this.mappedFileQueue.flushAsync(flushLeastPages)
+  }
+
+  /** Drops the mappings (store close). Views still held stay valid until released. */
+  shutdown(intervalForcibly = 0): void {
+    this.closed = true
+    this.writeFile = null
+    this.writeView = null
+    this.mappedFileQueue.shutdown(intervalForcibly)
+  }
+
+  /** Deletes every file and the directory. The queue stays usable and starts empty. */
+  destroy(): void {
+    this.assertWritable()
+    this.maxPhysicOffset = -1
+    this.minLogicOffset = 0
+    this.writeFile = null
+    this.writeView = null
+    this.mappedFileQueue.destroy()
+  }
+
+  private assertWritable(): void {
+    if (this.readOnly) throw new TypeError(`consume queue ${this.storePath} is read-only`)
+  }
+
+  toString(): string {
+    return `ConsumeQueue(${this.topic}/${this.queueId}, min=${this.getMinOffsetInQueue()}, max=${this.getMaxOffsetInQueue()})`
+  }
+}
+
+/**
+ * A pre-fill blank says nothing about the commit log, so it never sets maxPhysicOffset (RocketMQ
+ * lets it, which makes 0x7FFFFFFF the max when a queue holds blanks only, and skips every later
+ * put below 2 GiB as a replay).
+ */
+function isBlank(offset: number, size: number): boolean {
+  return offset === 0 && size === CQ_BLANK_UNIT_SIZE
+}
