@@ -1,0 +1,454 @@
+// One hash-index file: maps `topic#key` to the physical offsets of the messages that carry it.
+// The byte layout is RocketMQ's, so files move freely between this store and a Java broker.
+//
+// Layout (every integer big-endian; S = hashSlotNum, N = indexNum):
+//
+//   0                40               40 + S*4                               40 + S*4 + N*20
+//   +----------------+----------------+------------------------------------------------+
+//   | header (40 B)  | S slots (4 B)  | N entries (20 B); entry 0 is never used         |
+//   +----------------+----------------+------------------------------------------------+
+//
+//   header:  beginTimestamp long @0 | endTimestamp long @8 | beginPhyOffset long @16 |
+//            endPhyOffset long @24  | hashSlotCount int @32 | indexCount int @36
+//   slot:    int, number of the newest entry of the slot's chain (0 = empty)
+//   entry:   keyHash int @0 | phyOffset long @4 | timeDiff int @12 (seconds after the header's
+//            beginTimestamp) | prevIndex int @16 (older entry of the same slot, 0 = end of chain)
+//
+// The file is named by its creation time in local time, `yyyyMMddHHmmssSSS`. It is full when
+// indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
+import { MQStoreError } from '../errors.js'
+import { MappedFile } from './mapped-file.js'
+
+export const INDEX_HEADER_SIZE = 40
+export const HASH_SLOT_SIZE = 4
+export const INDEX_ENTRY_SIZE = 20
+/** The "no entry" value of a slot or a prevIndex. */
+export const INVALID_INDEX = 0
+
+// Header field offsets.
+export const BEGIN_TIMESTAMP_OFFSET = 0
+export const END_TIMESTAMP_OFFSET = 8
+export const BEGIN_PHY_OFFSET_OFFSET = 16
+export const END_PHY_OFFSET_OFFSET = 24
+export const HASH_SLOT_COUNT_OFFSET = 32
+export const INDEX_COUNT_OFFSET = 36
+
+// Entry field offsets, relative to the entry.
+export const ENTRY_KEY_HASH_OFFSET = 0
+export const ENTRY_PHY_OFFSET_OFFSET = 4
+export const ENTRY_TIME_DIFF_OFFSET = 12
+export const ENTRY_PREV_INDEX_OFFSET = 16
+
+/** Java maps buffers of at most Integer.MAX_VALUE bytes; a larger index file would not be portable. */
+const MAX_INDEX_FILE_SIZE = 0x7fffffff
+const INT_MAX = 0x7fffffff
+const TWO_POW_32 = 4294967296
+
+/** Length of an index file name (`yyyyMMddHHmmssSSS`). */
+export const INDEX_FILE_NAME_LENGTH = 17
+const INDEX_FILE_NAME = /^\d{17}$/
+
+/** The exact size of an index file with these dimensions. */
+export function indexFileSize(hashSlotNum: number, indexNum: number): number {
+  if (!Number.isSafeInteger(hashSlotNum) || hashSlotNum < 1) {
+    throw new RangeError(`hashSlotNum must be a positive integer, got ${hashSlotNum}`)
+  }
+  if (!Number.isSafeInteger(indexNum) || indexNum < 2) {
+    throw new RangeError(`indexNum must be an integer >= 2, got ${indexNum}`)
+  }
+  const size = INDEX_HEADER_SIZE + hashSlotNum * HASH_SLOT_SIZE + indexNum * INDEX_ENTRY_SIZE
+  if (size > MAX_INDEX_FILE_SIZE) {
+    throw new RangeError(`an index file of ${hashSlotNum} slots and ${indexNum} entries exceeds 2 GiB - 1`)
+  }
+  return size
+}
+
+/** Java's String.hashCode over UTF-16 code units. */
+// same as format.javaStringHashCode
+export function javaStringHashCode(s: string): number {
+  let h = 0
+  for (let i = 0; i < s.length; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0
+  return h
+}
+
+/**
+ * Continues a Java string hash over `s[from, to)`: the hash of `prefix + s.slice(from, to)` given
+ * the hash of `prefix`, without building the string.
+ */
+export function continueJavaStringHash(h: number, s: string, from: number, to: number): number {
+  for (let i = from; i < to; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0
+  return h
+}
+
+/** Index key hash from a Java string hash: its absolute value, with abs(MIN_VALUE) (negative) as 0. */
+export function toIndexKeyHash(javaHash: number): number {
+  return javaHash === -2147483648 ? 0 : Math.abs(javaHash)
+}
+
+export function indexKeyHash(key: string): number {
+  return toIndexKeyHash(javaStringHashCode(key))
+}
+
+/** `yyyyMMddHHmmssSSS` in local time. */
+export function formatIndexFileName(millis: number): string {
+  const d = new Date(millis)
+  return (
+    String(d.getFullYear()).padStart(4, '0') +
+    String(d.getMonth() + 1).padStart(2, '0') +
+    String(d.getDate()).padStart(2, '0') +
+    String(d.getHours()).padStart(2, '0') +
+    String(d.getMinutes()).padStart(2, '0') +
+    String(d.getSeconds()).padStart(2, '0') +
+    String(d.getMilliseconds()).padStart(3, '0')
+  )
+}
+
+/** The local time an index file name stands for, or null when the name is not one. */
+export function parseIndexFileName(name: string): number | null {
+  if (!INDEX_FILE_NAME.test(name)) return null
+  const n = (from: number, to: number): number => Number(name.slice(from, to))
+  const millis = new Date(n(0, 4), n(4, 6) - 1, n(6, 8), n(8, 10), n(10, 12), n(12, 14), n(14, 17)).getTime()
+  return Number.isFinite(millis) ? millis : null
+}
+
+export function isIndexFileName(name: string): boolean {
+  return INDEX_FILE_NAME.test(name)
+}
+
+function getLong(view: DataView, pos: number): number {
+  return view.getInt32(pos) * TWO_POW_32 + view.getUint32(pos + 4)
+}
+
+/** Writes a safe integer as a big-endian two's-complement long without going through BigInt. */
+function putLong(view: DataView, pos: number, value: number): void {
+  const hi = Math.floor(value / TWO_POW_32)
+  view.setInt32(pos, hi)
+  view.setUint32(pos + 4, value - hi * TWO_POW_32)
+}
+
+export interface IndexFileOpenOptions {
+  readOnly?: boolean
+}
+
+export class IndexFile {
+  readonly fileName: string
+  readonly hashSlotNum: number
+  readonly indexNum: number
+  readonly fileSize: number
+  readonly readOnly: boolean
+
+  private readonly mappedFile: MappedFile
+  /** Big-endian access to the whole mapping (DataView defaults to big-endian). */
+  private readonly view: DataView
+  private readonly entriesStart: number
+
+  // The header, mirrored in memory; every change is also written to the mapping.
+  private beginTimestamp = 0
+  private endTimestamp = 0
+  private beginPhyOffset = 0
+  private endPhyOffset = 0
+  private hashSlotCount = 0
+  private indexCount = 1
+
+  private constructor(mappedFile: MappedFile, hashSlotNum: number, indexNum: number) {
+    const expected = indexFileSize(hashSlotNum, indexNum)
+    if (mappedFile.fileSize !== expected) {
+      throw new MQStoreError(
+        'BAD_FILE_SIZE',
+        `${mappedFile.fileName} is ${mappedFile.fileSize} bytes; ${hashSlotNum} slots and ${indexNum} entries need ${expected}`,
+      )
+    }
+    this.mappedFile = mappedFile
+    this.fileName = mappedFile.fileName
+    this.hashSlotNum = hashSlotNum
+    this.indexNum = indexNum
+    this.fileSize = expected
+    this.readOnly = mappedFile.readOnly
+    this.entriesStart = INDEX_HEADER_SIZE + hashSlotNum * HASH_SLOT_SIZE
+    let buffer: Buffer
+    if (mappedFile.readOnly) {
+      mappedFile.setPositions(mappedFile.fileSize)
+      buffer = mappedFile.readableBuffer()
+    } else {
+      buffer = mappedFile.mappedBuffer()
+    }
+    this.view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength)
+  }
+
+  /**
+   * Creates a new, zero-filled index file. When the previous file's end values are > 0 they become
+   * both the begin and the end values of the new header (and are written to the mapping at once).
+   */
+  static create(
+    fileName: string,
+    hashSlotNum: number,
+    indexNum: number,
+    prevEndPhyOffset = 0,
+    prevEndTimestamp = 0,
+  ): IndexFile {
+    const size = indexFileSize(hashSlotNum, indexNum)
+    const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0 })
+    let file: IndexFile
+    try {
+      file = new IndexFile(mapped, hashSlotNum, indexNum)
+    } catch (error) {
+      mapped.destroy(0)
+      throw error
+    }
+    if (prevEndPhyOffset > 0) {
+      file.setBeginPhyOffset(prevEndPhyOffset)
+      file.setEndPhyOffset(prevEndPhyOffset)
+    }
+    if (prevEndTimestamp > 0) {
+      file.setBeginTimestamp(prevEndTimestamp)
+      file.setEndTimestamp(prevEndTimestamp)
+    }
+    return file
+  }
+
+  /** Maps an existing index file (which must be exactly the configured size) and reads its header. */
+  static open(fileName: string, hashSlotNum: number, indexNum: number, options: IndexFileOpenOptions = {}): IndexFile {
+    const size = indexFileSize(hashSlotNum, indexNum)
+    const mapped = MappedFile.open(fileName, size, { fileFromOffset: 0, readOnly: options.readOnly === true })
+    let file: IndexFile
+    try {
+      file = new IndexFile(mapped, hashSlotNum, indexNum)
+    } catch (error) {
+      mapped.shutdown(0)
+      throw error
+    }
+    file.loadHeader()
+    return file
+  }
+
+  private loadHeader(): void {
+    const v = this.view
+    this.beginTimestamp = getLong(v, BEGIN_TIMESTAMP_OFFSET)
+    this.endTimestamp = getLong(v, END_TIMESTAMP_OFFSET)
+    this.beginPhyOffset = getLong(v, BEGIN_PHY_OFFSET_OFFSET)
+    this.endPhyOffset = getLong(v, END_PHY_OFFSET_OFFSET)
+    this.hashSlotCount = v.getInt32(HASH_SLOT_COUNT_OFFSET)
+    const count = v.getInt32(INDEX_COUNT_OFFSET)
+    this.indexCount = count <= 0 ? 1 : count
+  }
+
+  /** Writes every header field to the mapping (before a flush, as RocketMQ does). */
+  private writeHeader(): void {
+    const v = this.view
+    putLong(v, BEGIN_TIMESTAMP_OFFSET, this.beginTimestamp)
+    putLong(v, END_TIMESTAMP_OFFSET, this.endTimestamp)
+    putLong(v, BEGIN_PHY_OFFSET_OFFSET, this.beginPhyOffset)
+    putLong(v, END_PHY_OFFSET_OFFSET, this.endPhyOffset)
+    v.setInt32(HASH_SLOT_COUNT_OFFSET, this.hashSlotCount)
+    v.setInt32(INDEX_COUNT_OFFSET, this.indexCount)
+  }
+
+  private setBeginTimestamp(value: number): void {
+    this.beginTimestamp = value
+    putLong(this.view, BEGIN_TIMESTAMP_OFFSET, value)
+  }
+
+  private setEndTimestamp(value: number): void {
+    this.endTimestamp = value
+    putLong(this.view, END_TIMESTAMP_OFFSET, value)
+  }
+
+  private setBeginPhyOffset(value: number): void {
+    this.beginPhyOffset = value
+    putLong(this.view, BEGIN_PHY_OFFSET_OFFSET, value)
+  }
+
+  private setEndPhyOffset(value: number): void {
+    this.endPhyOffset = value
+    putLong(this.view, END_PHY_OFFSET_OFFSET, value)
+  }
+
+  // ---- header -------------------------------------------------------------------------------
+
+  getFileName(): string {
+    return this.fileName
+  }
+
+  getBeginTimestamp(): number {
+    return this.beginTimestamp
+  }
+
+  getEndTimestamp(): number {
+    return this.endTimestamp
+  }
+
+  getBeginPhyOffset(): number {
+    return this.beginPhyOffset
+  }
+
+  getEndPhyOffset(): number {
+    return this.endPhyOffset
+  }
+
+  getHashSlotCount(): number {
+    return this.hashSlotCount
+  }
+
+  /** The number the next entry gets (1 for an empty file). */
+  getIndexCount(): number {
+    return this.indexCount
+  }
+
+  getMappedFile(): MappedFile {
+    return this.mappedFile
+  }
+
+  isWriteFull(): boolean {
+    return this.indexCount >= this.indexNum
+  }
+
+  // ---- writes -------------------------------------------------------------------------------
+
+  /** Adds `key` for the message at `phyOffset`; false when the file is full. */
+  putKey(key: string, phyOffset: number, storeTimestamp: number): boolean {
+    return this.putKeyHash(indexKeyHash(key), phyOffset, storeTimestamp)
+  }
+
+  /**
+   * putKey with the key's index hash already computed (see `indexKeyHash`); the dispatcher hashes
+   * `topic#key` without building the string.
+   */
+  putKeyHash(keyHash: number, phyOffset: number, storeTimestamp: number): boolean {
+    const indexCount = this.indexCount
+    if (indexCount >= this.indexNum) return false
+    if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
+    const v = this.view
+    const slotPos = INDEX_HEADER_SIZE + (keyHash % this.hashSlotNum) * HASH_SLOT_SIZE
+    let prev = v.getInt32(slotPos)
+    if (prev <= INVALID_INDEX || prev > indexCount) prev = INVALID_INDEX
+
+    let timeDiff = 0
+    const begin = this.beginTimestamp
+    if (begin > 0) {
+      timeDiff = Math.trunc((storeTimestamp - begin) / 1000)
+      if (timeDiff > INT_MAX) timeDiff = INT_MAX
+      else if (timeDiff < 0) timeDiff = 0
+    }
+
+    const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
+    v.setInt32(entryPos + ENTRY_KEY_HASH_OFFSET, keyHash)
+    putLong(v, entryPos + ENTRY_PHY_OFFSET_OFFSET, phyOffset)
+    v.setInt32(entryPos + ENTRY_TIME_DIFF_OFFSET, timeDiff)
+    v.setInt32(entryPos + ENTRY_PREV_INDEX_OFFSET, prev)
+    v.setInt32(slotPos, indexCount)
+
+    if (indexCount <= 1) {
+      this.setBeginPhyOffset(phyOffset)
+      this.setBeginTimestamp(storeTimestamp)
+    }
+    if (prev === INVALID_INDEX) {
+      this.hashSlotCount += 1
+      v.setInt32(HASH_SLOT_COUNT_OFFSET, this.hashSlotCount)
+    }
+    this.indexCount = indexCount + 1
+    v.setInt32(INDEX_COUNT_OFFSET, indexCount + 1)
+    this.setEndPhyOffset(phyOffset)
+    this.setEndTimestamp(storeTimestamp)
+    return true
+  }
+
+  private refuseWrite(): never {
+    if (this.readOnly) throw new TypeError(`${this.fileName} is mapped read-only`)
+    throw new MQStoreError('STORE_CLOSED', `${this.fileName} is shut down`)
+  }
+
+  // ---- reads --------------------------------------------------------------------------------
+
+  /**
+   * True when the file's time range [beginTimestamp, endTimestamp] and [begin, end] overlap in
+   * RocketMQ's sense: the query range covers the file, or either query bound lies inside it.
+   */
+  isTimeMatched(begin: number, end: number): boolean {
+    const fileBegin = this.beginTimestamp
+    const fileEnd = this.endTimestamp
+    return (
+      (begin < fileBegin && end > fileEnd) ||
+      (begin >= fileBegin && begin <= fileEnd) ||
+      (end >= fileBegin && end <= fileEnd)
+    )
+  }
+
+  /**
+   * Appends to `out`, newest first, the phyOffsets of entries whose key hash equals the key's and
+   * whose time (beginTimestamp + timeDiff seconds) lies in [begin, end], until `out` holds maxNum.
+   * Only hashes are compared: keys with equal hashes are all returned.
+   */
+  selectPhyOffset(out: number[], key: string, maxNum: number, begin: number, end: number): void {
+    this.selectPhyOffsetByHash(out, indexKeyHash(key), maxNum, begin, end)
+  }
+
+  selectPhyOffsetByHash(out: number[], keyHash: number, maxNum: number, begin: number, end: number): void {
+    const mapped = this.mappedFile
+    if (!mapped.hold()) return
+    try {
+      const v = this.view
+      const indexCount = this.indexCount
+      let cur = v.getInt32(INDEX_HEADER_SIZE + (keyHash % this.hashSlotNum) * HASH_SLOT_SIZE)
+      if (cur <= INVALID_INDEX || cur > indexCount || indexCount <= 1) return
+      for (;;) {
+        if (out.length >= maxNum) return
+        const entryPos = this.entriesStart + cur * INDEX_ENTRY_SIZE
+        const hashRead = v.getInt32(entryPos + ENTRY_KEY_HASH_OFFSET)
+        const phyOffset = getLong(v, entryPos + ENTRY_PHY_OFFSET_OFFSET)
+        const timeDiff = v.getInt32(entryPos + ENTRY_TIME_DIFF_OFFSET)
+        const prev = v.getInt32(entryPos + ENTRY_PREV_INDEX_OFFSET)
+        if (timeDiff < 0) return
+        const time = this.beginTimestamp + timeDiff * 1000
+        if (hashRead === keyHash && time >= begin && time <= end) out.push(phyOffset)
+        // A valid chain only goes to older entries; `prev >= cur` (RocketMQ checks only ==) also
+        // ends the walk on a damaged chain that would otherwise loop.
+        if (prev <= INVALID_INDEX || prev > indexCount || prev >= cur || time < begin) return
+        cur = prev
+      }
+    } finally {
+      mapped.release()
+    }
+  }
+
+  // ---- flush and lifetime -------------------------------------------------------------------
+
+  /**
+   * Prepares the MappedFile's positions so its flush covers every byte this file may have
+   * changed: from the header to the end of the last entry. Returns false when nothing can be
+   * flushed (read-only or shut down).
+   */
+  private prepareFlush(): boolean {
+    const mapped = this.mappedFile
+    if (this.readOnly || !mapped.isAvailable()) return false
+    this.writeHeader()
+    const used = Math.min(this.fileSize, this.entriesStart + this.indexCount * INDEX_ENTRY_SIZE)
+    mapped.wrotePosition = used
+    mapped.committedPosition = used
+    mapped.flushedPosition = 0
+    return true
+  }
+
+  /** Forces the header, the slots and the written entries to disk on the calling thread. */
+  flush(): void {
+    if (this.prepareFlush()) this.mappedFile.flush(0)
+  }
+
+  /** The same, with msync on the libuv pool; the file stays mapped until it completes. */
+  async flushAsync(): Promise<void> {
+    if (this.prepareFlush()) await this.mappedFile.flushAsync(0)
+  }
+
+  /** Unmaps the file (once no flush is in flight). It does not flush. */
+  shutdown(): void {
+    this.mappedFile.shutdown(0)
+  }
+
+  /** Shuts the file down and deletes it once nothing holds it; false means "call again later". */
+  destroy(intervalForcibly: number): boolean {
+    return this.mappedFile.destroy(intervalForcibly)
+  }
+
+  toString(): string {
+    return `IndexFile(${this.fileName}, count=${this.indexCount}, end=${this.endPhyOffset}@${this.endTimestamp})`
+  }
+}

@@ -1,0 +1,383 @@
+// The key index: an ordered list of index files (oldest first) in one directory. Only the newest
+// file is written; it is replaced by a new one (a "roll") when full. Queries walk the files from
+// newest to oldest.
+//
+// Durability: the entries of the file being written are not flushed as they are added. When a
+// file fills up, it is flushed in the background and then `onRoll` reports its end time, which
+// the store records in the checkpoint as indexMsgTimestamp. After an abnormal exit, `load` drops
+// every file that ends after that time and the store's recovery dispatches those messages again.
+import * as fs from 'node:fs'
+import { basename, join } from 'node:path'
+
+import { ioError, MQStoreError } from '../errors.js'
+import {
+  continueJavaStringHash,
+  formatIndexFileName,
+  IndexFile,
+  indexFileSize,
+  indexKeyHash,
+  isIndexFileName,
+  parseIndexFileName,
+  toIndexKeyHash,
+} from './index-file.js'
+import { syncDirectory } from './mapped-file.js'
+
+/** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
+export const MAX_MSGS_NUM_BATCH = 64
+
+/** Attempts at creating a new index file before giving up. */
+const CREATE_ATTEMPTS = 3
+/** Forced interval when an expired file is destroyed while something still holds it. */
+const EXPIRED_DESTROY_INTERVAL = 3000
+
+/** sysFlag bits of the transaction type, and the value that marks a rolled-back record. */
+const TRANSACTION_TYPE_MASK = 0x3 << 2
+const TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+
+const HASH_KEY_SEPARATOR = 35 // '#'
+
+export interface IndexServiceOptions {
+  /** Slots per file (maxHashSlotNum, 5,000,000 by default in RocketMQ). */
+  maxHashSlotNum: number
+  /** Entries per file (maxIndexNum, 20,000,000 by default); a file holds one fewer. */
+  maxIndexNum: number
+  /** When false, buildIndex does nothing (queries still read existing files). */
+  messageIndexEnable: boolean
+  /** Map files read-only: no writes, no deletions, no repair at load. */
+  readOnly?: boolean
+}
+
+/** What the dispatcher hands over for one stored record. */
+export interface IndexDispatch {
+  topic: string
+  commitLogOffset: number
+  storeTimestamp: number
+  /** The KEYS property: keys separated by single spaces. */
+  keys: string | undefined
+  /** The UNIQ_KEY property (the client-side message id). */
+  uniqKey: string | undefined
+  sysFlag: number
+}
+
+export interface QueryOffsetResult {
+  /** Newest first, at most min(maxNum, MAX_MSGS_NUM_BATCH). */
+  phyOffsets: number[]
+  /** endTimestamp of the newest file (0 without files). */
+  indexLastUpdateTimestamp: number
+  /** endPhyOffset of the newest file (0 without files). */
+  indexLastUpdatePhyoffset: number
+}
+
+export class IndexService {
+  readonly indexDir: string
+  readonly hashSlotNum: number
+  readonly indexNum: number
+  readonly messageIndexEnable: boolean
+  readonly readOnly: boolean
+
+  /**
+   * Called once a full file has been flushed after a roll, with that file's endTimestamp. The
+   * store sets the checkpoint's indexMsgTimestamp from it and flushes the checkpoint.
+   */
+  onRoll?: (endTimestamp: number) => void
+
+  /** The last error of a background flush after a roll (onRoll is not called for that file). */
+  lastFlushError: unknown = null
+
+  private readonly files: IndexFile[] = []
+  /** Local time of the newest file name, so new names always sort after it. */
+  private lastNameMillis = 0
+  private readonly rollFlushes = new Set<Promise<void>>()
+  private closed = false
+  /** The topic of the last record indexed and the Java hash of `topic#`. */
+  private prefixTopic = ''
+  private prefixHash = HASH_KEY_SEPARATOR
+
+  constructor(indexDir: string, options: IndexServiceOptions) {
+    indexFileSize(options.maxHashSlotNum, options.maxIndexNum) // validates both
+    this.indexDir = indexDir
+    this.hashSlotNum = options.maxHashSlotNum
+    this.indexNum = options.maxIndexNum
+    this.messageIndexEnable = options.messageIndexEnable
+    this.readOnly = options.readOnly === true
+  }
+
+  // ---- load ---------------------------------------------------------------------------------
+
+  /**
+   * Maps every index file, oldest first. After an abnormal exit (`lastExitOK` false) files whose
+   * endTimestamp is after the checkpoint's `indexMsgTimestamp` are deleted: they may hold
+   * entries that never reached the disk, and recovery indexes those messages again. Leftover
+   * `.tmp` files of an interrupted creation are removed. A file of the wrong size throws
+   * BAD_FILE_SIZE and a foreign name BAD_FILE_NAME; nothing stays mapped then.
+   */
+  load(lastExitOK: boolean, indexMsgTimestamp: number): void {
+    this.assertOpen()
+    let names: string[]
+    try {
+      names = fs.readdirSync(this.indexDir)
+    } catch (cause) {
+      if ((cause as NodeJS.ErrnoException).code === 'ENOENT') return
+      throw ioError(`cannot list ${this.indexDir}`, cause)
+    }
+    names.sort()
+    const loaded: IndexFile[] = []
+    const doomed: IndexFile[] = []
+    try {
+      for (const name of names) {
+        const path = join(this.indexDir, name)
+        if (name.endsWith('.tmp')) {
+          if (!this.readOnly) fs.rmSync(path, { force: true })
+          continue
+        }
+        if (!isIndexFileName(name)) {
+          throw new MQStoreError('BAD_FILE_NAME', `${path} is not an index file name (yyyyMMddHHmmssSSS)`)
+        }
+        const file = IndexFile.open(path, this.hashSlotNum, this.indexNum, { readOnly: this.readOnly })
+        if (!lastExitOK && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp) doomed.push(file)
+        else loaded.push(file)
+      }
+    } catch (error) {
+      for (const file of [...loaded, ...doomed]) file.shutdown()
+      throw error
+    }
+    for (const file of doomed) file.destroy(0)
+    if (doomed.length > 0) syncDirectory(doomed[0].fileName)
+    this.files.push(...loaded)
+    const last = this.lastFile()
+    if (last !== null) this.noteName(last.fileName)
+  }
+
+  // ---- write path ---------------------------------------------------------------------------
+
+  /**
+   * Indexes one dispatched record: its UNIQ_KEY, then every non-empty KEYS token, each as
+   * `topic#key`. Rolled-back transaction records are skipped, and so is a record below the end
+   * offset of the current file (already indexed: replays after recovery are harmless).
+   */
+  buildIndex(req: IndexDispatch): void {
+    if (!this.messageIndexEnable) return
+    this.assertOpen()
+    if (this.readOnly) throw new TypeError(`index ${this.indexDir} is read-only`)
+    let file = this.getAndCreateLastIndexFile()
+    const phyOffset = req.commitLogOffset
+    if (phyOffset < file.getEndPhyOffset()) return
+    if ((req.sysFlag & TRANSACTION_TYPE_MASK) === TRANSACTION_ROLLBACK_TYPE) return
+
+    // Hash of `topic#`, continued over each key below: no key strings are built.
+    const topic = req.topic
+    if (topic !== this.prefixTopic) {
+      this.prefixHash = (Math.imul(31, continueJavaStringHash(0, topic, 0, topic.length)) + HASH_KEY_SEPARATOR) | 0
+      this.prefixTopic = topic
+    }
+    const prefixHash = this.prefixHash
+    const storeTimestamp = req.storeTimestamp
+
+    const uniqKey = req.uniqKey
+    if (uniqKey != null) {
+      const keyHash = toIndexKeyHash(continueJavaStringHash(prefixHash, uniqKey, 0, uniqKey.length))
+      file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
+    }
+    const keys = req.keys
+    if (keys != null && keys.length > 0) {
+      const length = keys.length
+      let start = 0
+      while (start <= length) {
+        let stop = keys.indexOf(' ', start)
+        if (stop < 0) stop = length
+        if (stop > start) {
+          const keyHash = toIndexKeyHash(continueJavaStringHash(prefixHash, keys, start, stop))
+          file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
+        }
+        start = stop + 1
+      }
+    }
+  }
+
+  /** Puts one key, rolling to a new file as long as the current one is full. */
+  private putKeyHash(file: IndexFile, keyHash: number, phyOffset: number, storeTimestamp: number): IndexFile {
+    while (!file.putKeyHash(keyHash, phyOffset, storeTimestamp)) file = this.roll()
+    return file
+  }
+
+  /** The newest file, or a new one when there is none or it is full. */
+  private getAndCreateLastIndexFile(): IndexFile {
+    const last = this.lastFile()
+    if (last !== null && !last.isWriteFull()) return last
+    return this.roll()
+  }
+
+  /**
+   * Creates the next file, its header starting where the previous file ended, then flushes the
+   * previous (full) file in the background and reports its end time through onRoll.
+   */
+  private roll(): IndexFile {
+    const prev = this.lastFile()
+    const prevEndPhyOffset = prev === null ? 0 : prev.getEndPhyOffset()
+    const prevEndTimestamp = prev === null ? 0 : prev.getEndTimestamp()
+    let lastError: unknown = null
+    let file: IndexFile | null = null
+    for (let attempt = 0; attempt < CREATE_ATTEMPTS && file === null; attempt++) {
+      try {
+        fs.mkdirSync(this.indexDir, { recursive: true })
+        file = IndexFile.create(this.nextFileName(), this.hashSlotNum, this.indexNum, prevEndPhyOffset, prevEndTimestamp)
+      } catch (error) {
+        lastError = error
+      }
+    }
+    if (file === null) {
+      if (lastError instanceof MQStoreError) throw lastError
+      throw ioError(`cannot create an index file in ${this.indexDir}`, lastError)
+    }
+    this.files.push(file)
+    if (prev !== null && prev.isWriteFull()) this.flushRolled(prev)
+    return file
+  }
+
+  private flushRolled(file: IndexFile): void {
+    const endTimestamp = file.getEndTimestamp()
+    const done = file
+      .flushAsync()
+      .then(() => {
+        if (!this.closed && endTimestamp > 0) this.onRoll?.(endTimestamp)
+      })
+      .catch((error: unknown) => {
+        this.lastFlushError = error
+      })
+      .finally(() => {
+        this.rollFlushes.delete(done)
+      })
+    this.rollFlushes.add(done)
+  }
+
+  /** Settles once every background flush started by a roll so far has finished. */
+  async waitForRollFlushes(): Promise<void> {
+    while (this.rollFlushes.size > 0) await Promise.all([...this.rollFlushes])
+  }
+
+  /**
+   * A name (local creation time, to the millisecond) that sorts after every existing file and
+   * exists nowhere in the directory: two rolls within one millisecond, or a clock that stepped
+   * back, move the name forward one millisecond at a time instead of reusing a name.
+   */
+  private nextFileName(): string {
+    let millis = Math.max(Date.now(), this.lastNameMillis + 1)
+    const last = this.lastFile()
+    const lastName = last === null ? '' : basename(last.fileName)
+    for (;;) {
+      const name = formatIndexFileName(millis)
+      const path = join(this.indexDir, name)
+      if (name > lastName && !fs.existsSync(path) && !fs.existsSync(`${path}.tmp`)) {
+        this.lastNameMillis = millis
+        return path
+      }
+      millis += 1
+    }
+  }
+
+  private noteName(path: string): void {
+    const millis = parseIndexFileName(basename(path))
+    if (millis !== null && millis > this.lastNameMillis) this.lastNameMillis = millis
+  }
+
+  // ---- queries ------------------------------------------------------------------------------
+
+  /**
+   * Physical offsets of messages indexed under `topic#key` with a store time in [begin, end],
+   * newest first, at most min(maxNum, 64). Only key hashes are compared, so a key with the same
+   * hash matches too; the caller reads the messages and may check.
+   */
+  queryOffset(topic: string, key: string, maxNum: number, begin: number, end: number): QueryOffsetResult {
+    this.assertOpen()
+    const phyOffsets: number[] = []
+    let indexLastUpdateTimestamp = 0
+    let indexLastUpdatePhyoffset = 0
+    const limit = Math.min(maxNum, MAX_MSGS_NUM_BATCH)
+    const files = this.files
+    if (files.length > 0) {
+      const keyHash = indexKeyHash(`${topic}#${key}`)
+      const newest = files[files.length - 1]
+      indexLastUpdateTimestamp = newest.getEndTimestamp()
+      indexLastUpdatePhyoffset = newest.getEndPhyOffset()
+      for (let i = files.length - 1; i >= 0; i--) {
+        const file = files[i]
+        if (file.isTimeMatched(begin, end)) file.selectPhyOffsetByHash(phyOffsets, keyHash, limit, begin, end)
+        if (file.getBeginTimestamp() < begin) break
+        if (phyOffsets.length >= limit) break
+      }
+    }
+    return { phyOffsets, indexLastUpdateTimestamp, indexLastUpdatePhyoffset }
+  }
+
+  // ---- expiry -------------------------------------------------------------------------------
+
+  /**
+   * Deletes, oldest first, the files that end below `minPhyOffset` (the commit log's new
+   * minimum), stopping at the first that does not; the newest file is always kept.
+   */
+  deleteExpiredFile(minPhyOffset: number): void {
+    this.assertOpen()
+    if (this.readOnly) return
+    const files = this.files
+    if (files.length === 0 || files[0].getEndPhyOffset() >= minPhyOffset) return
+    let deleted = 0
+    for (let i = 0; i < files.length - 1; i++) {
+      const file = files[i]
+      if (file.getEndPhyOffset() >= minPhyOffset) break
+      // A background flush still holding the file postpones it to a later call.
+      if (!file.destroy(EXPIRED_DESTROY_INTERVAL)) break
+      deleted++
+    }
+    if (deleted > 0) files.splice(0, deleted)
+  }
+
+  // ---- flush and lifetime -------------------------------------------------------------------
+
+  /** Flushes every file on the calling thread (at close). */
+  flush(): void {
+    if (this.closed || this.readOnly) return
+    for (const file of this.files) file.flush()
+  }
+
+  getFileCount(): number {
+    return this.files.length
+  }
+
+  /** The files, oldest first. */
+  getFiles(): readonly IndexFile[] {
+    return this.files
+  }
+
+  private lastFile(): IndexFile | null {
+    const files = this.files
+    return files.length > 0 ? files[files.length - 1] : null
+  }
+
+  /** Unmaps every file (without flushing: call flush first for durability). */
+  shutdown(): void {
+    if (this.closed) return
+    this.closed = true
+    for (const file of this.files) file.shutdown()
+    this.files.length = 0
+  }
+
+  /**
+   * Deletes every index file (forced even if a background flush is still running). A read-only
+   * service only unmaps them.
+   */
+  destroy(): void {
+    if (this.readOnly) {
+      this.shutdown()
+      return
+    }
+    this.closed = true
+    for (const file of this.files) {
+      if (!file.destroy(0)) file.destroy(0)
+    }
+    this.files.length = 0
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new MQStoreError('STORE_CLOSED', `index ${this.indexDir} is shut down`)
+  }
+}
