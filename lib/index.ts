@@ -24,3 +24,8 @@ export type {
 export { resolveConfig, EMBEDDED_DEFAULTS, ROCKETMQ_SIZES } from './store/config.js'
 export type { MessageStoreConfig, MessageStoreOptions, FlushDiskType } from './store/config.js'
 export type { StoreStats } from './store/store-stats.js'
+export { ConsumeQueue, CQ_STORE_UNIT_SIZE } from './store/consume-queue.js'
+export type { CommitLogView } from './store/consume-queue.js'
+export { IndexService, MAX_MSGS_NUM_BATCH } from './store/index-service.js'
+export type { IndexServiceOptions, IndexDispatch, QueryOffsetResult } from './store/index-service.js'
+export { IndexFile, indexFileSize } from './store/index-file.js'
