@@ -406,7 +406,7 @@ Napi::Value Map(const Napi::CallbackInfo& info) {
     ErrnoError(env, errno, "mmap").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  auto mapping = std::make_shared<Mapping>();
+  std::shared_ptr<Mapping> mapping(new Mapping());
   mapping->addr = addr;
   mapping->length = static_cast<size_t>(length);
   mapping->writable = writable;

@@ -1,0 +1,219 @@
+// The published tarball must install and load on a machine with no C++ toolchain, with or without
+// install scripts (npm 12, pnpm and Bun skip them), using only the prebuild it carries.
+//
+// The work tree is left alone: the packable files are copied to a temp folder, a host prebuild is
+// made there if the work tree has none, and the tarball is packed from that copy.
+import { spawnSync, type SpawnSyncOptions } from 'node:child_process'
+import {
+  accessSync,
+  constants,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, dirname, join, relative, resolve, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const host = `${process.platform}-${process.arch}`
+
+/** Top-level entries of the work tree that are never copied into the staging folder. */
+const NOT_COPIED = new Set(['node_modules', 'build', 'dist', '.git', '.cmake-build', 'data', 'coverage'])
+
+interface PackResult {
+  filename: string
+  files: { path: string }[]
+}
+
+interface LoadReport {
+  pageSize: number
+  platform: string
+  exports: string[]
+  pkgDir: string
+  binding: string
+}
+
+function run(command: string, args: string[], options: SpawnSyncOptions): string {
+  const result = spawnSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...options })
+  if (result.error) throw result.error
+  if (result.status !== 0) {
+    throw new Error(
+      `${command} ${args.join(' ')} exited with ${result.status ?? result.signal}\n` +
+        `--- stdout\n${String(result.stdout)}\n--- stderr\n${String(result.stderr)}`,
+    )
+  }
+  return String(result.stdout)
+}
+
+/** The first executable called `name` on PATH. */
+function which(name: string, fallback: string): string {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue
+    const candidate = join(dir, name)
+    try {
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // not here
+    }
+  }
+  return fallback
+}
+
+/** The Node install prefix, if it carries the headers node-gyp needs (no download then). */
+function localNodedir(): string | undefined {
+  if (process.env.npm_config_nodedir) return process.env.npm_config_nodedir
+  const prefix = resolve(process.execPath, '..', '..')
+  return existsSync(join(prefix, 'include', 'node', 'node_api.h')) ? prefix : undefined
+}
+
+/**
+ * The environment of a consumer's machine: PATH holds only node, npm and sh; compilers are
+ * disabled; no npm settings leak in from an enclosing `npm test` apart from registry, cache and
+ * proxy settings; node-gyp gets no local headers.
+ */
+function consumerEnv(bin: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const keep = /^npm_config_(registry|cache|userconfig|globalconfig|proxy|https_proxy|noproxy|strict_ssl|cafile|ca)$/i
+  const env: NodeJS.ProcessEnv = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (/^npm_/i.test(key) && !keep.test(key)) continue
+    if (key === 'INIT_CWD' || key === 'PREBUILDS_ONLY') continue
+    env[key] = value
+  }
+  return { ...env, PATH: bin, CC: 'false', CXX: 'false', ...extra }
+}
+
+describe('npm tarball', () => {
+  let work = ''
+  let stage = ''
+  let bin = ''
+  let tarball = ''
+  let listed: string[] = []
+
+  beforeAll(() => {
+    work = mkdtempSync(join(tmpdir(), 'mqstore-package-'))
+    stage = join(work, 'stage')
+
+    // 1. A copy of the work tree without build output or dependencies.
+    cpSync(root, stage, {
+      recursive: true,
+      filter: (src) => {
+        const rel = relative(root, src)
+        if (rel === '') return true
+        const top = rel.split(sep)[0] ?? rel
+        return !NOT_COPIED.has(top) && !(top === rel && top.endsWith('.tgz'))
+      },
+    })
+    // Dependencies are linked from the work tree, except node-addon-api: gyp writes build files
+    // for an included .gyp next to a path computed relative to the build folder, so that package
+    // must live inside the copy or those files would land outside it.
+    const modules = join(stage, 'node_modules')
+    mkdirSync(modules)
+    for (const entry of readdirSync(join(root, 'node_modules'))) {
+      const from = join(root, 'node_modules', entry)
+      if (entry === 'node-addon-api') cpSync(from, join(modules, entry), { recursive: true })
+      else symlinkSync(from, join(modules, entry))
+    }
+
+    // 2. A prebuild for this host, unless the work tree already carries one (CI's prebuild job
+    //    tests the binary it just made this way).
+    const prebuildDir = join(stage, 'prebuilds', host)
+    const hasPrebuild =
+      existsSync(prebuildDir) && readdirSync(prebuildDir).some((f) => f.startsWith('mqstore') && f.endsWith('.node'))
+    if (!hasPrebuild) {
+      const nodedir = localNodedir()
+      const env: NodeJS.ProcessEnv = { ...process.env }
+      if (nodedir) env.npm_config_nodedir = nodedir
+      run(join(modules, '.bin', 'prebuildify'), ['--napi', '--strip'], { cwd: stage, env })
+    }
+
+    // 3. What npm would publish. pack runs `prepare` (tsc) in the copy.
+    const dry = JSON.parse(run('npm', ['pack', '--dry-run', '--json'], { cwd: stage })) as PackResult[]
+    listed = (dry[0]?.files ?? []).map((f) => f.path).sort()
+
+    // 4. The tarball itself, outside the copy.
+    const packed = JSON.parse(
+      run('npm', ['pack', '--json', '--pack-destination', work], { cwd: stage }),
+    ) as PackResult[]
+    tarball = join(work, packed[0]?.filename ?? 'missing.tgz')
+
+    // 5. A PATH with no compiler, make or python.
+    bin = join(work, 'bin')
+    mkdirSync(bin)
+    symlinkSync(process.execPath, join(bin, 'node'))
+    symlinkSync(which('npm', join(dirname(process.execPath), 'npm')), join(bin, 'npm'))
+    symlinkSync(which('sh', '/bin/sh'), join(bin, 'sh'))
+  }, 180_000)
+
+  afterAll(() => {
+    if (work && !process.env.MQSTORE_KEEP_TMP) rmSync(work, { recursive: true, force: true })
+  })
+
+  it('ships the host prebuild, compiled JS and typings and the sources to rebuild, and nothing else', () => {
+    const prebuild = new RegExp(`^prebuilds/${host}/mqstore[^/]*\\.node$`)
+    expect(listed.filter((f) => prebuild.test(f)), listed.join('\n')).not.toHaveLength(0)
+    expect(listed).toEqual(
+      expect.arrayContaining(['package.json', 'dist/lib/index.js', 'dist/lib/index.d.ts', 'binding.gyp', 'native/addon.cc']),
+    )
+    expect(listed.filter((f) => /^(build|test|node_modules)\//.test(f))).toEqual([])
+    expect(existsSync(tarball)).toBe(true)
+  })
+
+  function installAndLoad(name: string, installArgs: string[]): LoadReport {
+    const project = join(work, name)
+    mkdirSync(project)
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }))
+    run(
+      join(bin, 'npm'),
+      ['install', tarball, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...installArgs],
+      { cwd: project, env: consumerEnv(bin) },
+    )
+    const script = `
+      import { createRequire } from 'node:module'
+      import { dirname, join } from 'node:path'
+      import('mqstore').then((m) => {
+        const require = createRequire(join(process.cwd(), 'package.json'))
+        const pkgDir = dirname(require.resolve('mqstore/package.json'))
+        const binding = createRequire(join(pkgDir, 'package.json'))('node-gyp-build').path(pkgDir)
+        console.log(JSON.stringify({
+          pageSize: m.native.pageSize,
+          platform: m.native.platform,
+          exports: Object.keys(m),
+          pkgDir,
+          binding,
+        }))
+      })
+    `
+    const out = run(join(bin, 'node'), ['--input-type=module', '-e', script], {
+      cwd: project,
+      env: consumerEnv(bin, { PREBUILDS_ONLY: '1' }),
+    })
+    const report = JSON.parse(out.trim().split('\n').pop() ?? '{}') as LoadReport
+    // Nothing was compiled at install time.
+    expect(existsSync(join(report.pkgDir, 'build'))).toBe(false)
+    return report
+  }
+
+  function expectPrebuildLoaded(report: LoadReport): void {
+    expect(report.exports).toContain('native')
+    expect(report.pageSize).toBeGreaterThan(0)
+    expect(report.platform).toBe(process.platform)
+    expect(report.binding.startsWith(join(report.pkgDir, 'prebuilds', host) + sep)).toBe(true)
+    expect(report.binding).toMatch(/mqstore[^/]*\.node$/)
+  }
+
+  it('installs with --ignore-scripts and no compiler, and loads the bundled prebuild', () => {
+    expectPrebuildLoaded(installAndLoad('consumer-no-scripts', ['--ignore-scripts']))
+  }, 120_000)
+
+  it('installs with its install script and no compiler, and loads the bundled prebuild', () => {
+    expectPrebuildLoaded(installAndLoad('consumer-scripts', []))
+  }, 120_000)
+})
