@@ -1,0 +1,1275 @@
+// The commit-log record, version 1 (the only version RocketMQ 4.x writes): encoding, validation and
+// decoding. Pure functions over buffers, no I/O. The encoder is the store's hot path, so it writes
+// through a DataView, keeps per-topic and per-host bytes in small caches, and copies the body once.
+//
+// Record layout. All integers are big-endian and signed. B / S = width of the born / store host
+// field: 8 for IPv4 (4 address bytes + int32 port), 20 for IPv6 (16 + 4), selected by the sysFlag
+// bits BORNHOST_V6 / STOREHOST_V6. L, T, P = byte lengths of body, topic (UTF-8), properties (UTF-8).
+//
+//   offset            width  field
+//   0                 4      TOTALSIZE                  length of the whole record, this field included
+//   4                 4      MAGICCODE                  MESSAGE_MAGIC_CODE
+//   8                 4      BODYCRC                    crc32(body) & 0x7fffffff, 0 for an empty body
+//   12                4      QUEUEID
+//   16                4      FLAG                       the producer's opaque flag
+//   20                8      QUEUEOFFSET                ordinal in the (topic, queueId) consume queue
+//   28                8      PHYSICALOFFSET             commit-log offset of this record's first byte
+//   36                4      SYSFLAG                    SysFlag bits
+//   40                8      BORNTIMESTAMP              producer clock, ms
+//   48                B      BORNHOST                   address bytes, then port
+//   48+B              8      STORETIMESTAMP             store clock, ms, taken at append
+//   56+B              S      STOREHOST                  address bytes, then port
+//   56+B+S            4      RECONSUMETIMES
+//   60+B+S            8      PREPAREDTRANSACTIONOFFSET
+//   68+B+S            4      BODYLENGTH                 L
+//   72+B+S            L      BODY
+//   72+B+S+L          1      TOPICLENGTH                T, one signed byte
+//   73+B+S+L          T      TOPIC
+//   73+B+S+L+T        2      PROPERTIESLENGTH           P, signed short
+//   75+B+S+L+T        P      PROPERTIES                 name 0x01 value 0x02 name 0x01 value ...
+//
+//   TOTALSIZE = 75 + B + S + L + T + P   (91 + L + T + P with two IPv4 hosts)
+//
+// The end of a segment holds a blank record: TOTALSIZE = the bytes left in the file, MAGICCODE =
+// BLANK_MAGIC_CODE. Only those 8 bytes are written; whatever follows them is meaningless.
+//
+// The constants below are the only place these offsets appear.
+
+import { crc32 } from 'node:zlib'
+import { isIPv4, isIPv6 } from 'node:net'
+
+// ---------------------------------------------------------------------------------------------
+// Constants
+
+export const MESSAGE_MAGIC_CODE = -626843481 // 0xDAA320A7
+/** A RocketMQ 5.1+ v2 record (two-byte topic length). Recognised only to name it in errors. */
+export const MESSAGE_MAGIC_CODE_V2 = -626843477 // 0xDAA320AB
+export const BLANK_MAGIC_CODE = -875286124 // 0xCBD43194
+export const END_FILE_MIN_BLANK_LENGTH = 8
+
+export const SysFlag = {
+  COMPRESSED: 0x1,
+  MULTI_TAGS: 0x2,
+  TRANSACTION_MASK: 0xc,
+  TRANSACTION_NOT_TYPE: 0,
+  TRANSACTION_PREPARED: 0x4,
+  TRANSACTION_COMMIT: 0x8,
+  TRANSACTION_ROLLBACK: 0xc,
+  BORNHOST_V6: 0x10,
+  STOREHOST_V6: 0x20,
+} as const
+
+export const MAX_TOPIC_LENGTH = 127
+export const MAX_PROPERTIES_LENGTH = 32767
+
+export const PropertyName = {
+  KEYS: 'KEYS',
+  TAGS: 'TAGS',
+  UNIQ_KEY: 'UNIQ_KEY',
+  DELAY: 'DELAY',
+  REAL_TOPIC: 'REAL_TOPIC',
+  REAL_QID: 'REAL_QID',
+  WAIT: 'WAIT',
+} as const
+
+/** The topic that holds delayed messages until their delivery time. */
+export const SCHEDULE_TOPIC = 'SCHEDULE_TOPIC_XXXX'
+/** RocketMQ's default `messageDelayLevel`: level n (1-based) is the n-th item. */
+export const DEFAULT_MESSAGE_DELAY_LEVEL = '1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h'
+
+const NAME_VALUE_SEPARATOR = '\u0001'
+const PROPERTY_SEPARATOR = '\u0002'
+const NAME_VALUE_SEPARATOR_BYTE = 1
+const PROPERTY_SEPARATOR_BYTE = 2
+
+// Fixed field offsets, from the first byte of the record.
+export const OFFSET_TOTALSIZE = 0
+export const OFFSET_MAGIC = 4
+export const OFFSET_BODYCRC = 8
+export const OFFSET_QUEUEID = 12
+export const OFFSET_FLAG = 16
+export const OFFSET_QUEUEOFFSET = 20
+export const OFFSET_PHYSICALOFFSET = 28
+export const OFFSET_SYSFLAG = 36
+export const OFFSET_BORNTIMESTAMP = 40
+export const OFFSET_BORNHOST = 48
+
+// Fields after the born host, relative to the end of the born host (48 + B).
+const REL_STORETIMESTAMP = 0
+const REL_STOREHOST = 8
+// Relative to the end of the store host (56 + B + S).
+const REL_RECONSUMETIMES = 0
+const REL_PREPAREDTXOFFSET = 4
+const REL_BODYLENGTH = 12
+const REL_BODY = 16
+// Relative to the end of the body.
+const REL_TOPICLENGTH = 0
+const REL_TOPIC = 1
+// Relative to the end of the topic.
+const REL_PROPERTIESLENGTH = 0
+const REL_PROPERTIES = 2
+
+/** Bytes of a record besides the two hosts, the body, the topic and the properties. */
+const FIXED_LENGTH = OFFSET_BORNHOST + REL_STOREHOST + REL_BODY + REL_TOPIC + REL_PROPERTIES // 75
+
+const IPV4_ADDRESS_LENGTH = 4
+const IPV6_ADDRESS_LENGTH = 16
+const PORT_LENGTH = 4
+const IPV4_HOST_LENGTH = IPV4_ADDRESS_LENGTH + PORT_LENGTH // 8
+const IPV6_HOST_LENGTH = IPV6_ADDRESS_LENGTH + PORT_LENGTH // 20
+
+/** The smallest possible record: two IPv4 hosts, empty body, topic and properties (91 bytes). */
+export const MIN_RECORD_LENGTH = FIXED_LENGTH + 2 * IPV4_HOST_LENGTH
+
+/** Headroom over maxMessageSize a whole record may use (topic, properties, fixed fields). */
+const RECORD_HEADROOM = 64 * 1024
+const INT32_MAX = 0x7fffffff
+const TWO_POW_32 = 4294967296
+
+export function bornHostLength(sysFlag: number): number {
+  return (sysFlag & SysFlag.BORNHOST_V6) !== 0 ? IPV6_HOST_LENGTH : IPV4_HOST_LENGTH
+}
+
+export function storeHostLength(sysFlag: number): number {
+  return (sysFlag & SysFlag.STOREHOST_V6) !== 0 ? IPV6_HOST_LENGTH : IPV4_HOST_LENGTH
+}
+
+/** Offset of STORETIMESTAMP inside a record with this sysFlag: 48 + born host length. */
+export function storeTimestampOffset(sysFlag: number): number {
+  return OFFSET_BORNHOST + bornHostLength(sysFlag) + REL_STORETIMESTAMP
+}
+
+/**
+ * The length a record must have (its TOTALSIZE), from the sysFlag and the three variable byte
+ * lengths. Negative body or properties lengths count as 0, as RocketMQ's reader does.
+ */
+export function recordLength(
+  sysFlag: number,
+  bodyLength: number,
+  topicLength: number,
+  propertiesLength: number,
+): number {
+  return (
+    FIXED_LENGTH +
+    bornHostLength(sysFlag) +
+    storeHostLength(sysFlag) +
+    (bodyLength > 0 ? bodyLength : 0) +
+    topicLength +
+    (propertiesLength > 0 ? propertiesLength : 0)
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hosts
+
+export interface HostAddress {
+  /** An IPv4 dotted quad or an IPv6 literal (an IPv4-mapped IPv6 address is stored as IPv4). */
+  address: string
+  port: number
+}
+
+/** A parsed IP address as big-endian int32 words: one word for IPv4, four for IPv6. */
+interface Ip {
+  readonly v6: boolean
+  readonly w0: number
+  readonly w1: number
+  readonly w2: number
+  readonly w3: number
+  /** Upper-case hex of the address bytes, the first part of a msgId. */
+  readonly hex: string
+}
+
+const MAX_HOST_CACHE = 1024
+const hostCache = new Map<string, Ip>()
+
+const HEX_BYTE: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toString(16).toUpperCase().padStart(2, '0'))
+
+/** Upper-case hex of an int32 as 8 digits. */
+function hex8(word: number): string {
+  return (
+    HEX_BYTE[(word >>> 24) & 0xff] + HEX_BYTE[(word >>> 16) & 0xff] + HEX_BYTE[(word >>> 8) & 0xff] + HEX_BYTE[word & 0xff]
+  )
+}
+
+function makeIp(v6: boolean, w0: number, w1: number, w2: number, w3: number): Ip {
+  const hex = v6 ? hex8(w0) + hex8(w1) + hex8(w2) + hex8(w3) : hex8(w0)
+  return { v6, w0: w0 | 0, w1: w1 | 0, w2: w2 | 0, w3: w3 | 0, hex }
+}
+
+function dottedToWord(dotted: string): number {
+  const p = dotted.split('.')
+  return ((Number(p[0]) << 24) | (Number(p[1]) << 16) | (Number(p[2]) << 8) | Number(p[3])) | 0
+}
+
+function hextetsOf(part: string): number[] {
+  if (part === '') return []
+  const out: number[] = []
+  for (const g of part.split(':')) {
+    if (g.includes('.')) {
+      const w = dottedToWord(g)
+      out.push(w >>> 16, w & 0xffff)
+    } else {
+      out.push(parseInt(g, 16))
+    }
+  }
+  return out
+}
+
+/** Parses an address literal; null when it is neither IPv4 nor IPv6. */
+function parseIp(address: string): Ip | null {
+  if (isIPv4(address)) return makeIp(false, dottedToWord(address), 0, 0, 0)
+  if (!isIPv6(address)) return null
+  const zone = address.indexOf('%')
+  const a = zone >= 0 ? address.slice(0, zone) : address
+  const gap = a.indexOf('::')
+  let h: number[]
+  if (gap >= 0) {
+    const head = hextetsOf(a.slice(0, gap))
+    const tail = hextetsOf(a.slice(gap + 2))
+    const zeros = 8 - head.length - tail.length
+    if (zeros < 0) return null
+    h = head.concat(new Array<number>(zeros).fill(0), tail)
+  } else {
+    h = hextetsOf(a)
+  }
+  if (h.length !== 8 || h.some((x) => !(x >= 0 && x <= 0xffff))) return null
+  const w0 = (h[0] << 16) | h[1]
+  const w1 = (h[2] << 16) | h[3]
+  const w2 = (h[4] << 16) | h[5]
+  const w3 = (h[6] << 16) | h[7]
+  // Java turns an IPv4-mapped address (::ffff:a.b.c.d) into a 4-byte address; so do we, so that a
+  // dual-stack socket's view of an IPv4 client encodes as RocketMQ would encode it.
+  if (w0 === 0 && w1 === 0 && w2 === 0xffff) return makeIp(false, w3, 0, 0, 0)
+  return makeIp(true, w0, w1, w2, w3)
+}
+
+// The two most recent lookups: usually the store host and the current born host.
+let recentAddress0 = ''
+let recentIp0: Ip | null = null
+let recentAddress1 = ''
+let recentIp1: Ip | null = null
+
+function ipOf(address: string): Ip | null {
+  if (address === recentAddress0) return recentIp0
+  if (address === recentAddress1) {
+    const ip = recentIp1
+    recentAddress1 = recentAddress0
+    recentIp1 = recentIp0
+    recentAddress0 = address
+    recentIp0 = ip
+    return ip
+  }
+  const ip = mapIpOf(address)
+  if (ip !== null) {
+    recentAddress1 = recentAddress0
+    recentIp1 = recentIp0
+    recentAddress0 = address
+    recentIp0 = ip
+  }
+  return ip
+}
+
+function mapIpOf(address: string): Ip | null {
+  let ip = hostCache.get(address)
+  if (ip === undefined) {
+    if (typeof address !== 'string') return null
+    const parsed = parseIp(address)
+    if (parsed === null) return null
+    if (hostCache.size >= MAX_HOST_CACHE) hostCache.clear()
+    hostCache.set(address, parsed)
+    ip = parsed
+  }
+  return ip
+}
+
+function validPort(port: number): boolean {
+  return Number.isInteger(port) && port >= 0 && port <= 0xffff
+}
+
+function formatIPv4(w: number): string {
+  return `${w >>> 24}.${(w >>> 16) & 0xff}.${(w >>> 8) & 0xff}.${w & 0xff}`
+}
+
+/** RFC 5952 text: lower-case, longest run (≥ 2) of zero groups as '::', IPv4-mapped as dotted. */
+function formatIPv6(w0: number, w1: number, w2: number, w3: number): string {
+  if (w0 === 0 && w1 === 0 && w2 === 0xffff) return `::ffff:${formatIPv4(w3)}`
+  const h = [w0 >>> 16, w0 & 0xffff, w1 >>> 16, w1 & 0xffff, w2 >>> 16, w2 & 0xffff, w3 >>> 16, w3 & 0xffff]
+  let bestStart = -1
+  let bestLen = 1
+  for (let i = 0; i < 8; ) {
+    if (h[i] !== 0) {
+      i++
+      continue
+    }
+    let j = i
+    while (j < 8 && h[j] === 0) j++
+    if (j - i > bestLen) {
+      bestStart = i
+      bestLen = j - i
+    }
+    i = j
+  }
+  const hex = (from: number, to: number): string =>
+    h
+      .slice(from, to)
+      .map((x) => x.toString(16))
+      .join(':')
+  if (bestStart < 0) return hex(0, 8)
+  return `${hex(0, bestStart)}::${hex(bestStart + bestLen, 8)}`
+}
+
+const ipv4TextCache = new Map<number, string>()
+
+function ipv4Text(w: number): string {
+  let s = ipv4TextCache.get(w)
+  if (s === undefined) {
+    s = formatIPv4(w)
+    if (ipv4TextCache.size >= MAX_HOST_CACHE) ipv4TextCache.clear()
+    ipv4TextCache.set(w, s)
+  }
+  return s
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strings, hashes, properties
+
+/** Java's String.hashCode: 31-based polynomial over UTF-16 code units, in signed 32 bits. */
+export function javaStringHashCode(s: string): number {
+  let h = 0
+  for (let i = 0; i < s.length; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0
+  return h
+}
+
+/** The consume-queue tag code of a TAGS value: its Java hash, 0 when absent or empty. */
+export function tagsCodeOf(tags: string | undefined): number {
+  return tags ? javaStringHashCode(tags) : 0
+}
+
+/**
+ * Serialises properties in the 4.9.1+ form (no separator after the last pair). Undefined and
+ * empty values are left out: readers drop an empty value anyway. A name or value containing
+ * 0x01 or 0x02, or an empty name, cannot be represented: RangeError naming the property.
+ */
+export function encodeProperties(props: Record<string, string | undefined>): string {
+  let out = ''
+  for (const name of Object.keys(props)) {
+    const value = props[name]
+    if (value === undefined || value === null) continue
+    if (typeof value !== 'string') {
+      throw new TypeError(`property ${JSON.stringify(name)}: value must be a string, got ${typeof value}`)
+    }
+    if (value === '') continue
+    if (name === '') throw new RangeError('property name must not be empty')
+    if (hasSeparator(name)) {
+      throw new RangeError(`property name ${JSON.stringify(name)} contains a 0x01 or 0x02 character`)
+    }
+    if (hasSeparator(value)) {
+      throw new RangeError(`property ${JSON.stringify(name)}: value contains a 0x01 or 0x02 character`)
+    }
+    if (out !== '') out += PROPERTY_SEPARATOR
+    out += name + NAME_VALUE_SEPARATOR + value
+  }
+  return out
+}
+
+function hasSeparator(s: string): boolean {
+  return s.includes(NAME_VALUE_SEPARATOR) || s.includes(PROPERTY_SEPARATOR)
+}
+
+/**
+ * Parses a property string as RocketMQ 4.9.1+ does, which also reads the older form with a
+ * trailing 0x02: pairs are separated by 0x02; in each pair the first 0x01 splits name from value;
+ * pairs with an empty name or value, or without 0x01, are dropped; a later duplicate wins.
+ * The result has no prototype, so any name is safe as a key.
+ */
+export function parsePropertiesString(s: string): Record<string, string> {
+  const map = Object.create(null) as Record<string, string>
+  const len = s.length
+  let index = 0
+  while (index < len) {
+    let end = s.indexOf(PROPERTY_SEPARATOR, index)
+    if (end < 0) end = len
+    if (end - index >= 3) {
+      const sep = s.indexOf(NAME_VALUE_SEPARATOR, index)
+      if (sep > index && sep < end - 1) map[s.slice(index, sep)] = s.slice(sep + 1, end)
+    }
+    index = end + 1
+  }
+  return map
+}
+
+/**
+ * The property string stored for one message of a batch: its own string, then, when both are
+ * non-empty and the own string does not already end with 0x02, a 0x02, then the batch's string.
+ */
+export function joinBatchProperties(own: string, batch: string): string {
+  if (own === '') return batch
+  if (batch === '') return own
+  return own.endsWith(PROPERTY_SEPARATOR) ? own + batch : own + PROPERTY_SEPARATOR + batch
+}
+
+export interface BatchEntry {
+  flag: number
+  /** A zero-copy view into the blob. */
+  body: Uint8Array
+  propertiesString: string
+}
+
+// A client-encoded batch blob is a sequence of these entries (a different layout from a record):
+//   0 TOTALSIZE int32, 4 MAGICCODE int32, 8 BODYCRC int32 (all three ignored), 12 FLAG int32,
+//   16 BODYLENGTH int32, 20 BODY, then PROPERTIESLENGTH int16 and PROPERTIES.
+const BATCH_OFFSET_FLAG = 12
+const BATCH_OFFSET_BODYLENGTH = 16
+const BATCH_OFFSET_BODY = 20
+const BATCH_PROPERTIES_LENGTH_WIDTH = 2
+
+/** Splits a client-encoded batch blob into its messages. Null when it is malformed. */
+export function decodeBatchBlob(blob: Uint8Array): BatchEntry[] | null {
+  const dv = new DataView(blob.buffer, blob.byteOffset, blob.byteLength)
+  const buf = Buffer.from(blob.buffer, blob.byteOffset, blob.byteLength)
+  const out: BatchEntry[] = []
+  let p = 0
+  const end = blob.length
+  while (p < end) {
+    const bodyStart = p + BATCH_OFFSET_BODY
+    if (bodyStart + BATCH_PROPERTIES_LENGTH_WIDTH > end) return null
+    const flag = dv.getInt32(p + BATCH_OFFSET_FLAG)
+    const bodyLength = dv.getInt32(p + BATCH_OFFSET_BODYLENGTH)
+    if (bodyLength < 0 || bodyStart + bodyLength + BATCH_PROPERTIES_LENGTH_WIDTH > end) return null
+    const propsLengthAt = bodyStart + bodyLength
+    const propsLength = dv.getInt16(propsLengthAt)
+    const propsStart = propsLengthAt + BATCH_PROPERTIES_LENGTH_WIDTH
+    if (propsLength < 0 || propsStart + propsLength > end) return null
+    out.push({
+      flag,
+      body: blob.subarray(bodyStart, propsLengthAt),
+      propertiesString: propsLength === 0 ? '' : buf.toString('utf8', propsStart, propsStart + propsLength),
+    })
+    p = propsStart + propsLength
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topics and message ids
+
+const TOPIC_CHARACTERS = /^[%|a-zA-Z0-9_-]+$/
+
+/**
+ * Null when the topic is valid, else why not. Valid: 1 to 127 characters from [%|a-zA-Z0-9_-]
+ * (RocketMQ's rule). ASCII only, so the UTF-8 length equals the character count, and no '.' or
+ * '/', so a topic can never name a path outside its consume-queue folder.
+ */
+export function validateTopic(topic: string): string | null {
+  if (typeof topic !== 'string') return 'topic must be a string'
+  if (topic.length === 0) return 'topic is empty'
+  if (topic.length > MAX_TOPIC_LENGTH) {
+    return `topic is ${topic.length} characters long, more than ${MAX_TOPIC_LENGTH}`
+  }
+  if (!TOPIC_CHARACTERS.test(topic)) return 'topic has characters other than letters, digits and %|_-'
+  return null
+}
+
+/**
+ * The offset message id: upper-case hex of store address ‖ port (int32) ‖ physical offset (int64);
+ * 32 characters for an IPv4 store host, 56 for IPv6.
+ */
+export function createMsgId(storeHost: HostAddress, physicalOffset: number): string {
+  const ip = ipOf(storeHost.address)
+  if (ip === null) throw new RangeError(`not an IP address: ${JSON.stringify(storeHost.address)}`)
+  if (!validPort(storeHost.port)) throw new RangeError(`invalid port ${storeHost.port}`)
+  if (!Number.isSafeInteger(physicalOffset) || physicalOffset < 0) {
+    throw new RangeError(`physical offset must be a non-negative safe integer, got ${physicalOffset}`)
+  }
+  return ip.hex + hex8(storeHost.port) + hex8(Math.floor(physicalOffset / TWO_POW_32)) + hex8(physicalOffset)
+}
+
+const MSG_ID_HEX = /^[0-9A-Fa-f]+$/
+
+/** Inverse of createMsgId; RangeError when the text is not an offset message id. */
+export function parseMsgId(msgId: string): { address: string; port: number; offset: number } {
+  const v6 = msgId.length === 56
+  if ((msgId.length !== 32 && !v6) || !MSG_ID_HEX.test(msgId)) {
+    throw new RangeError(`not an offset message id: ${JSON.stringify(msgId)}`)
+  }
+  const word = (i: number): number => parseInt(msgId.slice(i * 8, i * 8 + 8), 16) | 0
+  const address = v6 ? formatIPv6(word(0), word(1), word(2), word(3)) : formatIPv4(word(0))
+  const at = v6 ? 4 : 1
+  const port = word(at)
+  const offset = word(at + 1) * TWO_POW_32 + (word(at + 2) >>> 0)
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    throw new RangeError(`message id ${msgId} holds an offset outside the safe integer range`)
+  }
+  return { address, port, offset }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delay levels
+
+/**
+ * Parses a `messageDelayLevel` string ("1s 5s 1m 2h …", units s, m, h, d) into milliseconds per
+ * level: element i is level i + 1. RangeError on a malformed item.
+ */
+export function parseDelayLevels(spec: string): number[] {
+  const unitMs: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+  const out: number[] = []
+  for (const item of spec.split(' ')) {
+    if (item === '') continue
+    const unit = unitMs[item.slice(-1)]
+    const count = item.slice(0, -1)
+    if (unit === undefined || !/^\d+$/.test(count)) throw new RangeError(`bad delay level ${JSON.stringify(item)}`)
+    out.push(Number(count) * unit)
+  }
+  return out
+}
+
+const DEFAULT_DELAY_TABLE: readonly number[] = parseDelayLevels(DEFAULT_MESSAGE_DELAY_LEVEL)
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+export interface RecordInput {
+  topic: string
+  queueId: number
+  body: Uint8Array
+  flag: number
+  sysFlag: number
+  bornTimestamp: number
+  bornHost: HostAddress
+  storeHost: HostAddress
+  reconsumeTimes: number
+  preparedTransactionOffset: number
+  /** Already built by encodeProperties (or taken from a stored record). */
+  propertiesString: string
+}
+
+export interface PreparedRecord {
+  readonly length: number
+  readonly topic: string
+  readonly queueId: number
+  /** The input sysFlag with BORNHOST_V6 / STOREHOST_V6 set from the hosts. */
+  readonly sysFlag: number
+  readonly bodyCRC: number
+}
+
+export type PrepareFailure = { status: 'MESSAGE_ILLEGAL' | 'PROPERTIES_SIZE_EXCEEDED'; reason: string }
+
+export function isPrepareFailure(r: PreparedRecord | PrepareFailure): r is PrepareFailure {
+  return !(r instanceof EncodedRecord)
+}
+
+/** Everything writeRecord needs, computed outside the append lock. */
+class EncodedRecord implements PreparedRecord {
+  // `declare`: the constructor alone defines the fields, so every instance gets one shape at once.
+  declare readonly length: number
+  declare readonly topic: string
+  declare readonly queueId: number
+  declare readonly sysFlag: number
+  declare readonly bodyCRC: number
+  declare readonly flag: number
+  declare readonly bornTimestamp: number
+  declare readonly reconsumeTimes: number
+  declare readonly preparedTransactionOffset: number
+  declare readonly body: Uint8Array
+  declare readonly topicBytes: Uint8Array
+  /** The property string when it is ASCII (written as is), else null and `propertiesBytes` holds it. */
+  declare readonly propertiesAscii: string | null
+  declare readonly propertiesBytes: Uint8Array | null
+  declare readonly propertiesLength: number
+  declare readonly bornIp: Ip
+  declare readonly bornPort: number
+  declare readonly storeIp: Ip
+  declare readonly storePort: number
+
+  constructor(
+    length: number,
+    input: RecordInput,
+    sysFlag: number,
+    bodyCRC: number,
+    topicBytes: Uint8Array,
+    propertiesAscii: string | null,
+    propertiesBytes: Uint8Array | null,
+    propertiesLength: number,
+    bornIp: Ip,
+    storeIp: Ip,
+  ) {
+    this.length = length
+    this.topic = input.topic
+    this.queueId = input.queueId
+    this.sysFlag = sysFlag
+    this.bodyCRC = bodyCRC
+    this.flag = input.flag
+    this.bornTimestamp = input.bornTimestamp
+    this.reconsumeTimes = input.reconsumeTimes
+    this.preparedTransactionOffset = input.preparedTransactionOffset
+    this.body = input.body
+    this.topicBytes = topicBytes
+    this.propertiesAscii = propertiesAscii
+    this.propertiesBytes = propertiesBytes
+    this.propertiesLength = propertiesLength
+    this.bornIp = bornIp
+    this.bornPort = input.bornHost.port
+    this.storeIp = storeIp
+    this.storePort = input.storeHost.port
+  }
+}
+
+const MAX_TOPIC_CACHE = 4096
+/** Valid topics seen so far → their bytes (ASCII, so one byte per character). */
+const topicCache = new Map<string, Uint8Array>()
+
+function topicBytesOf(topic: string): Uint8Array | string {
+  let bytes = topicCache.get(topic)
+  if (bytes === undefined) {
+    const why = validateTopic(topic)
+    if (why !== null) return why
+    bytes = new Uint8Array(topic.length)
+    for (let i = 0; i < topic.length; i++) bytes[i] = topic.charCodeAt(i)
+    if (topicCache.size >= MAX_TOPIC_CACHE) topicCache.clear()
+    topicCache.set(topic, bytes)
+  }
+  return bytes
+}
+
+function illegal(reason: string): PrepareFailure {
+  return { status: 'MESSAGE_ILLEGAL', reason }
+}
+
+function isInt32(v: number): boolean {
+  return (v | 0) === v
+}
+
+/**
+ * Validates and measures one message and computes its body CRC, outside the append lock. The body
+ * is not copied: it must not change until writeRecord has run.
+ */
+export function prepareRecord(input: RecordInput, maxMessageSize: number): PreparedRecord | PrepareFailure {
+  const topicBytes = topicBytesOf(input.topic)
+  if (typeof topicBytes === 'string') return illegal(topicBytes)
+
+  const props = input.propertiesString
+  if (typeof props !== 'string') return illegal('properties must be a string')
+  if (props.length > MAX_PROPERTIES_LENGTH) {
+    return illegal(`properties are ${props.length} characters long, more than ${MAX_PROPERTIES_LENGTH}`)
+  }
+  // Every UTF-16 unit above 0x7f takes more than one UTF-8 byte, so equal lengths mean ASCII,
+  // which is written straight from the string; anything else is encoded here, once.
+  let propsLength = props.length === 0 ? 0 : Buffer.byteLength(props, 'utf8')
+  let propsBytes: Uint8Array | null = null
+  if (propsLength !== props.length) {
+    propsBytes = Buffer.from(props, 'utf8')
+    propsLength = propsBytes.length
+  }
+  if (propsLength > MAX_PROPERTIES_LENGTH) {
+    return {
+      status: 'PROPERTIES_SIZE_EXCEEDED',
+      reason: `properties are ${propsLength} bytes long, more than ${MAX_PROPERTIES_LENGTH}`,
+    }
+  }
+
+  const body = input.body
+  if (!(body instanceof Uint8Array)) return illegal('body must be a Uint8Array')
+  const bodyLength = body.length
+  if (bodyLength > maxMessageSize) {
+    return illegal(`body is ${bodyLength} bytes, more than maxMessageSize ${maxMessageSize}`)
+  }
+
+  const bornIp = ipOf(input.bornHost.address)
+  if (bornIp === null) return illegal(`born host ${JSON.stringify(input.bornHost.address)} is not an IP address`)
+  const storeIp = ipOf(input.storeHost.address)
+  if (storeIp === null) return illegal(`store host ${JSON.stringify(input.storeHost.address)} is not an IP address`)
+  const sysFlag =
+    (input.sysFlag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)) |
+    (bornIp.v6 ? SysFlag.BORNHOST_V6 : 0) |
+    (storeIp.v6 ? SysFlag.STOREHOST_V6 : 0)
+
+  const length =
+    FIXED_LENGTH +
+    (bornIp.v6 ? IPV6_HOST_LENGTH : IPV4_HOST_LENGTH) +
+    (storeIp.v6 ? IPV6_HOST_LENGTH : IPV4_HOST_LENGTH) +
+    bodyLength +
+    topicBytes.length +
+    propsLength
+  if (length > maxMessageSize + RECORD_HEADROOM || length > INT32_MAX) {
+    return illegal(`record is ${length} bytes, more than maxMessageSize ${maxMessageSize} + ${RECORD_HEADROOM}`)
+  }
+
+  const queueId = input.queueId
+  if (!isInt32(queueId) || queueId < 0) return illegal(`queueId must be an int32 >= 0, got ${queueId}`)
+  if (!isInt32(input.flag)) return illegal(`flag must be an int32, got ${input.flag}`)
+  if (!isInt32(input.sysFlag)) return illegal(`sysFlag must be an int32, got ${input.sysFlag}`)
+  if (!isInt32(input.reconsumeTimes)) return illegal(`reconsumeTimes must be an int32, got ${input.reconsumeTimes}`)
+  if (!Number.isSafeInteger(input.bornTimestamp)) {
+    return illegal(`bornTimestamp must be an integer, got ${input.bornTimestamp}`)
+  }
+  if (!Number.isSafeInteger(input.preparedTransactionOffset)) {
+    return illegal(`preparedTransactionOffset must be an integer, got ${input.preparedTransactionOffset}`)
+  }
+  if (!validPort(input.bornHost.port)) return illegal(`born host port ${input.bornHost.port} is not in 0..65535`)
+  if (!validPort(input.storeHost.port)) return illegal(`store host port ${input.storeHost.port} is not in 0..65535`)
+
+  const bodyCRC = bodyLength === 0 ? 0 : crc32(body) & INT32_MAX
+  return new EncodedRecord(
+    length,
+    input,
+    sysFlag,
+    bodyCRC,
+    topicBytes,
+    propsBytes === null ? props : null,
+    propsBytes,
+    propsLength,
+    bornIp,
+    storeIp,
+  )
+}
+
+// One-entry DataView caches: the writer appends into one segment for a long time and the
+// dispatcher reads one segment for a long time. Separate caches so the two never evict each other.
+let writeTarget: Uint8Array | null = null
+let writeDv: DataView = new DataView(new ArrayBuffer(0))
+let readTarget: Uint8Array | null = null
+let readDv: DataView = new DataView(new ArrayBuffer(0))
+
+function writeViewOf(target: Uint8Array): DataView {
+  if (target !== writeTarget) {
+    writeDv = new DataView(target.buffer, target.byteOffset, target.byteLength)
+    writeTarget = target
+  }
+  return writeDv
+}
+
+function readViewOf(buf: Uint8Array): DataView {
+  if (buf !== readTarget) {
+    readDv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
+    readTarget = buf
+  }
+  return readDv
+}
+
+/** Writes a safe integer as a big-endian int64 from its two 32-bit halves. */
+function setLong(dv: DataView, at: number, v: number): void {
+  dv.setInt32(at, Math.floor(v / TWO_POW_32))
+  dv.setUint32(at + 4, v >>> 0)
+}
+
+function getLong(dv: DataView, at: number): number {
+  return dv.getInt32(at) * TWO_POW_32 + dv.getUint32(at + 4)
+}
+
+/** Writes a host field (address words, then port); returns the offset after it. */
+function setHost(dv: DataView, at: number, ip: Ip, port: number): number {
+  dv.setInt32(at, ip.w0)
+  if (!ip.v6) {
+    dv.setInt32(at + IPV4_ADDRESS_LENGTH, port)
+    return at + IPV4_HOST_LENGTH
+  }
+  dv.setInt32(at + 4, ip.w1)
+  dv.setInt32(at + 8, ip.w2)
+  dv.setInt32(at + 12, ip.w3)
+  dv.setInt32(at + IPV6_ADDRESS_LENGTH, port)
+  return at + IPV6_HOST_LENGTH
+}
+
+type Latin1Write = (this: Uint8Array, s: string, offset: number, length: number) => number
+// Buffer's own one-byte string writer (a straight copy for ASCII strings); the public form otherwise.
+const latin1Write: Latin1Write =
+  (Buffer.prototype as unknown as { latin1Write?: Latin1Write }).latin1Write ??
+  function (this: Uint8Array, s: string, offset: number, length: number): number {
+    return Buffer.from(this.buffer, this.byteOffset, this.byteLength).write(s, offset, length, 'latin1')
+  }
+
+/**
+ * Writes the record at target[pos, pos + rec.length). This is where the body is copied, once.
+ * RangeError when the record does not fit or an offset / timestamp is not a safe integer.
+ */
+export function writeRecord(
+  target: Buffer,
+  pos: number,
+  rec: PreparedRecord,
+  queueOffset: number,
+  physicalOffset: number,
+  storeTimestamp: number,
+): void {
+  if (!(rec instanceof EncodedRecord)) throw new TypeError('writeRecord needs a record made by prepareRecord')
+  const length = rec.length
+  if (!(Number.isInteger(pos) && pos >= 0 && pos + length <= target.length)) {
+    throw new RangeError(`record of ${length} bytes at ${pos} does not fit in a buffer of ${target.length}`)
+  }
+  if (
+    !Number.isSafeInteger(queueOffset) ||
+    !Number.isSafeInteger(physicalOffset) ||
+    !Number.isSafeInteger(storeTimestamp)
+  ) {
+    throw new RangeError('queueOffset, physicalOffset and storeTimestamp must be safe integers')
+  }
+  const dv = writeViewOf(target)
+  dv.setInt32(pos + OFFSET_TOTALSIZE, length)
+  dv.setInt32(pos + OFFSET_MAGIC, MESSAGE_MAGIC_CODE)
+  dv.setInt32(pos + OFFSET_BODYCRC, rec.bodyCRC)
+  dv.setInt32(pos + OFFSET_QUEUEID, rec.queueId)
+  dv.setInt32(pos + OFFSET_FLAG, rec.flag)
+  setLong(dv, pos + OFFSET_QUEUEOFFSET, queueOffset)
+  setLong(dv, pos + OFFSET_PHYSICALOFFSET, physicalOffset)
+  dv.setInt32(pos + OFFSET_SYSFLAG, rec.sysFlag)
+  setLong(dv, pos + OFFSET_BORNTIMESTAMP, rec.bornTimestamp)
+  const bornEnd = setHost(dv, pos + OFFSET_BORNHOST, rec.bornIp, rec.bornPort)
+  setLong(dv, bornEnd + REL_STORETIMESTAMP, storeTimestamp)
+  const storeEnd = setHost(dv, bornEnd + REL_STOREHOST, rec.storeIp, rec.storePort)
+  dv.setInt32(storeEnd + REL_RECONSUMETIMES, rec.reconsumeTimes)
+  setLong(dv, storeEnd + REL_PREPAREDTXOFFSET, rec.preparedTransactionOffset)
+  const body = rec.body
+  dv.setInt32(storeEnd + REL_BODYLENGTH, body.length)
+  const bodyAt = storeEnd + REL_BODY
+  if (body.length !== 0) target.set(body, bodyAt)
+  const bodyEnd = bodyAt + body.length
+  const topic = rec.topicBytes
+  dv.setInt8(bodyEnd + REL_TOPICLENGTH, topic.length)
+  const topicAt = bodyEnd + REL_TOPIC
+  for (let i = 0; i < topic.length; i++) target[topicAt + i] = topic[i]
+  const topicEnd = topicAt + topic.length
+  const propsLength = rec.propertiesLength
+  dv.setInt16(topicEnd + REL_PROPERTIESLENGTH, propsLength)
+  if (propsLength !== 0) {
+    const propsAt = topicEnd + REL_PROPERTIES
+    if (rec.propertiesAscii !== null) latin1Write.call(target, rec.propertiesAscii, propsAt, propsLength)
+    else target.set(rec.propertiesBytes as Uint8Array, propsAt)
+  }
+}
+
+/**
+ * Writes the 8-byte blank header that closes a segment: TOTALSIZE = maxBlank (the bytes left in
+ * the file), MAGICCODE = BLANK_MAGIC_CODE. The rest of the tail is left as it is.
+ */
+export function writeBlank(target: Buffer, pos: number, maxBlank: number): void {
+  if (!isInt32(maxBlank) || maxBlank < END_FILE_MIN_BLANK_LENGTH) {
+    throw new RangeError(`a blank needs at least ${END_FILE_MIN_BLANK_LENGTH} bytes, got ${maxBlank}`)
+  }
+  if (!(Number.isInteger(pos) && pos >= 0 && pos + END_FILE_MIN_BLANK_LENGTH <= target.length)) {
+    throw new RangeError(`blank header at ${pos} does not fit in a buffer of ${target.length}`)
+  }
+  const dv = writeViewOf(target)
+  dv.setInt32(pos + OFFSET_TOTALSIZE, maxBlank)
+  dv.setInt32(pos + OFFSET_MAGIC, BLANK_MAGIC_CODE)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking (dispatch and recovery)
+
+export type CheckStatus = 'OK' | 'BLANK' | 'BAD' | 'LENGTH_MISMATCH'
+
+export interface DispatchRequest {
+  status: CheckStatus
+  /** TOTALSIZE for OK and LENGTH_MISMATCH, 0 for BLANK, -1 for BAD. */
+  size: number
+  /** For BAD and LENGTH_MISMATCH: what failed. */
+  reason?: string
+  // The fields below are meaningful for OK only (zero / empty otherwise).
+  topic: string
+  queueId: number
+  queueOffset: number
+  commitLogOffset: number
+  sysFlag: number
+  bornTimestamp: number
+  storeTimestamp: number
+  preparedTransactionOffset: number
+  tagsCode: number
+  keys: string | undefined
+  uniqKey: string | undefined
+  bodyCRC: number
+}
+
+function failed(status: CheckStatus, size: number, reason: string | undefined): DispatchRequest {
+  return {
+    status,
+    size,
+    reason,
+    topic: '',
+    queueId: 0,
+    queueOffset: 0,
+    commitLogOffset: 0,
+    sysFlag: 0,
+    bornTimestamp: 0,
+    storeTimestamp: 0,
+    preparedTransactionOffset: 0,
+    tagsCode: 0,
+    keys: undefined,
+    uniqKey: undefined,
+    bodyCRC: 0,
+  }
+}
+
+type Slice = (this: Buffer, start: number, end: number) => string
+const bufferInternals = Buffer.prototype as unknown as { latin1Slice?: Slice; utf8Slice?: Slice }
+// Buffer's own decoders, without toString's argument handling; the public form otherwise.
+const latin1Slice: Slice =
+  bufferInternals.latin1Slice ??
+  function (this: Buffer, start: number, end: number): string {
+    return this.toString('latin1', start, end)
+  }
+const utf8Slice: Slice =
+  bufferInternals.utf8Slice ??
+  function (this: Buffer, start: number, end: number): string {
+    return this.toString('utf8', start, end)
+  }
+
+/** Decoded topics keyed by the Java hash of their bytes (ASCII topics only). */
+const topicTextCache = new Map<number, string>()
+
+function readTopic(buf: Buffer, start: number, length: number): string {
+  let h = 0
+  let high = 0
+  for (let i = start, end = start + length; i < end; i++) {
+    const b = buf[i]
+    high |= b
+    h = (Math.imul(31, h) + b) | 0
+  }
+  if (high >= 0x80) return utf8Slice.call(buf, start, start + length)
+  const cached = topicTextCache.get(h)
+  if (cached !== undefined && cached.length === length) {
+    let same = true
+    for (let i = 0; i < length; i++) {
+      if (cached.charCodeAt(i) !== buf[start + i]) {
+        same = false
+        break
+      }
+    }
+    if (same) return cached
+  }
+  const text = latin1Slice.call(buf, start, start + length)
+  if (topicTextCache.size >= MAX_TOPIC_CACHE) topicTextCache.clear()
+  topicTextCache.set(h, text)
+  return text
+}
+
+/** Text of buf[start, end): latin1 is exact for ASCII and cheaper than UTF-8 decoding. */
+function readText(buf: Buffer, start: number, end: number, ascii: boolean): string {
+  return ascii ? latin1Slice.call(buf, start, end) : utf8Slice.call(buf, start, end)
+}
+
+function isAsciiRange(buf: Buffer, start: number, end: number): boolean {
+  let bits = 0
+  for (let i = start; i < end; i++) bits |= buf[i]
+  return bits < 0x80
+}
+
+/** Java Integer.parseInt over ASCII bytes; NaN when it would throw. */
+function parseIntBytes(buf: Buffer, start: number, end: number): number {
+  let i = start
+  let negative = false
+  if (i < end && (buf[i] === 0x2d || buf[i] === 0x2b)) negative = buf[i++] === 0x2d
+  if (i === end) return NaN
+  let v = 0
+  for (; i < end; i++) {
+    const d = buf[i] - 0x30
+    if (d < 0 || d > 9) return NaN
+    v = v * 10 + d
+    if (v > 2147483648) return NaN
+  }
+  if (negative) return -v
+  return v > INT32_MAX ? NaN : v
+}
+
+/** The int32 a big-endian read of s.slice(at, at + 4) gives (s ASCII). */
+function wordOf(s: string, at: number): number {
+  return (s.charCodeAt(at) << 24) | (s.charCodeAt(at + 1) << 16) | (s.charCodeAt(at + 2) << 8) | s.charCodeAt(at + 3)
+}
+
+// The property names checkRecord looks for, as words, compared with one read each.
+const NAME_TAGS = wordOf(PropertyName.TAGS, 0)
+const NAME_KEYS = wordOf(PropertyName.KEYS, 0)
+const NAME_UNIQ_KEY_HEAD = wordOf(PropertyName.UNIQ_KEY, 0)
+const NAME_UNIQ_KEY_TAIL = wordOf(PropertyName.UNIQ_KEY, 4)
+const NAME_DELAY_HEAD = wordOf(PropertyName.DELAY, 0)
+const NAME_DELAY_LAST = PropertyName.DELAY.charCodeAt(4)
+
+const SCHEDULE_TOPIC_LENGTH = SCHEDULE_TOPIC.length
+
+/**
+ * Reads and checks the record at buf[pos] without reading at or past `limit` (RocketMQ's
+ * checkMessageAndReturnSize with the body read). Never throws on bad bytes: BAD covers an unknown
+ * magic code (including 0, unwritten space), a TOTALSIZE below the minimum or past `limit`, a
+ * field past `limit`, a negative topic length, a body CRC mismatch (only when checkCRC), and an
+ * unparsable DELAY on the schedule topic. A record whose fields add up to a length other than
+ * TOTALSIZE is LENGTH_MISMATCH. `delayLevelTable` holds milliseconds per delay level (level - 1
+ * indexes it); the default is DEFAULT_MESSAGE_DELAY_LEVEL.
+ */
+export function checkRecord(
+  buf: Buffer,
+  pos: number,
+  limit: number,
+  checkCRC: boolean,
+  delayLevelTable: readonly number[] = DEFAULT_DELAY_TABLE,
+): DispatchRequest {
+  const end = limit < buf.length ? limit : buf.length
+  if (!Number.isInteger(pos) || pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > end) {
+    return failed('BAD', -1, 'bounds: no record header before the limit')
+  }
+  const dv = readViewOf(buf)
+  const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
+  const magic = dv.getInt32(pos + OFFSET_MAGIC)
+  if (magic !== MESSAGE_MAGIC_CODE) {
+    if (magic === BLANK_MAGIC_CODE) return failed('BLANK', 0, undefined)
+    const why =
+      magic === MESSAGE_MAGIC_CODE_V2
+        ? 'magic: a v2 record (RocketMQ 5.1+), not supported'
+        : `magic: unknown magic code 0x${hex8(magic)}`
+    return failed('BAD', -1, why)
+  }
+  if (totalSize < MIN_RECORD_LENGTH || totalSize > end - pos) {
+    return failed('BAD', -1, `bounds: TOTALSIZE ${totalSize} is below ${MIN_RECORD_LENGTH} or runs past the limit`)
+  }
+
+  const sysFlag = dv.getInt32(pos + OFFSET_SYSFLAG)
+  const bornEnd = pos + OFFSET_BORNHOST + bornHostLength(sysFlag)
+  const storeEnd = bornEnd + REL_STOREHOST + storeHostLength(sysFlag)
+  const bodyAt = storeEnd + REL_BODY
+  if (bodyAt > end) return failed('BAD', -1, 'bounds: header runs past the limit')
+  const bodyCRC = dv.getInt32(pos + OFFSET_BODYCRC)
+  const queueId = dv.getInt32(pos + OFFSET_QUEUEID)
+  const queueOffset = getLong(dv, pos + OFFSET_QUEUEOFFSET)
+  const commitLogOffset = getLong(dv, pos + OFFSET_PHYSICALOFFSET)
+  const bornTimestamp = getLong(dv, pos + OFFSET_BORNTIMESTAMP)
+  const storeTimestamp = getLong(dv, bornEnd + REL_STORETIMESTAMP)
+  const preparedTransactionOffset = getLong(dv, storeEnd + REL_PREPAREDTXOFFSET)
+  const bodyLength = dv.getInt32(storeEnd + REL_BODYLENGTH)
+
+  let bodyEnd = bodyAt
+  if (bodyLength > 0) {
+    bodyEnd = bodyAt + bodyLength
+    if (bodyEnd > end) return failed('BAD', -1, 'bounds: body runs past the limit')
+    if (checkCRC && (crc32(buf.subarray(bodyAt, bodyEnd)) & INT32_MAX) !== bodyCRC) {
+      return failed('BAD', -1, 'crc: body CRC does not match BODYCRC')
+    }
+  }
+  if (bodyEnd + REL_TOPIC > end) return failed('BAD', -1, 'bounds: topic length runs past the limit')
+  const topicLength = dv.getInt8(bodyEnd + REL_TOPICLENGTH)
+  if (topicLength < 0) return failed('BAD', -1, `length: negative topic length ${topicLength}`)
+  const topicAt = bodyEnd + REL_TOPIC
+  const topicEnd = topicAt + topicLength
+  if (topicEnd + REL_PROPERTIES > end) return failed('BAD', -1, 'bounds: topic runs past the limit')
+  const topic = readTopic(buf, topicAt, topicLength)
+  const propsLength = dv.getInt16(topicEnd + REL_PROPERTIESLENGTH)
+  const propsAt = topicEnd + REL_PROPERTIES
+
+  let tagsCode = 0
+  let keys: string | undefined
+  let uniqKey: string | undefined
+  if (propsLength > 0) {
+    const propsEnd = propsAt + propsLength
+    if (propsEnd > end) return failed('BAD', -1, 'bounds: properties run past the limit')
+    // Scan the bytes for the four names the store needs, without decoding the whole string. The
+    // separators are ASCII, so byte positions give the same pairs as RocketMQ's parse of the text.
+    let keysAt = -1
+    let keysEnd = 0
+    let keysAscii = true
+    let uniqAt = -1
+    let uniqEnd = 0
+    let uniqAscii = true
+    let tagsAt = -1
+    let tagsEnd = 0
+    let tagsAscii = true
+    let delayAt = -1
+    let delayEnd = 0
+    let i = propsAt
+    while (i < propsEnd) {
+      let sep = -1
+      let bits = 0
+      let j = i
+      for (; j < propsEnd; j++) {
+        const c = buf[j]
+        if (c === PROPERTY_SEPARATOR_BYTE) break
+        bits |= c
+        if (c === NAME_VALUE_SEPARATOR_BYTE && sep < 0) sep = j
+      }
+      // A pair needs a non-empty name and a non-empty value.
+      if (sep > i && sep < j - 1) {
+        const nameLength = sep - i
+        if (nameLength === 4) {
+          const name = dv.getInt32(i)
+          if (name === NAME_TAGS) {
+            tagsAt = sep + 1
+            tagsEnd = j
+            tagsAscii = bits < 0x80
+          } else if (name === NAME_KEYS) {
+            keysAt = sep + 1
+            keysEnd = j
+            keysAscii = bits < 0x80
+          }
+        } else if (nameLength === 8) {
+          if (dv.getInt32(i) === NAME_UNIQ_KEY_HEAD && dv.getInt32(i + 4) === NAME_UNIQ_KEY_TAIL) {
+            uniqAt = sep + 1
+            uniqEnd = j
+            uniqAscii = bits < 0x80
+          }
+        } else if (nameLength === 5) {
+          if (dv.getInt32(i) === NAME_DELAY_HEAD && buf[i + 4] === NAME_DELAY_LAST) {
+            delayAt = sep + 1
+            delayEnd = j
+          }
+        }
+      }
+      i = j + 1
+    }
+    if (keysAt >= 0) keys = readText(buf, keysAt, keysEnd, keysAscii)
+    if (uniqAt >= 0) uniqKey = readText(buf, uniqAt, uniqEnd, uniqAscii)
+    if (tagsAt >= 0) {
+      if (tagsAscii) {
+        let h = 0
+        for (let k = tagsAt; k < tagsEnd; k++) h = (Math.imul(31, h) + buf[k]) | 0
+        tagsCode = h
+      } else {
+        tagsCode = javaStringHashCode(utf8Slice.call(buf, tagsAt, tagsEnd))
+      }
+    }
+    if (delayAt >= 0 && topicLength === SCHEDULE_TOPIC_LENGTH && topic === SCHEDULE_TOPIC) {
+      let level = parseIntBytes(buf, delayAt, delayEnd)
+      if (Number.isNaN(level)) return failed('BAD', -1, 'delay: DELAY is not an integer')
+      if (level > delayLevelTable.length) level = delayLevelTable.length
+      if (level > 0) {
+        const delay = delayLevelTable[level - 1]
+        tagsCode = storeTimestamp + (delay === undefined ? 1000 : delay)
+      }
+    }
+  }
+
+  const expected = recordLength(sysFlag, bodyLength, topicLength, propsLength)
+  if (expected !== totalSize) {
+    return failed('LENGTH_MISMATCH', totalSize, `length: fields add up to ${expected} bytes, TOTALSIZE is ${totalSize}`)
+  }
+  return {
+    status: 'OK',
+    size: totalSize,
+    reason: undefined,
+    topic,
+    queueId,
+    queueOffset,
+    commitLogOffset,
+    sysFlag,
+    bornTimestamp,
+    storeTimestamp,
+    preparedTransactionOffset,
+    tagsCode,
+    keys,
+    uniqKey,
+    bodyCRC,
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Full decoding (reads)
+
+export interface DecodedMessage {
+  topic: string
+  queueId: number
+  queueOffset: number
+  commitLogOffset: number
+  storeSize: number
+  /** A zero-copy view of the record's body unless copyBody was set. */
+  body: Buffer
+  tags: string | undefined
+  /** KEYS split on spaces, empty ones dropped. */
+  keys: string[]
+  properties: Record<string, string>
+  storeTimestamp: number
+  bornTimestamp: number
+  bornHost: HostAddress
+  storeHost: HostAddress
+  /** The offset message id (store host and physical offset), not the client's UNIQ_KEY. */
+  msgId: string
+  sysFlag: number
+  reconsumeTimes: number
+  bodyCRC: number
+  flag: number
+  preparedTransactionOffset: number
+}
+
+function readHost(dv: DataView, at: number, v6: boolean): HostAddress {
+  const w0 = dv.getInt32(at)
+  if (!v6) return { address: ipv4Text(w0), port: dv.getInt32(at + IPV4_ADDRESS_LENGTH) }
+  return {
+    address: formatIPv6(w0, dv.getInt32(at + 4), dv.getInt32(at + 8), dv.getInt32(at + 12)),
+    port: dv.getInt32(at + IPV6_ADDRESS_LENGTH),
+  }
+}
+
+/** Upper-case hex of the int32 words in [from, to), to a multiple of 4 bytes. */
+function hexWords(dv: DataView, from: number, to: number): string {
+  let out = ''
+  for (let at = from; at < to; at += 4) out += hex8(dv.getInt32(at))
+  return out
+}
+
+/**
+ * Decodes the whole record at buf[pos] (the body is not decompressed and its CRC not checked).
+ * Null when the bytes there are not a complete, self-consistent message record.
+ */
+export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean): DecodedMessage | null {
+  if (!Number.isInteger(pos) || pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > buf.length) return null
+  const dv = readViewOf(buf)
+  const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
+  if (dv.getInt32(pos + OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return null
+  if (totalSize < MIN_RECORD_LENGTH || totalSize > buf.length - pos) return null
+  const recordEnd = pos + totalSize
+  const sysFlag = dv.getInt32(pos + OFFSET_SYSFLAG)
+  const bornEnd = pos + OFFSET_BORNHOST + bornHostLength(sysFlag)
+  const storeEnd = bornEnd + REL_STOREHOST + storeHostLength(sysFlag)
+  const bodyAt = storeEnd + REL_BODY
+  if (bodyAt > recordEnd) return null
+  const bodyLength = dv.getInt32(storeEnd + REL_BODYLENGTH)
+  const bodyEnd = bodyAt + (bodyLength > 0 ? bodyLength : 0)
+  if (bodyEnd + REL_TOPIC > recordEnd) return null
+  const topicLength = dv.getInt8(bodyEnd + REL_TOPICLENGTH)
+  const topicAt = bodyEnd + REL_TOPIC
+  const topicEnd = topicAt + topicLength
+  if (topicLength < 0 || topicEnd + REL_PROPERTIES > recordEnd) return null
+  const propsLength = dv.getInt16(topicEnd + REL_PROPERTIESLENGTH)
+  if (recordLength(sysFlag, bodyLength, topicLength, propsLength) !== totalSize) return null
+  const propsAt = topicEnd + REL_PROPERTIES
+
+  const storeAt = bornEnd + REL_STOREHOST
+  const propsEnd = propsAt + (propsLength > 0 ? propsLength : 0)
+  const properties = parsePropertiesString(readText(buf, propsAt, propsEnd, isAsciiRange(buf, propsAt, propsEnd)))
+  const keysText = properties[PropertyName.KEYS]
+  const view = buf.subarray(bodyAt, bodyEnd)
+  return {
+    topic: readTopic(buf, topicAt, topicLength),
+    queueId: dv.getInt32(pos + OFFSET_QUEUEID),
+    queueOffset: getLong(dv, pos + OFFSET_QUEUEOFFSET),
+    commitLogOffset: getLong(dv, pos + OFFSET_PHYSICALOFFSET),
+    storeSize: totalSize,
+    body: copyBody ? Buffer.from(view) : view,
+    tags: properties[PropertyName.TAGS],
+    keys: keysText === undefined ? [] : keysText.split(' ').filter((k) => k !== ''),
+    properties,
+    storeTimestamp: getLong(dv, bornEnd + REL_STORETIMESTAMP),
+    bornTimestamp: getLong(dv, pos + OFFSET_BORNTIMESTAMP),
+    bornHost: readHost(dv, pos + OFFSET_BORNHOST, (sysFlag & SysFlag.BORNHOST_V6) !== 0),
+    storeHost: readHost(dv, storeAt, (sysFlag & SysFlag.STOREHOST_V6) !== 0),
+    // The store host field is address ‖ port, exactly the head of the msgId.
+    msgId: hexWords(dv, storeAt, storeEnd) + hexWords(dv, pos + OFFSET_PHYSICALOFFSET, pos + OFFSET_SYSFLAG),
+    sysFlag,
+    reconsumeTimes: dv.getInt32(storeEnd + REL_RECONSUMETIMES),
+    bodyCRC: dv.getInt32(pos + OFFSET_BODYCRC),
+    flag: dv.getInt32(pos + OFFSET_FLAG),
+    preparedTransactionOffset: getLong(dv, storeEnd + REL_PREPAREDTXOFFSET),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tag filter
+
+/**
+ * The consume-queue stage of RocketMQ's tag filter. Matches when there is no filter (undefined or
+ * empty list) or one of the tags is '*'; otherwise when the Java hash of one trimmed, non-empty
+ * tag equals the low 32 bits of tagsCode. Hashes collide: the client re-checks the tag text.
+ */
+export function tagsMatch(filterTags: string[] | undefined, tagsCode: number): boolean {
+  if (filterTags === undefined || filterTags.length === 0) return true
+  const code = tagsCode | 0
+  for (const raw of filterTags) {
+    const tag = raw.trim()
+    if (tag === '*') return true
+    if (tag !== '' && javaStringHashCode(tag) === code) return true
+  }
+  return false
+}
