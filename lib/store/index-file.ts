@@ -18,6 +18,7 @@
 // indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
 import { MQStoreError } from '../errors.js'
 import { MappedFile } from './mapped-file.js'
+import { javaStringHashCode } from './commitlog/format.js'
 
 export const INDEX_HEADER_SIZE = 40
 export const HASH_SLOT_SIZE = 4
@@ -64,12 +65,7 @@ export function indexFileSize(hashSlotNum: number, indexNum: number): number {
 }
 
 /** Java's String.hashCode over UTF-16 code units. */
-// same as format.javaStringHashCode
-export function javaStringHashCode(s: string): number {
-  let h = 0
-  for (let i = 0; i < s.length; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0
-  return h
-}
+export { javaStringHashCode }
 
 /**
  * Continues a Java string hash over `s[from, to)`: the hash of `prefix + s.slice(from, to)` given
