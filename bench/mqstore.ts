@@ -1,0 +1,190 @@
+// The mqstore side of the benchmark: the store as an application would use it, through the
+// public API only.
+import { readFileSync } from 'node:fs'
+
+import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
+import {
+  BODY_SIZE,
+  check,
+  diskUsage,
+  keyOf,
+  log,
+  LOOKUP_WARMUP,
+  makeBodies,
+  makeBody,
+  makeTempDir,
+  median,
+  now,
+  PUT_BATCH,
+  queueOf,
+  removeDir,
+  runProducers,
+  sampleIndexes,
+  SCAN_BATCH,
+  SCAN_QUEUE,
+  SCAN_RUNS,
+  SCAN_TOPIC,
+  scannedQueueSize,
+  secondsSince,
+  summarizeNs,
+  SYNC_PRODUCERS,
+  topicOf,
+  type BenchConfig,
+  type EngineResult,
+} from './workload.js'
+
+const MiB = 1024 * 1024
+const GROUP = 'bench'
+
+/** Everything not listed keeps the embedded defaults (128 MiB commit-log files, 1M slots / 4M entries per index file). */
+const COMMON: OpenOptions = {
+  messageIndexEnable: true,
+  maxTransferCountOnMessageInMemory: SCAN_BATCH,
+  maxTransferBytesOnMessageInMemory: 64 * MiB,
+}
+
+function message(i: number, body: Buffer): Message {
+  return { topic: topicOf(i), queueId: queueOf(i), body, keys: keyOf(i) }
+}
+
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }
+    return pkg.version ?? '?'
+  } catch {
+    return '?'
+  }
+}
+
+export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
+  const result: EngineResult = { engine: 'mqstore', version: packageVersion() }
+  const phases = config.phases
+  const options: OpenOptions = { ...COMMON, flushDiskType: 'ASYNC_FLUSH' }
+
+  if (phases.has('put') || phases.has('scan') || phases.has('lookup') || phases.has('reopen')) {
+    const dir = makeTempDir('mqstore')
+    try {
+      let store = await MessageStore.open(dir, options)
+      try {
+        // (1) put
+        log(`mqstore: put ${config.count} messages (ASYNC_FLUSH, batches of ${PUT_BATCH})`)
+        const started = now()
+        for (let first = 0; first < config.count; first += PUT_BATCH) {
+          const n = Math.min(PUT_BATCH, config.count - first)
+          const bodies = makeBodies(first, n)
+          const batch: Message[] = new Array(n)
+          for (let j = 0; j < n; j++) batch[j] = message(first + j, bodies[j])
+          const results = await store.putMessages(batch)
+          for (let j = 0; j < n; j++) {
+            if (results[j].status !== 'PUT_OK') throw new Error(`put ${first + j}: ${results[j].status}`)
+          }
+        }
+        // Reading the queue size makes the store dispatch whatever is left (consume queues and
+        // the key index), so the time covers everything a reader needs.
+        const scanned = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
+        const putSeconds = secondsSince(started)
+        check(scanned === scannedQueueSize(config.count), `queue holds ${scanned} messages after put`)
+        result.put = { count: config.count, seconds: putSeconds, rate: config.count / putSeconds, diskBytes: diskUsage(dir) }
+
+        // (2) ordered scan of one queue
+        if (phases.has('scan')) {
+          const expected = scannedQueueSize(config.count)
+          log(`mqstore: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
+          const runs: number[] = []
+          for (let run = 0; run < SCAN_RUNS; run++) {
+            const t0 = now()
+            let offset = 0
+            let seen = 0
+            let bytes = 0
+            for (;;) {
+              const got = store.getMessage(GROUP, SCAN_TOPIC, SCAN_QUEUE, offset, SCAN_BATCH)
+              if (got.status !== 'FOUND') break
+              for (const m of got.messages) {
+                if (m.queueOffset !== seen) throw new Error(`scan out of order: ${m.queueOffset} at ${seen}`)
+                bytes += m.body.length
+                seen++
+              }
+              offset = got.nextBeginOffset
+            }
+            runs.push(secondsSince(t0))
+            check(seen === expected && bytes === expected * BODY_SIZE, `scan saw ${seen} messages, ${bytes} bytes`)
+          }
+          const seconds = median(runs)
+          result.scan = { count: expected, runs, seconds, rate: expected / seconds }
+        }
+
+        // (3) random lookups by key
+        if (phases.has('lookup')) {
+          const n = config.lookups
+          log(`mqstore: ${n} random lookups by key`)
+          const warm = sampleIndexes(Math.min(LOOKUP_WARMUP, n), config.count, config.seed + 1)
+          for (const i of warm) store.queryMessage(topicOf(i), keyOf(i), 32, 0, Number.MAX_SAFE_INTEGER)
+          const picks = sampleIndexes(n, config.count, config.seed)
+          const keys = Array.from(picks, keyOf)
+          const topics = Array.from(picks, topicOf)
+          const latency = new Float64Array(n)
+          let found = 0
+          const t0 = now()
+          for (let j = 0; j < n; j++) {
+            const s = process.hrtime.bigint()
+            const got = store.queryMessage(topics[j], keys[j], 32, 0, Number.MAX_SAFE_INTEGER)
+            latency[j] = Number(process.hrtime.bigint() - s)
+            if (got.messages.length === 1 && got.messages[0].body.readUInt32BE(0) === picks[j]) found++
+          }
+          const seconds = secondsSince(t0)
+          check(found === n, `lookups found ${found} of ${n}`)
+          result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency) }
+        }
+
+        // (4) reopen
+        if (phases.has('reopen')) {
+          log('mqstore: close + open')
+          const t0 = now()
+          await store.close()
+          const t1 = now()
+          store = await MessageStore.open(dir, options)
+          const t2 = now()
+          const size = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
+          check(size === scannedQueueSize(config.count), `queue holds ${size} messages after reopen`)
+          check(store.stats().lastExitOK, 'reopen did not see a clean shutdown')
+          const closeMs = Number(t1 - t0) / 1e6
+          const openMs = Number(t2 - t1) / 1e6
+          result.reopen = { closeMs, openMs, totalMs: closeMs + openMs }
+        }
+      } finally {
+        await store.close()
+      }
+    } finally {
+      removeDir(dir)
+    }
+  }
+
+  // (5) SYNC put, 64 producers
+  if (phases.has('sync')) {
+    const dir = makeTempDir('mqstore-sync')
+    try {
+      const store = await MessageStore.open(dir, { ...COMMON, flushDiskType: 'SYNC_FLUSH' })
+      try {
+        const n = config.syncCount
+        log(`mqstore: SYNC_FLUSH put of ${n} messages by ${SYNC_PRODUCERS} producers`)
+        const { seconds, latencyNs } = await runProducers(n, SYNC_PRODUCERS, async (i) => {
+          const put = await store.putMessage(message(i, makeBody(i)))
+          if (put.status !== 'PUT_OK') throw new Error(`sync put ${i}: ${put.status}`)
+        })
+        result.sync = {
+          count: n,
+          producers: SYNC_PRODUCERS,
+          seconds,
+          rate: n / seconds,
+          latencyUs: summarizeNs(latencyNs),
+          mode: `SYNC_FLUSH (group commit), ${SYNC_PRODUCERS} concurrent producers awaiting putMessage`,
+        }
+      } finally {
+        await store.close()
+      }
+    } finally {
+      removeDir(dir)
+    }
+  }
+  return result
+}

@@ -1,0 +1,264 @@
+// The workload every engine runs, and the helpers the drivers share (timing, percentiles,
+// temporary directories). Nothing here knows about a particular engine.
+import * as fs from 'node:fs'
+import * as os from 'node:os'
+import { join } from 'node:path'
+
+export const TOPICS = 4
+export const QUEUES = 4
+export const BODY_SIZE = 256
+/** Messages handed to the store per call / per transaction in the put phase. */
+export const PUT_BATCH = 1000
+/** Concurrent producers of the SYNC put phase. */
+export const SYNC_PRODUCERS = 64
+/** Messages per getMessage call in the scan (the transfer limits are raised to match). */
+export const SCAN_BATCH = 1024
+/** Scan runs per engine; the median is reported. */
+export const SCAN_RUNS = 5
+/** Untimed lookups (keys outside the measured sample) run first to warm the code paths. */
+export const LOOKUP_WARMUP = 2000
+
+export type EngineName = 'mqstore' | 'lmdb' | 'sqlite'
+export const ENGINES: readonly EngineName[] = ['mqstore', 'lmdb', 'sqlite']
+
+export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync'
+export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync']
+
+export interface BenchConfig {
+  count: number
+  lookups: number
+  syncCount: number
+  phases: ReadonlySet<PhaseName>
+  seed: number
+}
+
+// Message i goes to topic i % 4, queue (i >> 2) % 4, so it is message number i >> 4 of its queue
+// (every 16 consecutive messages visit each of the 16 queues once). Its key is `k<i>`.
+const TOPIC_NAMES = Array.from({ length: TOPICS }, (_, t) => `BenchTopic${t}`)
+
+export function topicOf(i: number): string {
+  return TOPIC_NAMES[i % TOPICS]
+}
+
+export function topicIndexOf(i: number): number {
+  return i % TOPICS
+}
+
+export function queueOf(i: number): number {
+  return Math.floor(i / TOPICS) % QUEUES
+}
+
+export function queueOffsetOf(i: number): number {
+  return Math.floor(i / (TOPICS * QUEUES))
+}
+
+export function keyOf(i: number): string {
+  return `k${i}`
+}
+
+/** Messages the scanned queue (topic 0, queue 0) holds after `count` puts. */
+export function scannedQueueSize(count: number): number {
+  return Math.ceil(count / (TOPICS * QUEUES))
+}
+
+export const SCAN_TOPIC = TOPIC_NAMES[0]
+export const SCAN_QUEUE = 0
+
+const TEMPLATE = (() => {
+  const bytes = Buffer.alloc(BODY_SIZE)
+  let x = 0x9e3779b9
+  for (let i = 0; i < BODY_SIZE; i++) {
+    x ^= x << 13
+    x ^= x >>> 17
+    x ^= x << 5
+    bytes[i] = x & 0xff
+  }
+  return bytes
+})()
+
+/**
+ * Bodies for messages [first, first + n): one fresh slab per batch, so no store ever sees a buffer
+ * that is rewritten later. The first 4 bytes of each body hold the message number.
+ */
+export function makeBodies(first: number, n: number): Buffer[] {
+  const slab = Buffer.allocUnsafe(n * BODY_SIZE)
+  const bodies: Buffer[] = new Array(n)
+  for (let j = 0; j < n; j++) {
+    const at = j * BODY_SIZE
+    TEMPLATE.copy(slab, at)
+    slab.writeUInt32BE((first + j) >>> 0, at)
+    bodies[j] = slab.subarray(at, at + BODY_SIZE)
+  }
+  return bodies
+}
+
+export function makeBody(i: number): Buffer {
+  return makeBodies(i, 1)[0]
+}
+
+/** mulberry32: a small seeded generator, so every engine looks up the same keys. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** `n` message numbers drawn uniformly (with repetition) from [0, count). */
+export function sampleIndexes(n: number, count: number, seed: number): Uint32Array {
+  const next = rng(seed)
+  const out = new Uint32Array(n)
+  for (let j = 0; j < n; j++) out[j] = Math.floor(next() * count)
+  return out
+}
+
+export function now(): bigint {
+  return process.hrtime.bigint()
+}
+
+export function secondsSince(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e9
+}
+
+/** The q-quantile (0..1) of `sorted` (ascending), nearest rank. */
+export function quantile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return NaN
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))
+  return sorted[rank]
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+export interface LatencySummary {
+  p50: number
+  p99: number
+  p999: number
+  max: number
+  mean: number
+}
+
+/** Summarises latencies given in nanoseconds, in microseconds. */
+export function summarizeNs(latenciesNs: Float64Array): LatencySummary {
+  const sorted = Float64Array.from(latenciesNs).sort()
+  let sum = 0
+  for (const v of sorted) sum += v
+  return {
+    p50: quantile(sorted, 0.5) / 1e3,
+    p99: quantile(sorted, 0.99) / 1e3,
+    p999: quantile(sorted, 0.999) / 1e3,
+    max: sorted.length === 0 ? NaN : sorted[sorted.length - 1] / 1e3,
+    mean: sorted.length === 0 ? NaN : sum / sorted.length / 1e3,
+  }
+}
+
+export function makeTempDir(engine: string): string {
+  return fs.mkdtempSync(join(os.tmpdir(), `mqstore-bench-${engine}-`))
+}
+
+export function removeDir(dir: string): void {
+  fs.rmSync(dir, { recursive: true, force: true })
+}
+
+/** Bytes of disk blocks allocated under `dir` (preallocated, not yet written space included). */
+export function diskUsage(dir: string): number {
+  let total = 0
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    if (entry.isDirectory()) total += diskUsage(path)
+    else if (entry.isFile()) total += fs.statSync(path).blocks * 512
+  }
+  return total
+}
+
+/** Progress goes to stderr so that `--json` leaves stdout machine-readable. */
+export function log(message: string): void {
+  process.stderr.write(`${message}\n`)
+}
+
+export class BenchError extends Error {}
+
+export function check(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new BenchError(message)
+}
+
+// ---- results ------------------------------------------------------------------------------------
+
+export interface PutResult {
+  count: number
+  seconds: number
+  rate: number
+  diskBytes: number
+}
+
+export interface ScanResult {
+  count: number
+  /** Seconds of each run. */
+  runs: number[]
+  /** Median seconds. */
+  seconds: number
+  rate: number
+}
+
+export interface LookupResult {
+  count: number
+  found: number
+  seconds: number
+  rate: number
+  latencyUs: LatencySummary
+}
+
+export interface ReopenResult {
+  closeMs: number
+  openMs: number
+  totalMs: number
+}
+
+export interface SyncResult {
+  count: number
+  producers: number
+  seconds: number
+  rate: number
+  latencyUs: LatencySummary
+  /** How durability is obtained and how producers are run, for the report. */
+  mode: string
+  /** A second, differently configured run where one helps interpret the first (lmdb). */
+  alternative?: { mode: string; seconds: number; rate: number; latencyUs: LatencySummary }
+}
+
+export interface EngineResult {
+  engine: EngineName
+  version: string
+  put?: PutResult
+  scan?: ScanResult
+  lookup?: LookupResult
+  reopen?: ReopenResult
+  sync?: SyncResult
+}
+
+/** Records `latencyNs[k]` for each operation `op(k)` awaited by `producers` concurrent loops. */
+export async function runProducers(
+  count: number,
+  producers: number,
+  op: (i: number) => Promise<void>,
+): Promise<{ seconds: number; latencyNs: Float64Array }> {
+  const latencyNs = new Float64Array(count)
+  let next = 0
+  const started = now()
+  const loop = async () => {
+    for (let i = next++; i < count; i = next++) {
+      const t0 = process.hrtime.bigint()
+      await op(i)
+      latencyNs[i] = Number(process.hrtime.bigint() - t0)
+    }
+  }
+  await Promise.all(Array.from({ length: producers }, loop))
+  return { seconds: secondsSince(started), latencyNs }
+}
