@@ -142,6 +142,21 @@ describe('MappedFileQueue', () => {
     expect(names()).toEqual([formatOffsetName(0)])
   })
 
+  it('truncation removes later files even while a reader holds one; the reader sees an empty view', () => {
+    const queue = open()
+    append(queue, SIZE - 8)
+    append(queue, 100, 7)
+    const held = queue.mappedFiles[1].selectMappedBuffer(0)!
+    expect(held.buffer[0]).toBe(7)
+    queue.truncateDirtyFiles(SIZE - 8)
+    expect(names()).toEqual([formatOffsetName(0)])
+    expect(held.buffer.length).toBe(0)
+    held.release()
+    queue.shutdown(0)
+    const again = open()
+    expect(again.mappedFiles.length).toBe(1)
+  })
+
   it('deleteExpiredFileByTime deletes old files oldest first, never the last one', async () => {
     const queue = open()
     for (let i = 0; i < 4; i++) append(queue, SIZE - 8)

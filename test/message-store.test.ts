@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import fc from 'fast-check'
 
 import { BLANK_MAGIC_CODE } from '../lib/store/commitlog/format.js'
+import { parseLenientJson } from '../lib/store/consumer-offsets.js'
 import { formatOffsetName } from '../lib/store/file-name.js'
 import { MessageStore, type Message, type OpenOptions } from '../lib/store/message-store.js'
 import { distEntry, runNodeScript, tempDir } from './helpers/tmp.js'
@@ -114,6 +115,20 @@ describe('MessageStore put and read', () => {
     await expect(store.putMessage({ topic: 't', body: 42 as unknown as string })).rejects.toThrow(TypeError)
     await expect(store.putMessage({ topic: 't', queueId: -1, body: 'x' })).rejects.toThrow(RangeError)
     expect(store.stats().putMessageFailedTimes).toBe(5)
+  })
+
+  it('a batch with a malformed message stores none of it', async () => {
+    const store = await openStore()
+    const batch = [{ topic: 't', body: 'a' }, { topic: 't', body: 7 as unknown as string }, { topic: 't', body: 'c' }]
+    await expect(store.putMessages(batch)).rejects.toThrow(TypeError)
+    expect(store.getMaxPhyOffset()).toBe(0)
+    expect(store.getMaxOffsetInQueue('t', 0)).toBe(0)
+  })
+
+  it('reads and offsets refuse topics that could not have been stored', async () => {
+    const store = await openStore()
+    expect(() => store.getMessage('g', '../x', 0, 0, 1)).toThrow(TypeError)
+    expect(() => store.commitOffset('g', 'a,1:b', 0, 1)).toThrow(TypeError)
   })
 
   async function openStoreWithMax(): Promise<MessageStore> {
@@ -254,6 +269,11 @@ describe('MessageStore lifecycle', () => {
     const store = await openStore()
     expect(store.queryOffset('g', 't', 0)).toBe(12)
     expect(store.queryOffset('g', 't', 1)).toBe(34)
+  })
+
+  it('quotes bare integer keys but never rewrites the inside of a string', () => {
+    expect(parseLenientJson('{"offsetTable":{"a,5:b@g":{0:1, -1 : 2}}}')).toEqual({ offsetTable: { 'a,5:b@g': { '0': 1, '-1': 2 } } })
+    expect(parseLenientJson('{"x":"{1:2}","y":[1,2]}')).toEqual({ x: '{1:2}', y: [1, 2] })
   })
 
   it('falls back to the .bak copy of the consumer offsets when the file is damaged', async () => {

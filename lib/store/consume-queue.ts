@@ -225,8 +225,10 @@ export class ConsumeQueue {
       if (expectLogicOffset < currentLogicOffset) return true
       if (expectLogicOffset !== currentLogicOffset) this.orderingErrors += 1
     }
+    // Only a unit that was written counts: a failed write must not make its retry look like a replay.
+    if (!this.appendUnit(file, offset, size, tagsCode)) return false
     this.maxPhysicOffset = offset + size
-    return this.appendUnit(file, offset, size, tagsCode)
+    return true
   }
 
   /** The last file, or a new one when the queue is empty or its last file is full; caches its view. */

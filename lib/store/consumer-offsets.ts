@@ -75,8 +75,56 @@ export class ConsumerOffsets {
 
 /** Parses JSON that may carry unquoted integer keys, as fastjson writes them; null on failure. */
 export function parseLenientJson(text: string): unknown {
-  const quoted = text.replace(/([{,]\s*)(-?\d+)(\s*:)/g, '$1"$2"$3')
-  return JSON.parse(quoted)
+  return JSON.parse(quoteIntegerKeys(text))
+}
+
+/**
+ * Quotes bare integer object keys (`{0:12}` → `{"0":12}`), leaving string contents alone, so a
+ * name that happens to contain `,5:` is never rewritten.
+ */
+function quoteIntegerKeys(text: string): string {
+  let out = ''
+  let inString = false
+  let expectKey = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]
+    if (inString) {
+      out += c
+      if (c === '\\') {
+        out += text[i + 1] ?? ''
+        i++
+      } else if (c === '"') {
+        inString = false
+      }
+      continue
+    }
+    if (c === '"') {
+      inString = true
+      expectKey = false
+      out += c
+      continue
+    }
+    if (c === '{' || c === ',') {
+      expectKey = true
+      out += c
+      continue
+    }
+    if (expectKey && (c === '-' || (c >= '0' && c <= '9'))) {
+      let end = i + 1
+      while (end < text.length && text[end] >= '0' && text[end] <= '9') end++
+      let after = end
+      while (after < text.length && /\s/.test(text[after])) after++
+      if (text[after] === ':') {
+        out += `"${text.slice(i, end)}"`
+        i = end - 1
+        expectKey = false
+        continue
+      }
+    }
+    if (!/\s/.test(c)) expectKey = false
+    out += c
+  }
+  return out
 }
 
 function readJson(path: string): unknown {

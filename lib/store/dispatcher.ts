@@ -5,21 +5,34 @@
 import { checkRecord, type DispatchRequest } from './commitlog/format.js'
 import type { CommitLog } from './commit-log.js'
 
-export type DispatchHandler = (request: DispatchRequest) => void
+/** Builds the derived entries of one record; false (or a throw) when that failed. */
+export type DispatchHandler = (request: DispatchRequest) => boolean
+
+export interface DispatcherEvents {
+  /** A readable range failed its record checks and was skipped. */
+  onSkip(offset: number, bytes: number, reason: string): void
+  /** Building a record's entries failed; dispatch stops there and retries on its next run. */
+  onFailure(offset: number, error: unknown): void
+}
 
 export class Dispatcher {
   /** The commit-log offset of the next record to dispatch. */
   reputFromOffset = 0
   private readonly commitLog: CommitLog
   private readonly handle: DispatchHandler
+  private readonly events: DispatcherEvents
   private scheduled = false
   private stopped = false
   /** Records skipped because they failed their checks while being dispatched. */
   skippedRanges: { offset: number; bytes: number; reason: string }[] = []
 
-  constructor(commitLog: CommitLog, handle: DispatchHandler) {
+  /** Set while the last record could not be dispatched; cleared when dispatch gets past it. */
+  failed = false
+
+  constructor(commitLog: CommitLog, handle: DispatchHandler, events: DispatcherEvents) {
     this.commitLog = commitLog
     this.handle = handle
+    this.events = events
   }
 
   behindBytes(): number {
@@ -58,7 +71,7 @@ export class Dispatcher {
         while (pos < limit) {
           const request = checkRecord(buffer, pos, limit, false)
           if (request.status === 'OK') {
-            this.handle(request)
+            if (!this.tryHandle(request)) return dispatched
             dispatched++
             pos += request.size
             this.reputFromOffset += request.size
@@ -70,8 +83,10 @@ export class Dispatcher {
             // Readable data never holds a bad record unless the file was damaged under a running
             // store; skip the rest of the view (as RocketMQ does on a master) and report it.
             const bytes = request.status === 'LENGTH_MISMATCH' && request.size > 0 ? request.size : limit - pos
-            this.skippedRanges.push({ offset: this.reputFromOffset, bytes, reason: request.reason ?? request.status })
+            const reason = request.reason ?? request.status
+            this.skippedRanges.push({ offset: this.reputFromOffset, bytes, reason })
             if (this.skippedRanges.length > 100) this.skippedRanges.shift()
+            this.events.onSkip(this.reputFromOffset, bytes, reason)
             this.reputFromOffset += bytes
             leaveFile = true
             break
@@ -83,5 +98,28 @@ export class Dispatcher {
       if (!leaveFile && this.reputFromOffset >= commitLog.getMaxOffset()) break
     }
     return dispatched
+  }
+
+  /**
+   * Runs the handler without letting a failure escape (dispatch also runs from a microtask, where
+   * a throw would end the process). On failure the offset stays on this record, so the next run
+   * retries it; the derived writes are idempotent.
+   */
+  private tryHandle(request: DispatchRequest): boolean {
+    let ok: boolean
+    let error: unknown = null
+    try {
+      ok = this.handle(request)
+    } catch (e) {
+      ok = false
+      error = e
+    }
+    if (ok) {
+      this.failed = false
+      return true
+    }
+    if (!this.failed) this.events.onFailure(request.commitLogOffset, error)
+    this.failed = true
+    return false
   }
 }

@@ -294,7 +294,7 @@ export class MappedFileQueue {
       if (offset >= file.fileFromOffset) {
         file.setPositions(offset % this.mappedFileSize)
       } else {
-        file.destroy(1000)
+        destroyNow(file)
         doomed.push(file)
       }
     }
@@ -305,7 +305,7 @@ export class MappedFileQueue {
     const last = this.getLastMappedFile()
     if (last === null) return
     this.discardPreallocated()
-    last.destroy(1000)
+    destroyNow(last)
     this.removeFiles([last])
   }
 
@@ -404,4 +404,12 @@ export class MappedFileQueue {
     this.committedWhere = 0
     fs.rmSync(this.storePath, { recursive: true, force: true })
   }
+}
+
+/**
+ * Destroys a file that must go now (data past a truncation point): a reader still holding it is
+ * cut off, and its views read as empty rather than keeping stale bytes on disk.
+ */
+function destroyNow(file: MappedFile): void {
+  if (!file.destroy(0)) file.destroy(0)
 }

@@ -124,14 +124,14 @@ export class MessageStore implements AsyncDisposable {
   private readonly logger: NonNullable<OpenOptions['logger']>
   private readonly lockFd: number
   private readonly commitLog: CommitLog
-  private readonly checkpoint: StoreCheckpoint
-  private readonly indexService: IndexService
+  private checkpoint!: StoreCheckpoint
+  private indexService!: IndexService
   private readonly consumeQueues = new Map<string, Map<number, ConsumeQueue>>()
-  private readonly consumerOffsets: ConsumerOffsets
+  private consumerOffsets!: ConsumerOffsets
   private readonly dispatcher: Dispatcher
   private readonly flusher: CommitLogFlusher
   private readonly statsService = new StoreStatsService()
-  private readonly pool: TransientStorePool | null
+  private pool: TransientStorePool | null = null
   private readonly loops: ServiceLoop[] = []
   private readonly waiters = new Map<string, Set<() => void>>()
   private readonly totalMemory = os.totalmem()
@@ -150,9 +150,27 @@ export class MessageStore implements AsyncDisposable {
     this.bornHost = parseHost(this.config.bornHost)
     fs.mkdirSync(storePath, { recursive: true })
     this.lockFd = takeLock(join(storePath, LOCK_FILE))
+    try {
+      this.commitLog = this.createServices()
+    } catch (error) {
+      releaseLock(this.lockFd)
+      throw error
+    }
+    const log = (name: string, error: unknown) => this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
+    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.dispatch(request), {
+      onSkip: (offset, bytes, reason) =>
+        this.logger('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`),
+      onFailure: (offset, error) => log(`dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`, error ?? 'a consume queue could not be written'),
+    })
+    this.flusher = new CommitLogFlusher(this.commitLog, this.config, this.checkpoint, () => this.dispatcher.schedule(), log)
+  }
+
+  /** Creates the file-backed services; the caller releases the lock if this throws. */
+  private createServices(): CommitLog {
     const usePool = this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
     this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
-    this.commitLog = new CommitLog(storePath, this.config, this.storeHost, this.pool)
+    const storePath = this.storePath
+    const commitLog = new CommitLog(storePath, this.config, this.storeHost, this.pool)
     this.checkpoint = new StoreCheckpoint(join(storePath, CHECKPOINT_FILE))
     this.indexService = new IndexService(join(storePath, 'index'), {
       maxHashSlotNum: this.config.maxHashSlotNum,
@@ -164,14 +182,7 @@ export class MessageStore implements AsyncDisposable {
       this.checkpoint.flush()
     }
     this.consumerOffsets = new ConsumerOffsets(join(storePath, 'config', 'consumerOffset.json'))
-    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.dispatch(request))
-    this.flusher = new CommitLogFlusher(
-      this.commitLog,
-      this.config,
-      this.checkpoint,
-      () => this.dispatcher.schedule(),
-      (name, error) => this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`),
-    )
+    return commitLog
   }
 
   /**
@@ -258,7 +269,7 @@ export class MessageStore implements AsyncDisposable {
     }
     const outcome = this.lastExitOK
       ? this.commitLog.recoverNormally()
-      : this.commitLog.recoverAbnormally(this.minRecoveryTimestamp(), (request) => this.dispatch(request))
+      : this.commitLog.recoverAbnormally(this.minRecoveryTimestamp(), (request) => void this.dispatch(request))
     this.recovery = outcome
     if (outcome.stoppedAt !== null) {
       this.logger('warn', `commit log truncated at ${outcome.stoppedAt.offset}: ${outcome.stoppedAt.reason}`)
@@ -326,18 +337,19 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- dispatch -----------------------------------------------------------------------------
 
-  private dispatch(request: DispatchRequest): void {
+  /** Writes a record's consume-queue unit and index entries; false when the unit could not be written. */
+  private dispatch(request: DispatchRequest): boolean {
     const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
     if (tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT) {
       const queue = this.findConsumeQueue(request.topic, request.queueId) ?? this.createConsumeQueue(request.topic, request.queueId)
-      if (queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
-        this.checkpoint.logicsMsgTimestamp = request.storeTimestamp
-      } else {
-        this.logger('error', `consume queue ${request.topic}/${request.queueId}: unit write failed at ${request.queueOffset}`)
+      if (!queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
+        return false
       }
+      this.checkpoint.logicsMsgTimestamp = request.storeTimestamp
       if (this.waiters.size > 0) this.notifyArrival(request.topic, request.queueId)
     }
     if (this.config.messageIndexEnable) this.indexService.buildIndex(request)
+    return true
   }
 
   private notifyArrival(topic: string, queueId: number): void {
@@ -367,8 +379,14 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- put ----------------------------------------------------------------------------------
 
+  /** Puts are refused when closed, and while dispatch is stuck on a record it cannot index. */
   private checkWritable(): PutMessageStatus | null {
-    return this.closed ? 'SERVICE_NOT_AVAILABLE' : null
+    if (this.closed) return 'SERVICE_NOT_AVAILABLE'
+    if (this.dispatcher.failed) {
+      this.dispatcher.doReput()
+      if (this.dispatcher.failed) return 'SERVICE_NOT_AVAILABLE'
+    }
+    return null
   }
 
   private buildRecord(message: Message) {
@@ -435,12 +453,16 @@ export class MessageStore implements AsyncDisposable {
     const unavailable = this.checkWritable()
     if (unavailable !== null) return messages.map(() => new PutMessageResult(unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
+    // Encode (and so validate) every message first: a TypeError for one message must not leave
+    // the earlier ones stored behind the caller's back.
+    const records = messages.map((message) => this.buildRecord(message))
+    const now = Date.now()
     let bytes = 0
     let appended = 0
     let lastEnd = -1
     let waitForFlush = false
     for (let i = 0; i < messages.length; i++) {
-      const record = this.buildRecord(messages[i])
+      const record = records[i]
       if (isPrepareFailure(record)) {
         results[i] = new PutMessageResult(record.status)
         this.statsService.putMessageFailedTimes++
@@ -448,7 +470,7 @@ export class MessageStore implements AsyncDisposable {
       }
       let result: PutMessageResult
       try {
-        result = this.commitLog.append(record, Date.now())
+        result = this.commitLog.append(record, now)
       } catch (error) {
         this.logger('error', `append failed: ${(error as Error).message}`)
         result = new PutMessageResult('UNKNOWN_ERROR')
@@ -610,17 +632,14 @@ export class MessageStore implements AsyncDisposable {
     this.assertOpen()
     if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null
     this.catchUp()
-    const head = this.commitLog.getMessage(commitLogOffset, 4)
-    if (head === null) return null
-    const size = head.buffer.readInt32BE(0)
-    head.release()
-    if (size <= 0) return null
-    const record = this.commitLog.getMessage(commitLogOffset, size)
-    if (record === null) return null
+    // One held view from the offset to the readable end of its file; decodeMessage checks that the
+    // record's own length fits inside it.
+    const view = this.commitLog.getData(commitLogOffset, false)
+    if (view === null) return null
     try {
-      return decodeMessage(record.buffer, 0, this.config.copyMessageBody)
+      return decodeMessage(view.buffer, 0, this.config.copyMessageBody)
     } finally {
-      record.release()
+      view.release()
     }
   }
 
@@ -952,6 +971,8 @@ function checkName(name: string, what: string): void {
 
 function checkQueue(topic: string, queueId: number): void {
   if (typeof topic !== 'string') throw new TypeError('topic must be a string')
+  const invalid = validateTopic(topic)
+  if (invalid !== null) throw new TypeError(`invalid topic ${JSON.stringify(topic)}: ${invalid}`)
   if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) {
     throw new RangeError('queueId must be an integer from 0 to 2^31-1')
   }
