@@ -88,6 +88,7 @@ export class IndexService {
   /** Local time of the newest file name, so new names always sort after it. */
   private lastNameMillis = 0
   private readonly rollFlushes = new Set<Promise<void>>()
+  private rollChain: Promise<void> = Promise.resolve()
   private closed = false
   /** The topic of the last record indexed and the Java hash of `topic#`. */
   private prefixTopic = ''
@@ -234,12 +235,23 @@ export class IndexService {
     return file
   }
 
+  /**
+   * Flushes a full file in the background. Flushes run one after another, so onRoll reports end
+   * times in file order: the checkpoint never claims a file is complete while an older one is
+   * still unflushed. After a failed flush no later roll is reported either.
+   */
   private flushRolled(file: IndexFile): void {
     const endTimestamp = file.getEndTimestamp()
-    const done = file
-      .flushAsync()
+    // Held from now until its flush ends, so expiry cannot unmap a file still waiting its turn.
+    const mapped = file.getMappedFile()
+    const held = mapped.hold()
+    const done = this.rollChain
+      .then(() => file.flushAsync())
+      .finally(() => {
+        if (held) mapped.release()
+      })
       .then(() => {
-        if (!this.closed && endTimestamp > 0) this.onRoll?.(endTimestamp)
+        if (!this.closed && endTimestamp > 0 && this.lastFlushError === null) this.onRoll?.(endTimestamp)
       })
       .catch((error: unknown) => {
         this.lastFlushError = error
@@ -247,6 +259,7 @@ export class IndexService {
       .finally(() => {
         this.rollFlushes.delete(done)
       })
+    this.rollChain = done
     this.rollFlushes.add(done)
   }
 
