@@ -340,6 +340,26 @@ describe('MessageStore lifecycle', () => {
     expect(store.getMaxPhyOffset()).toBe(results[63].wroteOffset + results[63].wroteBytes)
   })
 
+  it('ASYNC_FLUSH flushes in the background: the flushed offset catches up without a close', async () => {
+    const store = await openStore({ ...SMALL, flushIntervalCommitLog: 10, flushCommitLogThoroughInterval: 10 })
+    const results = await store.putMessages(Array.from({ length: 20 }, (_, i) => ({ topic: 't', body: `m${i}` })))
+    const end = results[19].wroteOffset + results[19].wroteBytes
+    expect(store.stats().commitLogFlushedOffset).toBeLessThan(end)
+    for (let i = 0; i < 200 && store.stats().commitLogFlushedOffset < end; i++) await new Promise((r) => setTimeout(r, 10))
+    expect(store.stats().commitLogFlushedOffset).toBe(end)
+  })
+
+  it('close writes the checkpoint: the last store time and the last dispatched store time', async () => {
+    const store = await openStore()
+    const results = await store.putMessages(Array.from({ length: 5 }, (_, i) => ({ topic: 't', body: `m${i}` })))
+    expect(store.getEarliestMessageTime()).toBe(results[0].storeTimestamp)
+    await store.close()
+    const checkpoint = fs.readFileSync(join(dir, 'checkpoint'))
+    expect(checkpoint.length).toBe(4096)
+    expect(Number(checkpoint.readBigInt64BE(0))).toBe(results[4].storeTimestamp)
+    expect(Number(checkpoint.readBigInt64BE(8))).toBe(results[4].storeTimestamp)
+  })
+
   it('with the transient store pool, messages become readable once committed', async () => {
     const store = await openStore({ ...SMALL, transientStorePoolEnable: true, transientStorePoolSize: 2, commitIntervalCommitLog: 20 })
     await store.putMessages(Array.from({ length: 10 }, (_, i) => ({ topic: 't', body: `m${i}` })))

@@ -859,6 +859,7 @@ export class MessageStore implements AsyncDisposable {
   stats(): StoreStats & {
     commitLogMinOffset: number
     commitLogMaxOffset: number
+    commitLogFlushedOffset: number
     dispatchBehindBytes: number
     lastExitOK: boolean
     recovery: RecoveryOutcome | null
@@ -871,6 +872,7 @@ export class MessageStore implements AsyncDisposable {
       ...this.statsService.snapshot(),
       commitLogMinOffset: this.commitLog.getMinOffset(),
       commitLogMaxOffset: this.commitLog.getMaxOffset(),
+      commitLogFlushedOffset: this.commitLog.mappedFileQueue.flushedWhere,
       dispatchBehindBytes: this.dispatcher.behindBytes(),
       lastExitOK: this.lastExitOK,
       recovery: this.recovery,
