@@ -98,10 +98,36 @@ export interface RecoveryOutcome {
   scannedBytes: number
 }
 
+/**
+ * The next queue offset per (topic, queueId): RocketMQ's topicQueueTable. Arrays indexed by queue
+ * id under a per-topic map, so the append path builds no `topic-queueId` key string.
+ */
+export class QueueOffsetTable {
+  private readonly topics = new Map<string, number[]>()
+
+  get(topic: string, queueId: number): number {
+    const queues = this.topics.get(topic)
+    return queues === undefined ? 0 : (queues[queueId] ?? 0)
+  }
+
+  set(topic: string, queueId: number, nextOffset: number): void {
+    let queues = this.topics.get(topic)
+    if (queues === undefined) {
+      queues = []
+      this.topics.set(topic, queues)
+    }
+    queues[queueId] = nextOffset
+  }
+
+  clear(): void {
+    this.topics.clear()
+  }
+}
+
 export class CommitLog {
   readonly mappedFileQueue: MappedFileQueue
-  /** `topic-queueId` → the next queue offset to assign. */
-  readonly topicQueueTable = new Map<string, number>()
+  /** The next queue offset to assign per (topic, queueId). */
+  readonly topicQueueTable = new QueueOffsetTable()
   private readonly config: MessageStoreConfig
   private readonly storeHost: HostAddress
 
@@ -127,7 +153,10 @@ export class CommitLog {
     this.storeHost = storeHost
     this.mappedFileQueue = new MappedFileQueue(join(storeRoot, 'commitlog'), config.mappedFileSizeCommitLog, {
       preallocateNext: !readOnly,
-      warmMappedFiles: config.warmMapedFileEnable,
+      // Fault new files in off the JS thread, so appends never take a first-touch page fault
+      // (about 20 times the cost of encoding a 256-byte record); warmMapedFileEnable adds mlock.
+      warmMappedFiles: !readOnly,
+      lockWarmedFiles: config.warmMapedFileEnable,
       transientStorePool: pool,
       readOnly,
     })
@@ -139,11 +168,6 @@ export class CommitLog {
 
   // ---- append -------------------------------------------------------------------------------
 
-  /** The queue offset the next message of (topic, queueId) gets. */
-  private queueKey(topic: string, queueId: number): string {
-    return `${topic}-${queueId}`
-  }
-
   /**
    * Appends one prepared record. Synchronous: the caller is the only appender while it runs.
    * `now` is the store timestamp (taken by the caller so that a batch can share a clock read).
@@ -151,8 +175,7 @@ export class CommitLog {
   append(record: PreparedRecord, now: number): PutMessageResult {
     const tranType = record.sysFlag & SysFlag.TRANSACTION_MASK
     const counted = tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT
-    const key = this.queueKey(record.topic, record.queueId)
-    const queueOffset = counted ? (this.topicQueueTable.get(key) ?? 0) : 0
+    const queueOffset = counted ? this.topicQueueTable.get(record.topic, record.queueId) : 0
 
     let file = this.mappedFileQueue.getLastMappedFile()
     if (file === null || file.isFull()) file = this.mappedFileQueue.getLastMappedFile(0)
@@ -180,7 +203,7 @@ export class CommitLog {
     }
     this.pendingRecord = null
     file.storeTimestamp = now
-    if (counted) this.topicQueueTable.set(key, queueOffset + 1)
+    if (counted) this.topicQueueTable.set(record.topic, record.queueId, queueOffset + 1)
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
   }
 

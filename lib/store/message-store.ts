@@ -291,7 +291,7 @@ export class MessageStore implements AsyncDisposable {
     table.clear()
     const minPhy = this.commitLog.getMinOffset()
     for (const queue of this.allConsumeQueues()) {
-      table.set(`${queue.topic}-${queue.queueId}`, queue.getMaxOffsetInQueue())
+      table.set(queue.topic, queue.queueId, queue.getMaxOffsetInQueue())
       queue.correctMinOffset(minPhy)
     }
   }
@@ -389,7 +389,7 @@ export class MessageStore implements AsyncDisposable {
     return null
   }
 
-  private buildRecord(message: Message) {
+  private buildRecord(message: Message, now: number) {
     if (message === null || typeof message !== 'object') throw new TypeError('message must be an object')
     const { topic, body } = message
     if (typeof topic !== 'string') throw new TypeError('message.topic must be a string')
@@ -401,21 +401,23 @@ export class MessageStore implements AsyncDisposable {
     if (typeof body === 'string') bodyBytes = Buffer.from(body, 'utf8')
     else if (body instanceof Uint8Array) bodyBytes = body
     else throw new TypeError('message.body must be a Uint8Array or a string')
-    const properties: Record<string, string | undefined> = { ...(message.properties ?? {}) }
-    if (message.tags !== undefined) {
-      if (typeof message.tags !== 'string') throw new TypeError('message.tags must be a string')
-      properties.TAGS = message.tags
-    }
-    if (message.keys !== undefined) {
-      const keys = typeof message.keys === 'string' ? [message.keys] : message.keys
+    const { tags, keys } = message
+    if (tags !== undefined && typeof tags !== 'string') throw new TypeError('message.tags must be a string')
+    let keysString: string | undefined
+    if (typeof keys === 'string') keysString = keys
+    else if (keys !== undefined) {
       if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string')) {
         throw new TypeError('message.keys must be a string or an array of strings')
       }
-      properties.KEYS = keys.join(' ')
+      keysString = keys.join(' ')
     }
     let propertiesString: string
     try {
-      propertiesString = encodeProperties(properties)
+      // The common message carries only TAGS and KEYS: skip building a properties object for it.
+      propertiesString =
+        message.properties === undefined
+          ? encodeTagsAndKeys(tags, keysString)
+          : encodeProperties(withTagsAndKeys(message.properties, tags, keysString))
     } catch (error) {
       return { status: 'MESSAGE_ILLEGAL' as const, reason: (error as Error).message }
     }
@@ -426,7 +428,7 @@ export class MessageStore implements AsyncDisposable {
         body: bodyBytes,
         flag: message.flag ?? 0,
         sysFlag: message.sysFlag ?? 0,
-        bornTimestamp: message.bornTimestamp ?? Date.now(),
+        bornTimestamp: message.bornTimestamp ?? now,
         bornHost: message.bornHost === undefined ? this.bornHost : parseHost(message.bornHost, 'bornHost'),
         storeHost: this.storeHost,
         reconsumeTimes: message.reconsumeTimes ?? 0,
@@ -455,8 +457,8 @@ export class MessageStore implements AsyncDisposable {
     const results: PutMessageResult[] = new Array(messages.length)
     // Encode (and so validate) every message first: a TypeError for one message must not leave
     // the earlier ones stored behind the caller's back.
-    const records = messages.map((message) => this.buildRecord(message))
     const now = Date.now()
+    const records = messages.map((message) => this.buildRecord(message, now))
     let bytes = 0
     let appended = 0
     let lastEnd = -1
@@ -978,6 +980,29 @@ function checkQueue(topic: string, queueId: number): void {
   if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) {
     throw new RangeError('queueId must be an integer from 0 to 2^31-1')
   }
+}
+
+const SEPARATORS = /[\u0001\u0002]/
+
+function withTagsAndKeys(
+  properties: Record<string, string>,
+  tags: string | undefined,
+  keys: string | undefined,
+): Record<string, string | undefined> {
+  const all: Record<string, string | undefined> = { ...properties }
+  if (tags !== undefined) all.TAGS = tags
+  if (keys !== undefined) all.KEYS = keys
+  return all
+}
+
+/** encodeProperties({ TAGS: tags, KEYS: keys }) without the object. */
+function encodeTagsAndKeys(tags: string | undefined, keys: string | undefined): string {
+  if ((tags !== undefined && SEPARATORS.test(tags)) || (keys !== undefined && SEPARATORS.test(keys))) {
+    return encodeProperties({ TAGS: tags, KEYS: keys }) // throws the precise error
+  }
+  const tagsPart = tags === undefined || tags === '' ? '' : `TAGS\u0001${tags}`
+  const keysPart = keys === undefined || keys === '' ? '' : `KEYS\u0001${keys}`
+  return tagsPart === '' ? keysPart : keysPart === '' ? tagsPart : `${tagsPart}\u0002${keysPart}`
 }
 
 /** Normalises a filter to a list of tags, or undefined for "everything". */
