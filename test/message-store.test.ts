@@ -372,6 +372,45 @@ describe('MessageStore lifecycle', () => {
   })
 })
 
+describe('dispatch', () => {
+  it('writes the same consume queues and index when dispatching from puts as when rebuilding from the commit log', async () => {
+    const store = await openStore()
+    const messages: Message[] = []
+    for (let i = 0; i < 400; i++) {
+      const m: Message = { topic: `t${i % 3}`, queueId: i % 2, body: Buffer.alloc(100 + (i % 7) * 300, i) }
+      if (i % 2 === 0) m.tags = i % 4 === 0 ? 'even' : ''
+      if (i % 3 === 0) m.keys = [`k${i}`, `shared`]
+      if (i % 5 === 0) m.properties = { UNIQ_KEY: `u${i}`, TAGS: 'fromProps', KEYS: 'p1 p2' }
+      if (i % 11 === 0) m.sysFlag = [0x4, 0x8, 0xc][i % 3]
+      messages.push(m)
+    }
+    for (let i = 0; i < messages.length; i += 37) await store.putMessages(messages.slice(i, i + 37))
+    await store.close()
+    open.length = 0
+    const snapshot = (sub: string) =>
+      fs.readdirSync(join(dir, sub), { recursive: true, withFileTypes: true })
+        .filter((e) => e.isFile())
+        .map((e) => join(e.parentPath, e.name))
+        .sort()
+        .map((path) => fs.readFileSync(path))
+    const consumeQueues = snapshot('consumequeue')
+    const index = snapshot('index')
+    expect(consumeQueues.length).toBeGreaterThan(3)
+    expect(index.length).toBeGreaterThan(1)
+    // Rebuild both from the commit log alone: an abnormal recovery from the first file.
+    fs.rmSync(join(dir, 'consumequeue'), { recursive: true })
+    fs.rmSync(join(dir, 'index'), { recursive: true })
+    fs.rmSync(join(dir, 'checkpoint'))
+    fs.writeFileSync(join(dir, 'abort'), '')
+    const rebuilt = await openStore()
+    expect(rebuilt.stats().lastExitOK).toBe(false)
+    await rebuilt.close()
+    open.length = 0
+    expect(snapshot('consumequeue')).toEqual(consumeQueues)
+    expect(snapshot('index')).toEqual(index)
+  })
+})
+
 describe('consume()', () => {
   it('tails a queue: yields what is there, waits for arrivals, ends on abort', async () => {
     const store = await openStore()

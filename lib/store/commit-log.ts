@@ -136,6 +136,8 @@ export class CommitLog {
   private pendingQueueOffset = 0
   private pendingTimestamp = 0
   private pendingEndOfFile = false
+  /** Where the last append wrote an end-of-file blank before its record, or -1. */
+  lastBlankOffset = -1
   private readonly appendCallback = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => {
     const record = this.pendingRecord!
     if (record.length + END_FILE_MIN_BLANK_LENGTH > maxBlank) {
@@ -185,8 +187,10 @@ export class CommitLog {
     this.pendingQueueOffset = queueOffset
     this.pendingTimestamp = now
     let wroteOffset = file.fileFromOffset + file.wrotePosition
+    this.lastBlankOffset = -1
     file.appendWith(this.appendCallback)
     if (this.pendingEndOfFile) {
+      this.lastBlankOffset = wroteOffset
       file = this.mappedFileQueue.getLastMappedFile(0)
       if (file === null) {
         this.pendingRecord = null

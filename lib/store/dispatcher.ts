@@ -53,6 +53,20 @@ export class Dispatcher {
     this.stopped = true
   }
 
+  /**
+   * Dispatches a record its writer has just appended at `wroteOffset`, from what the writer knows,
+   * without reading it back, when dispatch stands exactly at that record (or at the blank that the
+   * same append wrote before it). False when it does not; the record is then dispatched from the
+   * commit log by the next doReput.
+   */
+  dispatchAppended(request: DispatchRequest, wroteOffset: number, blankOffset: number): boolean {
+    if (this.failed || this.stopped) return false
+    if (this.reputFromOffset !== wroteOffset && (blankOffset < 0 || this.reputFromOffset !== blankOffset)) return false
+    if (!this.tryHandle(request)) return false
+    this.reputFromOffset = wroteOffset + request.size
+    return true
+  }
+
   /** Dispatches everything readable; returns the number of records dispatched. */
   doReput(): number {
     const commitLog = this.commitLog

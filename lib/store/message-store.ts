@@ -11,12 +11,15 @@ import {
   encodeProperties,
   isPrepareFailure,
   prepareRecord,
+  SCHEDULE_TOPIC,
   SysFlag,
+  tagsCodeOf,
   tagsMatch,
   validateTopic,
   type DecodedMessage,
   type DispatchRequest,
   type HostAddress,
+  type PreparedRecord,
 } from './commitlog/format.js'
 import { CommitLog, PutMessageResult, type PutMessageStatus, type RecoveryOutcome } from './commit-log.js'
 import { parseHost, resolveConfig, type MessageStoreConfig, type MessageStoreOptions } from './config.js'
@@ -463,6 +466,9 @@ export class MessageStore implements AsyncDisposable {
     let appended = 0
     let lastEnd = -1
     let waitForFlush = false
+    // Without a write buffer an appended record is readable at once, so it can be dispatched
+    // from what we know here instead of being parsed back out of the commit log.
+    let directDispatch = this.pool === null
     for (let i = 0; i < messages.length; i++) {
       const record = records[i]
       if (isPrepareFailure(record)) {
@@ -485,6 +491,7 @@ export class MessageStore implements AsyncDisposable {
       appended++
       bytes += result.wroteBytes
       lastEnd = result.wroteOffset + result.wroteBytes
+      if (directDispatch) directDispatch = this.dispatchAppended(messages[i], record, result)
       if (messages[i].properties?.WAIT !== 'false') waitForFlush = true
     }
     if (appended > 0) {
@@ -498,6 +505,32 @@ export class MessageStore implements AsyncDisposable {
       this.statsService.recordPut(appended, bytes, Date.now() - began)
     }
     return results
+  }
+
+  /** Builds the dispatch request of a record just appended and hands it to the dispatcher. */
+  private dispatchAppended(message: Message, record: PreparedRecord, result: PutMessageResult): boolean {
+    // The schedule topic's tagsCode is a delivery time that only the record parser computes.
+    if (record.topic === SCHEDULE_TOPIC) return false
+    const { properties } = message
+    const keys = message.keys === undefined ? properties?.KEYS : typeof message.keys === 'string' ? message.keys : message.keys.join(' ')
+    const tags = message.tags ?? properties?.TAGS
+    const request: DispatchRequest = {
+      status: 'OK',
+      size: result.wroteBytes,
+      topic: record.topic,
+      queueId: record.queueId,
+      queueOffset: result.queueOffset,
+      commitLogOffset: result.wroteOffset,
+      sysFlag: record.sysFlag,
+      bornTimestamp: message.bornTimestamp ?? result.storeTimestamp,
+      storeTimestamp: result.storeTimestamp,
+      preparedTransactionOffset: message.preparedTransactionOffset ?? 0,
+      tagsCode: tagsCodeOf(tags),
+      keys: keys === '' ? undefined : keys,
+      uniqKey: properties?.UNIQ_KEY === '' ? undefined : properties?.UNIQ_KEY,
+      bodyCRC: record.bodyCRC,
+    }
+    return this.dispatcher.dispatchAppended(request, result.wroteOffset, this.commitLog.lastBlankOffset)
   }
 
   // ---- get ----------------------------------------------------------------------------------
