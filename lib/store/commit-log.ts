@@ -124,6 +124,40 @@ export class QueueOffsetTable {
   }
 }
 
+const EMPTY = Buffer.alloc(0)
+
+/**
+ * Reads many records with one hold per file instead of one per record: the reader keeps the file
+ * of the last record held and reads from a Buffer over its readable part. Close it when done.
+ */
+export class CommitLogReader {
+  private file: MappedFile | null = null
+  /** The readable bytes of the held file; record positions from locate() index into it. */
+  data: Buffer = EMPTY
+
+  constructor(private readonly queue: MappedFileQueue) {}
+
+  /** The position of record [offset, offset + size) in `data`, or -1 when it is not readable. */
+  locate(offset: number, size: number): number {
+    let file = this.file
+    if (file === null || offset < file.fileFromOffset || offset >= file.fileFromOffset + file.fileSize) {
+      this.close()
+      file = this.queue.findMappedFileByOffset(offset)
+      if (file === null || !file.hold()) return -1
+      this.file = file
+      this.data = file.readableBuffer()
+    }
+    const pos = offset - file.fileFromOffset
+    return pos >= 0 && size >= 0 && pos + size <= this.data.length ? pos : -1
+  }
+
+  close(): void {
+    if (this.file !== null) this.file.release()
+    this.file = null
+    this.data = EMPTY
+  }
+}
+
 export class CommitLog {
   readonly mappedFileQueue: MappedFileQueue
   /** The next queue offset to assign per (topic, queueId). */
@@ -229,6 +263,10 @@ export class CommitLog {
   rollNextFile(offset: number): number {
     const size = this.config.mappedFileSizeCommitLog
     return offset + size - (offset % size)
+  }
+
+  openReader(): CommitLogReader {
+    return new CommitLogReader(this.mappedFileQueue)
   }
 
   /** A held view of one record's bytes, or null when they are not readable. */

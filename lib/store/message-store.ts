@@ -21,7 +21,7 @@ import {
   type HostAddress,
   type PreparedRecord,
 } from './commitlog/format.js'
-import { CommitLog, PutMessageResult, type PutMessageStatus, type RecoveryOutcome } from './commit-log.js'
+import { CommitLog, PutMessageResult, type CommitLogReader, type PutMessageStatus, type RecoveryOutcome } from './commit-log.js'
 import { parseHost, resolveConfig, type MessageStoreConfig, type MessageStoreOptions } from './config.js'
 import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from './consume-queue.js'
 import { ConsumerOffsets } from './consumer-offsets.js'
@@ -608,6 +608,7 @@ export class MessageStore implements AsyncDisposable {
     let skipUntil = -1
     let consumed = 0
     let lastPhy = 0
+    const reader = this.commitLog.openReader()
     try {
       const view = units.buffer
       const limit = Math.min(units.size, Math.max(16_000, maxMsgNums * CQ_STORE_UNIT_SIZE))
@@ -624,18 +625,13 @@ export class MessageStore implements AsyncDisposable {
         if (this.isTheBatchFull(size, maxMsgNums, result, inDisk)) break
         consumed++
         if (!tagsMatch(tags, tagsCode)) continue
-        const record = this.commitLog.getMessage(phy, size)
-        if (record === null) {
+        const at = reader.locate(phy, size)
+        if (at < 0) {
           if (result.messages.length === 0) result.status = 'MESSAGE_WAS_REMOVING'
           skipUntil = this.commitLog.rollNextFile(phy)
           continue
         }
-        let message: MessageExt | null
-        try {
-          message = decodeMessage(record.buffer, 0, copyBody)
-        } finally {
-          record.release()
-        }
+        const message = decodeMessage(reader.data, at, copyBody)
         if (message === null) continue
         // The unit matched by hash; the tag itself must match too (hash collisions).
         if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) continue
@@ -645,6 +641,7 @@ export class MessageStore implements AsyncDisposable {
         skipUntil = -1
       }
     } finally {
+      reader.close()
       units.release()
     }
     result.nextBeginOffset = offset + consumed
@@ -667,15 +664,18 @@ export class MessageStore implements AsyncDisposable {
     this.assertOpen()
     if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null
     this.catchUp()
-    // One held view from the offset to the readable end of its file; decodeMessage checks that the
-    // record's own length fits inside it.
-    const view = this.commitLog.getData(commitLogOffset, false)
-    if (view === null) return null
+    const reader = this.commitLog.openReader()
     try {
-      return decodeMessage(view.buffer, 0, this.config.copyMessageBody)
+      return this.readMessageAt(reader, commitLogOffset)
     } finally {
-      view.release()
+      reader.close()
     }
+  }
+
+  /** The record starting at `offset`, decoded; decodeMessage checks that its length fits. */
+  private readMessageAt(reader: CommitLogReader, offset: number): MessageExt | null {
+    const at = reader.locate(offset, 0)
+    return at < 0 ? null : decodeMessage(reader.data, at, this.config.copyMessageBody)
   }
 
   /**
@@ -691,11 +691,16 @@ export class MessageStore implements AsyncDisposable {
     const found = this.indexService.queryOffset(topic, key, maxNum, begin, end)
     const offsets = [...found.phyOffsets].sort((a, b) => a - b)
     const messages: MessageExt[] = []
-    for (const offset of offsets) {
-      const message = this.lookMessageByOffset(offset)
-      if (message === null || message.topic !== topic) continue
-      if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) continue
-      messages.push(message)
+    const reader = this.commitLog.openReader()
+    try {
+      for (const offset of offsets) {
+        const message = this.readMessageAt(reader, offset)
+        if (message === null || message.topic !== topic) continue
+        if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) continue
+        messages.push(message)
+      }
+    } finally {
+      reader.close()
     }
     return {
       messages,
