@@ -427,10 +427,12 @@ describe('IndexService', () => {
     expect(file.getIndexCount()).toBe(6)
     for (let i = 0; i < 4; i++) service.buildIndex(msg(100 * i, T0 + i, 'r'))
     expect(file.getIndexCount()).toBe(6)
-    // Like RocketMQ, the record at exactly endPhyOffset is not below it and is indexed again.
+    // Unlike RocketMQ, the record at exactly endPhyOffset (the last one indexed) is not indexed again.
     service.buildIndex(msg(400, T0 + 4, 'r'))
-    expect(file.getIndexCount()).toBe(7)
-    expect(offsets(service, 'r')).toEqual([400, 400, 300, 200, 100, 0])
+    expect(file.getIndexCount()).toBe(6)
+    expect(offsets(service, 'r')).toEqual([400, 300, 200, 100, 0])
+    service.buildIndex(msg(500, T0 + 5, 'r'))
+    expect(offsets(service, 'r')).toEqual([500, 400, 300, 200, 100, 0])
   })
 
   it('does nothing when message indexing is disabled', () => {
@@ -499,17 +501,16 @@ describe('IndexService', () => {
     expect(recovered.getFiles().map((f) => f.fileName)).toEqual(names.slice(0, 2))
     expect(fs.existsSync(names[2])).toBe(false)
     expect(offsets(recovered, 'k')).toEqual([1500, 1400, 1300, 1200, 1100, 1000])
-    // Recovery dispatches again; what the kept files cover is skipped (the record at their end
-    // offset, as in RocketMQ, is indexed once more).
+    // Recovery dispatches again; what the kept files cover, their end offset included, is skipped.
     for (let i = 0; i < 9; i++) recovered.buildIndex(msg(1000 + i * 100, T0 + i * 1000, 'k'))
-    expect(offsets(recovered, 'k')).toEqual([1800, 1700, 1600, 1500, 1500, 1400, 1300, 1200, 1100, 1000])
+    expect(offsets(recovered, 'k')).toEqual([1800, 1700, 1600, 1500, 1400, 1300, 1200, 1100, 1000])
     recovered.flush()
     recovered.shutdown()
 
     // A clean exit keeps every file whatever the checkpoint says.
     const clean = open({ maxIndexNum: 4 })
     clean.load(true, 0)
-    expect(clean.getFileCount()).toBe(4)
+    expect(clean.getFileCount()).toBe(3)
     clean.shutdown()
     // An abnormal exit before any roll was recorded loses them all.
     const lost = open({ maxIndexNum: 4 })

@@ -88,14 +88,34 @@ export class PutMessageResult {
 /** Called for every valid record a recovery walks over (abnormal recovery re-dispatches them). */
 export type RecoveredRecordHandler = (request: DispatchRequest) => void
 
+/** Where a recovery scan met a record that failed its checks. */
+export interface RecoveryDamage {
+  /** torn: only zeros follow (an append cut short); corrupt: data follows the bad record. */
+  kind: 'torn' | 'corrupt'
+  /** Commit-log offset of the bad record, and the bytes it claims (at least 8). */
+  offset: number
+  length: number
+  reason: string
+}
+
+/** Progress of a recovery scan: bytes checked so far, of the bytes it may have to check. */
+export type RecoveryProgress = (scannedBytes: number, totalBytes: number) => void
+
+/** Report progress about every this many bytes. */
+const PROGRESS_STEP_BYTES = 64 * 1024 * 1024
+
 /** What the store learns from a recovery scan. */
 export interface RecoveryOutcome {
   /** Where valid data ends: the commit log is truncated here. */
   processOffset: number
-  /** Why the scan stopped before the end of the last file, if it did. */
-  stoppedAt: { offset: number; reason: string } | null
-  /** Bytes scanned. */
+  /** The record that stopped the scan before the end of the data, if one did. */
+  damage: RecoveryDamage | null
+  /** The same as damage (kept for stats consumers). */
+  stoppedAt: RecoveryDamage | null
+  /** Bytes scanned (0 for a clean open from the shutdown record). */
   scannedBytes: number
+  /** Offset of the last valid record, -1 when the log is empty. */
+  lastRecordOffset: number
 }
 
 /**
@@ -172,6 +192,8 @@ export class CommitLog {
   private pendingEndOfFile = false
   /** Where the last append wrote an end-of-file blank before its record, or -1. */
   lastBlankOffset = -1
+  /** Offset of the last record appended or recovered, -1 when the log is empty. */
+  lastRecordOffset = -1
   private readonly appendCallback = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => {
     const record = this.pendingRecord!
     if (record.length + END_FILE_MIN_BLANK_LENGTH > maxBlank) {
@@ -240,6 +262,7 @@ export class CommitLog {
       }
     }
     this.pendingRecord = null
+    this.lastRecordOffset = wroteOffset
     file.storeTimestamp = now
     if (counted) this.topicQueueTable.set(record.topic, record.queueId, queueOffset + 1)
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
@@ -303,23 +326,34 @@ export class CommitLog {
 
   /**
    * Walks records from the start of `files[startIndex]` while they are valid, handing each to
-   * `onRecord`; stops at the first invalid record or after the last file's blank.
+   * `onRecord`; stops at the first invalid record or after the last file's blank. Nothing is
+   * truncated here: the caller applies its corruption policy to the outcome first.
    */
-  private scanFrom(startIndex: number, checkCRC: boolean, onRecord: RecoveredRecordHandler | null): RecoveryOutcome {
+  private scanFrom(startIndex: number, onRecord: RecoveredRecordHandler | null, onProgress: RecoveryProgress | null): RecoveryOutcome {
     const files = this.mappedFileQueue.mappedFiles
     const fileSize = this.config.mappedFileSizeCommitLog
+    const checkCRC = this.config.checkCRCOnRecover
+    const totalBytes = (files.length - startIndex) * fileSize
     let index = startIndex
     let file: MappedFile = files[index]
     let buffer = file.readableBuffer()
     let pos = 0
     let scannedBytes = 0
-    let stoppedAt: RecoveryOutcome['stoppedAt'] = null
+    let nextReport = PROGRESS_STEP_BYTES
+    let lastRecordOffset = -1
+    let damage: RecoveryDamage | null = null
+    onProgress?.(0, totalBytes)
     for (;;) {
       const request = checkRecord(buffer, pos, fileSize, checkCRC)
       if (request.status === 'OK' && request.size > 0) {
         if (onRecord !== null) onRecord(request)
+        lastRecordOffset = file.fileFromOffset + pos
         pos += request.size
         scannedBytes += request.size
+        if (scannedBytes >= nextReport) {
+          onProgress?.(scannedBytes, totalBytes)
+          nextReport = scannedBytes + PROGRESS_STEP_BYTES
+        }
         continue
       }
       if (request.status === 'BLANK') {
@@ -332,29 +366,76 @@ export class CommitLog {
         continue
       }
       // Zeros after the last record are the normal end of the log; anything else is damage.
-      const zeros = request.status === 'BAD' && isZeroFrom(buffer, pos, Math.min(fileSize, pos + 8))
-      if (!zeros) {
-        stoppedAt = { offset: file.fileFromOffset + pos, reason: request.reason ?? request.status }
+      if (!isZeroFrom(buffer, pos, Math.min(fileSize, pos + 8))) {
+        damage = this.classifyDamage(index, pos, request.size, request.reason ?? request.status)
       }
       break
     }
-    return { processOffset: file.fileFromOffset + pos, stoppedAt, scannedBytes }
+    onProgress?.(totalBytes, totalBytes)
+    this.lastRecordOffset = lastRecordOffset
+    return { processOffset: file.fileFromOffset + pos, damage, stoppedAt: damage, scannedBytes, lastRecordOffset }
   }
 
-  /** Normal recovery (clean shutdown): the last three files are checked; nothing is dispatched. */
-  recoverNormally(): RecoveryOutcome {
+  /**
+   * A bad record followed by nothing but zeros (to the end of its file, with no data in later
+   * files) is a torn write: the tail of an append that never fully reached the disk. Anything
+   * else (a bad record with data after it) is corruption.
+   */
+  private classifyDamage(index: number, pos: number, claimedSize: number, reason: string): RecoveryDamage {
+    const files = this.mappedFileQueue.mappedFiles
+    const fileSize = this.config.mappedFileSizeCommitLog
+    const file = files[index]
+    const buffer = file.readableBuffer()
+    const claimedEnd = claimedSize >= 8 && pos + claimedSize <= fileSize ? pos + claimedSize : pos + 8
+    let torn = isZeroFrom(buffer, claimedEnd, fileSize)
+    for (let i = index + 1; torn && i < files.length; i++) torn = isZeroFrom(files[i].readableBuffer(), 0, fileSize)
+    return { kind: torn ? 'torn' : 'corrupt', offset: file.fileFromOffset + pos, length: claimedEnd - pos, reason }
+  }
+
+  /**
+   * Normal recovery (clean shutdown without a usable shutdown record): the last three files are
+   * checked, as RocketMQ does; nothing is dispatched.
+   */
+  recoverNormally(onProgress: RecoveryProgress | null = null): RecoveryOutcome {
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return this.recoverEmpty()
-    const outcome = this.scanFrom(Math.max(0, files.length - 3), this.config.checkCRCOnRecover, null)
-    this.truncateTo(outcome.processOffset)
-    return outcome
+    return this.scanFrom(Math.max(0, files.length - 3), null, onProgress)
+  }
+
+  /**
+   * Clean open: trusts the end offset recorded at the last clean close after checking, in
+   * constant time, that the last record it names is intact and ends there. Null when the record
+   * does not fit the files (the caller then falls back to a scan).
+   */
+  recoverFromShutdownRecord(endOffset: number, lastRecordOffset: number): RecoveryOutcome | null {
+    const files = this.mappedFileQueue.mappedFiles
+    if (files.length === 0) return endOffset === 0 ? this.recoverEmpty() : null
+    const first = files[0].fileFromOffset
+    const fileSize = this.config.mappedFileSizeCommitLog
+    if (endOffset < first || endOffset > files[files.length - 1].fileFromOffset + fileSize) return null
+    if (lastRecordOffset < 0) {
+      if (endOffset !== first) return null
+    } else {
+      const file = this.mappedFileQueue.findMappedFileByOffset(lastRecordOffset)
+      if (file === null) return null
+      const buffer = file.readableBuffer()
+      const pos = lastRecordOffset - file.fileFromOffset
+      const request = checkRecord(buffer, pos, fileSize, this.config.checkCRCOnRecover)
+      if (request.status !== 'OK') return null
+      const end = lastRecordOffset + request.size
+      // The record ends at the recorded end, or a blank closes its file and the end is the next file.
+      const blankCloses = checkRecord(buffer, pos + request.size, fileSize, false).status === 'BLANK'
+      if (end !== endOffset && !(blankCloses && endOffset === this.rollNextFile(end))) return null
+    }
+    this.lastRecordOffset = lastRecordOffset
+    return { processOffset: endOffset, damage: null, stoppedAt: null, scannedBytes: 0, lastRecordOffset }
   }
 
   /**
    * Abnormal recovery (the abort file was present): start at the newest file whose first record is
    * not newer than the checkpoint's safe timestamp, and re-dispatch every valid record from there.
    */
-  recoverAbnormally(minTimestamp: number, onRecord: RecoveredRecordHandler): RecoveryOutcome {
+  recoverAbnormally(minTimestamp: number, onRecord: RecoveredRecordHandler, onProgress: RecoveryProgress | null = null): RecoveryOutcome {
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return this.recoverEmpty()
     let start = 0
@@ -364,15 +445,14 @@ export class CommitLog {
         break
       }
     }
-    const outcome = this.scanFrom(start, this.config.checkCRCOnRecover, onRecord)
-    this.truncateTo(outcome.processOffset)
-    return outcome
+    return this.scanFrom(start, onRecord, onProgress)
   }
 
   private recoverEmpty(): RecoveryOutcome {
     this.mappedFileQueue.flushedWhere = 0
     this.mappedFileQueue.committedWhere = 0
-    return { processOffset: 0, stoppedAt: null, scannedBytes: 0 }
+    this.lastRecordOffset = -1
+    return { processOffset: 0, damage: null, stoppedAt: null, scannedBytes: 0, lastRecordOffset: -1 }
   }
 
   private isMappedFileMatchedRecover(file: MappedFile, minTimestamp: number): boolean {
@@ -402,7 +482,14 @@ export class CommitLog {
   }
 }
 
+const ZEROS = Buffer.alloc(64 * 1024)
+
+/** True when buffer[from, to) holds only zeros (compared natively, a chunk at a time). */
 function isZeroFrom(buffer: Buffer, from: number, to: number): boolean {
-  for (let i = from; i < to && i < buffer.length; i++) if (buffer[i] !== 0) return false
+  const end = Math.min(to, buffer.length)
+  for (let at = from; at < end; at += ZEROS.length) {
+    const n = Math.min(ZEROS.length, end - at)
+    if (buffer.compare(ZEROS, 0, n, at, at + n) !== 0) return false
+  }
   return true
 }

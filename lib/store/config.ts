@@ -57,6 +57,13 @@ export interface MessageStoreConfig {
   bornHost: string
   /** Return copies of message bodies instead of zero-copy views of the mapping. */
   copyMessageBody: boolean
+  /**
+   * What open() does with a commit-log record that fails its checks while data follows it:
+   * 'tolerant' truncates there and reports it (RocketMQ's behaviour); 'strict' refuses to open
+   * with a CORRUPTION error naming the byte range. A torn tail (only zeros after it) is truncated
+   * under both.
+   */
+  corruptionPolicy: 'tolerant' | 'strict'
 }
 
 export type MessageStoreOptions = Partial<MessageStoreConfig> & { preset?: 'embedded' | 'rocketmq' }
@@ -108,6 +115,7 @@ export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
   storeHost: '127.0.0.1:10911',
   bornHost: '127.0.0.1:0',
   copyMessageBody: false,
+  corruptionPolicy: 'tolerant',
 })
 
 export const ROCKETMQ_SIZES: Readonly<Partial<MessageStoreConfig>> = Object.freeze({
@@ -175,6 +183,9 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
       }
     }
     ;(config as unknown as Record<string, unknown>)[name] = value
+  }
+  if (config.corruptionPolicy !== 'tolerant' && config.corruptionPolicy !== 'strict') {
+    throw new MQStoreError('INVALID_OPTION', `corruptionPolicy must be 'tolerant' or 'strict'`)
   }
   if (config.flushDiskType !== 'ASYNC_FLUSH' && config.flushDiskType !== 'SYNC_FLUSH') {
     throw new MQStoreError('INVALID_OPTION', `flushDiskType must be 'ASYNC_FLUSH' or 'SYNC_FLUSH'`)

@@ -153,8 +153,8 @@ export class IndexService {
 
   /**
    * Indexes one dispatched record: its UNIQ_KEY, then every non-empty KEYS token, each as
-   * `topic#key`. Rolled-back transaction records are skipped, and so is a record below the end
-   * offset of the current file (already indexed: replays after recovery are harmless).
+   * `topic#key`. Rolled-back transaction records are skipped, and so is a record at or below the
+   * end offset of the current file (already indexed: replays after recovery are harmless).
    */
   buildIndex(req: IndexDispatch): void {
     if (!this.messageIndexEnable) return
@@ -162,7 +162,12 @@ export class IndexService {
     if (this.readOnly) throw new TypeError(`index ${this.indexDir} is read-only`)
     let file = this.getAndCreateLastIndexFile()
     const phyOffset = req.commitLogOffset
-    if (phyOffset < file.getEndPhyOffset()) return
+    // Replays are no-ops. RocketMQ only skips offsets below the end offset, so the last indexed
+    // record was indexed twice when dispatch restarted from it; the end offset itself counts as
+    // indexed once any entry exists (a rolled file inherits it from the file before).
+    const endPhyOffset = file.getEndPhyOffset()
+    if (phyOffset < endPhyOffset) return
+    if (phyOffset === endPhyOffset && (file.getIndexCount() > 1 || this.files.length > 1)) return
     if ((req.sysFlag & TRANSACTION_TYPE_MASK) === TRANSACTION_ROLLBACK_TYPE) return
 
     // Hash of `topic#`, continued over each key below: no key strings are built.

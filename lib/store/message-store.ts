@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path'
 import { ioError, MQStoreError } from '../errors.js'
 import { native } from '../native.js'
 import {
+  checkRecord,
   decodeMessage,
   encodeProperties,
   isPrepareFailure,
@@ -112,6 +113,8 @@ export interface Subscription extends AsyncIterable<MessageExt> {
 export interface OpenOptions extends MessageStoreOptions {
   /** Called with what the store repaired or noticed at open and while running. */
   logger?: (level: 'info' | 'warn' | 'error', message: string) => void
+  /** Called while open() scans the commit log after a crash (about every 64 MiB, and at the end). */
+  onProgress?: (progress: { phase: 'recover'; scannedBytes: number; totalBytes: number }) => void
 }
 
 const LOCK_FILE = 'lock'
@@ -139,16 +142,21 @@ export class MessageStore implements AsyncDisposable {
   private readonly waiters = new Map<string, Set<() => void>>()
   private readonly totalMemory = os.totalmem()
   private lastExitOK = true
+  private readonly onProgress: OpenOptions['onProgress'] | null
+  private readonly repairs: { action: string; reason: string }[] = []
+  private rebuildConsumeQueues = false
+  private rebuildIndex = false
   private recovery: RecoveryOutcome | null = null
   private closed = false
   private closing: Promise<void> | null = null
   private lastCqFlushThorough = Date.now()
 
   private constructor(storePath: string, options: OpenOptions) {
-    const { logger, ...storeOptions } = options
+    const { logger, onProgress, ...storeOptions } = options
     this.storePath = storePath
     this.config = resolveConfig(storeOptions)
     this.logger = logger ?? (() => {})
+    this.onProgress = onProgress ?? null
     this.storeHost = parseHost(this.config.storeHost)
     this.bornHost = parseHost(this.config.bornHost)
     fs.mkdirSync(storePath, { recursive: true })
@@ -175,15 +183,7 @@ export class MessageStore implements AsyncDisposable {
     const storePath = this.storePath
     const commitLog = new CommitLog(storePath, this.config, this.storeHost, this.pool)
     this.checkpoint = new StoreCheckpoint(join(storePath, CHECKPOINT_FILE))
-    this.indexService = new IndexService(join(storePath, 'index'), {
-      maxHashSlotNum: this.config.maxHashSlotNum,
-      maxIndexNum: this.config.maxIndexNum,
-      messageIndexEnable: this.config.messageIndexEnable,
-    })
-    this.indexService.onRoll = (endTimestamp) => {
-      this.checkpoint.indexMsgTimestamp = endTimestamp
-      this.checkpoint.flush()
-    }
+    this.indexService = this.createIndexService()
     this.consumerOffsets = new ConsumerOffsets(join(storePath, 'config', 'consumerOffset.json'))
     return commitLog
   }
@@ -211,10 +211,48 @@ export class MessageStore implements AsyncDisposable {
   private load(): void {
     this.lastExitOK = !fs.existsSync(join(this.storePath, ABORT_FILE))
     this.commitLog.load()
+    if (this.checkpoint.recreated && this.commitLog.mappedFileQueue.mappedFiles.length > 0) {
+      this.repair('recreated the checkpoint', 'it was missing or not 4096 bytes')
+    }
     this.loadConsumeQueues()
-    this.indexService.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp)
+    this.loadIndex()
     this.consumerOffsets.load()
     this.recover()
+  }
+
+  private createIndexService(): IndexService {
+    const service = new IndexService(join(this.storePath, 'index'), {
+      maxHashSlotNum: this.config.maxHashSlotNum,
+      maxIndexNum: this.config.maxIndexNum,
+      messageIndexEnable: this.config.messageIndexEnable,
+    })
+    service.onRoll = (endTimestamp) => {
+      this.checkpoint.indexMsgTimestamp = endTimestamp
+      this.checkpoint.flush()
+    }
+    return service
+  }
+
+  /** Records a repair: kept for stats() and told to the logger. */
+  private repair(action: string, reason: string): void {
+    this.repairs.push({ action, reason })
+    this.logger('warn', `${action}: ${reason}`)
+  }
+
+  /**
+   * The index is derived data: files that fail their checks are deleted and rebuilt from the
+   * commit log. After an abnormal exit, files newer than the checkpoint are dropped (RocketMQ).
+   */
+  private loadIndex(): void {
+    try {
+      this.indexService.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp)
+    } catch (error) {
+      this.indexService.shutdown()
+      fs.rmSync(join(this.storePath, 'index'), { recursive: true, force: true })
+      this.indexService = this.createIndexService()
+      this.rebuildIndex = true
+      this.repair('deleted the index to rebuild it', (error as Error).message)
+    }
   }
 
   private loadConsumeQueues(): void {
@@ -230,9 +268,22 @@ export class MessageStore implements AsyncDisposable {
       for (const name of fs.readdirSync(join(root, topic))) {
         if (!/^\d{1,10}$/.test(name)) continue
         const queue = this.createConsumeQueue(topic, Number(name))
-        queue.load()
+        try {
+          queue.load()
+        } catch (error) {
+          this.discardConsumeQueue(queue, (error as Error).message)
+        }
       }
     }
+  }
+
+  /** Deletes a consume queue that cannot be trusted; dispatch rebuilds it from the commit log. */
+  private discardConsumeQueue(queue: ConsumeQueue, reason: string): void {
+    queue.shutdown()
+    fs.rmSync(join(this.storePath, 'consumequeue', queue.topic, String(queue.queueId)), { recursive: true, force: true })
+    this.consumeQueues.get(queue.topic)?.delete(queue.queueId)
+    this.rebuildConsumeQueues = true
+    this.repair(`deleted consume queue ${queue.topic}/${queue.queueId} to rebuild it`, reason)
   }
 
   private createConsumeQueue(topic: string, queueId: number): ConsumeQueue {
@@ -257,6 +308,7 @@ export class MessageStore implements AsyncDisposable {
     for (const queues of this.consumeQueues.values()) yield* queues.values()
   }
 
+  /** The open-time decisions of docs/recovery.md, in order. */
   private recover(): void {
     let maxPhyOffsetOfConsumeQueue = -1
     for (const queue of this.allConsumeQueues()) {
@@ -264,23 +316,83 @@ export class MessageStore implements AsyncDisposable {
       maxPhyOffsetOfConsumeQueue = Math.max(maxPhyOffsetOfConsumeQueue, queue.getMaxPhysicOffset())
     }
     if (this.commitLog.mappedFileQueue.mappedFiles.length === 0) {
-      // No commit log: nothing a consume queue points to exists.
+      // No commit log: nothing a consume queue or the index points to exists.
+      if (this.consumeQueues.size > 0) this.repair('deleted every consume queue', 'the commit log has no files')
       for (const queue of this.allConsumeQueues()) queue.destroy()
       this.consumeQueues.clear()
-      this.recovery = { processOffset: 0, stoppedAt: null, scannedBytes: 0 }
+      this.recovery = this.commitLog.recoverNormally()
       return
     }
-    const outcome = this.lastExitOK
-      ? this.commitLog.recoverNormally()
-      : this.commitLog.recoverAbnormally(this.minRecoveryTimestamp(), (request) => void this.dispatch(request))
-    this.recovery = outcome
-    if (outcome.stoppedAt !== null) {
-      this.logger('warn', `commit log truncated at ${outcome.stoppedAt.offset}: ${outcome.stoppedAt.reason}`)
+    const progress = this.onProgress === null ? null : (scanned: number, total: number) =>
+      this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
+    let outcome: RecoveryOutcome | null = null
+    if (this.lastExitOK) {
+      const record = this.checkpoint.readShutdownRecord()
+      if (record !== null) {
+        outcome = this.commitLog.recoverFromShutdownRecord(record.endOffset, record.lastRecordOffset)
+        if (outcome === null) this.repair('scanned the commit log tail', 'the shutdown record does not match the files')
+      }
+      outcome ??= this.commitLog.recoverNormally(progress)
+    } else {
+      outcome = this.commitLog.recoverAbnormally(this.minRecoveryTimestamp(), (request) => void this.dispatch(request), progress)
     }
+    this.recovery = outcome
+    const damage = outcome.damage
+    if (damage !== null) {
+      const where = `commit-log bytes [${damage.offset}, ${damage.offset + damage.length})`
+      if (damage.kind === 'corrupt' && this.config.corruptionPolicy === 'strict') {
+        throw new MQStoreError(
+          'CORRUPTION',
+          `${where} fail their checks (${damage.reason}) and data follows them; ` +
+            `refusing to open (corruptionPolicy 'strict'). Run mqstore verify, or open with corruptionPolicy 'tolerant' to truncate there.`,
+        )
+      }
+      this.repair(`truncated the commit log at ${damage.offset}`, `${damage.kind === 'torn' ? 'a torn write' : 'corruption'} at ${where}: ${damage.reason}`)
+    }
+    this.commitLog.truncateTo(outcome.processOffset)
     if (maxPhyOffsetOfConsumeQueue >= outcome.processOffset || !this.lastExitOK) {
       for (const queue of this.allConsumeQueues()) queue.truncateDirtyLogicFiles(outcome.processOffset)
     }
+    this.checkDerivedFiles(outcome.processOffset)
     this.recoverTopicQueueTable()
+  }
+
+  /**
+   * Cheap checks of the derived files against the recovered commit log: each consume queue's last
+   * unit must point at a record of that queue with that queue offset, and no index file may end
+   * past the log. What fails is deleted and rebuilt by dispatch.
+   */
+  private checkDerivedFiles(commitLogEnd: number): void {
+    const minOffset = this.commitLog.getMinOffset()
+    for (const queue of [...this.allConsumeQueues()]) {
+      const max = queue.getMaxOffsetInQueue()
+      if (max === 0 || max - 1 < queue.getMinOffsetInQueue()) continue
+      const units = queue.getIndexBuffer(max - 1)
+      if (units === null) continue
+      const phy = ConsumeQueue.readOffset(units.buffer, 0)
+      const size = ConsumeQueue.readSize(units.buffer, 0)
+      units.release()
+      if (phy < minOffset) continue
+      const record = this.commitLog.getMessage(phy, size)
+      const request = record === null ? null : checkRecord(record.buffer, 0, size, false)
+      record?.release()
+      const fits =
+        request !== null &&
+        request.status === 'OK' &&
+        request.size === size &&
+        request.topic === queue.topic &&
+        request.queueId === queue.queueId &&
+        request.queueOffset === max - 1
+      if (!fits) this.discardConsumeQueue(queue, `its last unit (queue offset ${max - 1}) does not match the commit log`)
+    }
+    const files = this.indexService.getFiles()
+    const last = files.length > 0 ? files[files.length - 1] : null
+    if (last !== null && last.getEndPhyOffset() >= commitLogEnd && last.getIndexCount() > 1) {
+      this.indexService.destroy()
+      this.indexService = this.createIndexService()
+      this.rebuildIndex = true
+      this.repair('deleted the index to rebuild it', `it indexes records at or past the end of the commit log (${commitLogEnd})`)
+    }
   }
 
   private minRecoveryTimestamp(): number {
@@ -300,8 +412,17 @@ export class MessageStore implements AsyncDisposable {
   }
 
   private start(): void {
-    let reputFrom = Math.max(0, this.commitLog.getMinOffset())
+    const minOffset = Math.max(0, this.commitLog.getMinOffset())
+    let reputFrom = minOffset
     for (const queue of this.allConsumeQueues()) reputFrom = Math.max(reputFrom, queue.getMaxPhysicOffset())
+    // The index may end earlier than the consume queues (after an abnormal exit its newer files
+    // are dropped): dispatch again from its end. Consume-queue writes of replayed records are no-ops.
+    if (this.config.messageIndexEnable) {
+      const files = this.indexService.getFiles()
+      const indexEnd = files.length === 0 ? minOffset : files[files.length - 1].getEndPhyOffset()
+      reputFrom = Math.min(reputFrom, Math.max(minOffset, indexEnd))
+    }
+    if (this.rebuildConsumeQueues || this.rebuildIndex) reputFrom = minOffset
     this.dispatcher.reputFromOffset = reputFrom
     this.dispatcher.doReput()
     this.recoverTopicQueueTable()
@@ -310,6 +431,8 @@ export class MessageStore implements AsyncDisposable {
     const minPhy = this.commitLog.getMinOffset()
     if (minPhy > 0) for (const queue of this.allConsumeQueues()) queue.deleteExpiredFile(minPhy)
 
+    // From here on the store changes: a crash must not find a shutdown record that vouches for it.
+    this.checkpoint.clearShutdownRecord()
     fs.writeFileSync(join(this.storePath, ABORT_FILE), '')
     syncDirectory(join(this.storePath, ABORT_FILE))
 
@@ -689,7 +812,8 @@ export class MessageStore implements AsyncDisposable {
     if (!Number.isSafeInteger(maxNum) || maxNum < 1) throw new RangeError('maxNum must be a positive integer')
     this.catchUp()
     const found = this.indexService.queryOffset(topic, key, maxNum, begin, end)
-    const offsets = [...found.phyOffsets].sort((a, b) => a - b)
+    // Replays can index a record twice: each offset once, in commit-log order.
+    const offsets = [...new Set(found.phyOffsets)].sort((a, b) => a - b)
     const messages: MessageExt[] = []
     const reader = this.commitLog.openReader()
     try {
@@ -903,6 +1027,7 @@ export class MessageStore implements AsyncDisposable {
     dispatchBehindBytes: number
     lastExitOK: boolean
     recovery: RecoveryOutcome | null
+    repairs: { action: string; reason: string }[]
     consumeQueueCount: number
     indexFileCount: number
   } {
@@ -916,6 +1041,7 @@ export class MessageStore implements AsyncDisposable {
       dispatchBehindBytes: this.dispatcher.behindBytes(),
       lastExitOK: this.lastExitOK,
       recovery: this.recovery,
+      repairs: [...this.repairs],
       consumeQueueCount,
       indexFileCount: this.indexService.getFileCount(),
     }
@@ -959,7 +1085,13 @@ export class MessageStore implements AsyncDisposable {
       if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
       this.checkpoint.flush()
       this.consumerOffsets.persist(true)
-      const clean = this.dispatcher.behindBytes() <= 0
+      const clean = this.dispatcher.behindBytes() <= 0 && !this.dispatcher.failed
+      if (clean) {
+        this.checkpoint.writeShutdownRecord({
+          endOffset: this.commitLog.getMaxOffset(),
+          lastRecordOffset: this.commitLog.lastRecordOffset,
+        })
+      }
       for (const consumeQueue of this.allConsumeQueues()) consumeQueue.shutdown()
       this.indexService.shutdown()
       this.commitLog.shutdown()

@@ -4,8 +4,18 @@
 //   0       8      physicMsgTimestamp  store time of the last message in flushed commit-log data
 //   8       8      logicsMsgTimestamp  store time of the last message whose consume-queue unit is flushed
 //   16      8      indexMsgTimestamp   end time of the last index file known complete and flushed
-//   24..    -      zeros (RocketMQ 5 uses 24 and 32)
+//   24..63  -      zeros (RocketMQ 5 uses 24 and 32)
+//   64      4      shutdown record magic 'MQSD' (mqstore only; RocketMQ ignores these bytes)
+//   68      8      commit-log end offset at the last clean close
+//   76      8      offset of the last record then (-1: empty log)
+//   84      4      CRC-32 of bytes 64..83
+//   88..    -      zeros
+//
+// The shutdown record lets a clean open trust the commit log's end without scanning. It is
+// written by close() after everything is flushed and erased by open(), so it only ever describes
+// a store that was closed cleanly and not written since.
 import * as fs from 'node:fs'
+import * as zlib from 'node:zlib'
 
 import { MappedFile } from './mapped-file.js'
 
@@ -13,11 +23,24 @@ export const CHECKPOINT_FILE_SIZE = 4096
 const OFFSET_PHYSIC_MSG_TIMESTAMP = 0
 const OFFSET_LOGICS_MSG_TIMESTAMP = 8
 const OFFSET_INDEX_MSG_TIMESTAMP = 16
+const OFFSET_SHUTDOWN_MAGIC = 64
+const OFFSET_SHUTDOWN_END = 68
+const OFFSET_SHUTDOWN_LAST_RECORD = 76
+const OFFSET_SHUTDOWN_CRC = 84
+const SHUTDOWN_RECORD_END = 88
+const SHUTDOWN_MAGIC = 0x4d515344 // 'MQSD'
+
+export interface ShutdownRecord {
+  endOffset: number
+  lastRecordOffset: number
+}
 
 export class StoreCheckpoint {
   physicMsgTimestamp = 0
   logicsMsgTimestamp = 0
   indexMsgTimestamp = 0
+  /** True when the file was missing or of the wrong size and was created anew. */
+  readonly recreated: boolean
   private readonly file: MappedFile
 
   /** Opens the checkpoint, creating it zero-filled when absent or of the wrong size. */
@@ -28,6 +51,7 @@ export class StoreCheckpoint {
     } catch {
       existed = false
     }
+    this.recreated = !existed
     if (!existed && !readOnly) fs.rmSync(path, { force: true })
     this.file = existed
       ? MappedFile.open(path, CHECKPOINT_FILE_SIZE, { fileFromOffset: 0, readOnly })
@@ -60,6 +84,40 @@ export class StoreCheckpoint {
     writeLong(buffer, OFFSET_INDEX_MSG_TIMESTAMP, this.indexMsgTimestamp)
     this.file.flushedPosition = 0
     this.file.flush(0)
+  }
+
+  /** The clean-shutdown record, or null when there is none or it fails its CRC. */
+  readShutdownRecord(): ShutdownRecord | null {
+    const view = this.file.selectMappedBuffer(0, CHECKPOINT_FILE_SIZE)
+    if (view === null) return null
+    try {
+      const b = view.buffer
+      if (b.readInt32BE(OFFSET_SHUTDOWN_MAGIC) !== SHUTDOWN_MAGIC) return null
+      const crc = zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC))
+      if (b.readUInt32BE(OFFSET_SHUTDOWN_CRC) !== crc) return null
+      const endOffset = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_END))
+      const lastRecordOffset = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_LAST_RECORD))
+      if (!Number.isSafeInteger(endOffset) || endOffset < 0 || !Number.isSafeInteger(lastRecordOffset)) return null
+      return { endOffset, lastRecordOffset }
+    } finally {
+      view.release()
+    }
+  }
+
+  /** Writes the clean-shutdown record (with the timestamps) and forces it to disk. */
+  writeShutdownRecord(record: ShutdownRecord): void {
+    const b = this.file.mappedBuffer()
+    b.writeInt32BE(SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_MAGIC)
+    b.writeBigInt64BE(BigInt(record.endOffset), OFFSET_SHUTDOWN_END)
+    b.writeBigInt64BE(BigInt(record.lastRecordOffset), OFFSET_SHUTDOWN_LAST_RECORD)
+    b.writeUInt32BE(zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC)), OFFSET_SHUTDOWN_CRC)
+    this.flush()
+  }
+
+  /** Erases the clean-shutdown record and forces that to disk: the store is about to change. */
+  clearShutdownRecord(): void {
+    this.file.mappedBuffer().fill(0, OFFSET_SHUTDOWN_MAGIC, SHUTDOWN_RECORD_END)
+    this.flush()
   }
 
   shutdown(): void {
