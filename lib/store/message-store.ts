@@ -145,6 +145,9 @@ export class MessageStore implements AsyncDisposable {
   private readonly onProgress: OpenOptions['onProgress'] | null
   private readonly repairs: { action: string; reason: string }[] = []
   private rebuildConsumeQueues = false
+  /** True until open() finishes: what recovery finds wrong it can still rebuild. */
+  private opening = true
+  private readonly gapQueues = new Set<ConsumeQueue>()
   private rebuildIndex = false
   private recovery: RecoveryOutcome | null = null
   private closed = false
@@ -231,6 +234,17 @@ export class MessageStore implements AsyncDisposable {
       this.checkpoint.flush()
     }
     return service
+  }
+
+  /** How many consume queues there are and how many units they hold in all. */
+  private queueSummary(): { queueCount: number; queueUnitSum: number } {
+    let queueCount = 0
+    let queueUnitSum = 0
+    for (const queue of this.allConsumeQueues()) {
+      queueCount++
+      queueUnitSum += queue.getMaxOffsetInQueue()
+    }
+    return { queueCount, queueUnitSum }
   }
 
   /** Records a repair: kept for stats() and told to the logger. */
@@ -331,6 +345,16 @@ export class MessageStore implements AsyncDisposable {
       if (record !== null) {
         outcome = this.commitLog.recoverFromShutdownRecord(record.endOffset, record.lastRecordOffset)
         if (outcome === null) this.repair('scanned the commit log tail', 'the shutdown record does not match the files')
+        const now = this.queueSummary()
+        if (now.queueCount !== record.queueCount || now.queueUnitSum !== record.queueUnitSum) {
+          // A queue lost files or units since the clean close: dispatch everything again (replays
+          // are no-ops), which rebuilds what is missing.
+          this.rebuildConsumeQueues = true
+          this.repair(
+            're-dispatching the whole commit log',
+            `the consume queues hold ${now.queueUnitSum} units in ${now.queueCount} queues; the last clean close left ${record.queueUnitSum} in ${record.queueCount}`,
+          )
+        }
       }
       outcome ??= this.commitLog.recoverNormally(progress)
     } else {
@@ -425,6 +449,15 @@ export class MessageStore implements AsyncDisposable {
     if (this.rebuildConsumeQueues || this.rebuildIndex) reputFrom = minOffset
     this.dispatcher.reputFromOffset = reputFrom
     this.dispatcher.doReput()
+    if (this.gapQueues.size > 0) {
+      for (const queue of this.gapQueues) {
+        this.discardConsumeQueue(queue, 'records of the queue follow units it does not have (a lost tail)')
+      }
+      this.gapQueues.clear()
+      this.dispatcher.reputFromOffset = minOffset
+      this.dispatcher.doReput()
+    }
+    this.opening = false
     this.recoverTopicQueueTable()
     // Consume-queue files whose units all point below the commit log's first file are
     // unreachable (the cleaner deletes them while running; a store may have been closed before).
@@ -468,6 +501,15 @@ export class MessageStore implements AsyncDisposable {
     const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
     if (tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT) {
       const queue = this.findConsumeQueue(request.topic, request.queueId) ?? this.createConsumeQueue(request.topic, request.queueId)
+      const max = queue.getMaxOffsetInQueue()
+      if (max > 0 && request.queueOffset > max) {
+        // The queue is missing units before this record (lost with a consume-queue tail): writing
+        // this unit now would put it at the wrong queue offset. Open rebuilds such queues.
+        if (this.opening) this.gapQueues.add(queue)
+        else this.logger('error', `consume queue ${queue.topic}/${queue.queueId} misses units ${max}..${request.queueOffset - 1}`)
+        if (this.config.messageIndexEnable) this.indexService.buildIndex(request)
+        return true
+      }
       if (!queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
         return false
       }
@@ -1090,6 +1132,7 @@ export class MessageStore implements AsyncDisposable {
         this.checkpoint.writeShutdownRecord({
           endOffset: this.commitLog.getMaxOffset(),
           lastRecordOffset: this.commitLog.lastRecordOffset,
+          ...this.queueSummary(),
         })
       }
       for (const consumeQueue of this.allConsumeQueues()) consumeQueue.shutdown()

@@ -8,8 +8,10 @@
 //   64      4      shutdown record magic 'MQSD' (mqstore only; RocketMQ ignores these bytes)
 //   68      8      commit-log end offset at the last clean close
 //   76      8      offset of the last record then (-1: empty log)
-//   84      4      CRC-32 of bytes 64..83
-//   88..    -      zeros
+//   84      4      number of consume queues then
+//   88      8      sum of their max offsets (units written)
+//   96      4      CRC-32 of bytes 64..95
+//   100..   -      zeros
 //
 // The shutdown record lets a clean open trust the commit log's end without scanning. It is
 // written by close() after everything is flushed and erased by open(), so it only ever describes
@@ -26,13 +28,18 @@ const OFFSET_INDEX_MSG_TIMESTAMP = 16
 const OFFSET_SHUTDOWN_MAGIC = 64
 const OFFSET_SHUTDOWN_END = 68
 const OFFSET_SHUTDOWN_LAST_RECORD = 76
-const OFFSET_SHUTDOWN_CRC = 84
-const SHUTDOWN_RECORD_END = 88
+const OFFSET_SHUTDOWN_QUEUE_COUNT = 84
+const OFFSET_SHUTDOWN_UNIT_SUM = 88
+const OFFSET_SHUTDOWN_CRC = 96
+const SHUTDOWN_RECORD_END = 100
 const SHUTDOWN_MAGIC = 0x4d515344 // 'MQSD'
 
 export interface ShutdownRecord {
   endOffset: number
   lastRecordOffset: number
+  /** How many consume queues there were, and the sum of their max offsets. */
+  queueCount: number
+  queueUnitSum: number
 }
 
 export class StoreCheckpoint {
@@ -97,8 +104,10 @@ export class StoreCheckpoint {
       if (b.readUInt32BE(OFFSET_SHUTDOWN_CRC) !== crc) return null
       const endOffset = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_END))
       const lastRecordOffset = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_LAST_RECORD))
+      const queueCount = b.readInt32BE(OFFSET_SHUTDOWN_QUEUE_COUNT)
+      const queueUnitSum = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_UNIT_SUM))
       if (!Number.isSafeInteger(endOffset) || endOffset < 0 || !Number.isSafeInteger(lastRecordOffset)) return null
-      return { endOffset, lastRecordOffset }
+      return { endOffset, lastRecordOffset, queueCount, queueUnitSum }
     } finally {
       view.release()
     }
@@ -110,6 +119,8 @@ export class StoreCheckpoint {
     b.writeInt32BE(SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_MAGIC)
     b.writeBigInt64BE(BigInt(record.endOffset), OFFSET_SHUTDOWN_END)
     b.writeBigInt64BE(BigInt(record.lastRecordOffset), OFFSET_SHUTDOWN_LAST_RECORD)
+    b.writeInt32BE(record.queueCount, OFFSET_SHUTDOWN_QUEUE_COUNT)
+    b.writeBigInt64BE(BigInt(record.queueUnitSum), OFFSET_SHUTDOWN_UNIT_SUM)
     b.writeUInt32BE(zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC)), OFFSET_SHUTDOWN_CRC)
     this.flush()
   }
