@@ -1,13 +1,16 @@
 #!/usr/bin/env node
-// The `mqstore` command. Subcommands: demo [dir].
+// The `mqstore` command. Subcommands: demo [dir], verify <dir>.
 import { resolve } from 'node:path'
 
 import { runDemo } from './demo.js'
+import { runVerify } from './verify.js'
 
 const USAGE = `usage: mqstore <command> [args]
 
 commands:
   demo [dir]   write, read, query and close a store in dir (default ./data)
+  verify <dir> [--json] [--max-hash-slot-num N --max-index-num N]
+               check a store without changing it; exit 0 clean, 1 problems, 2 not a store
 `
 
 async function main(argv: string[]): Promise<number> {
@@ -16,6 +19,8 @@ async function main(argv: string[]): Promise<number> {
     case 'demo':
       await runDemo(resolve(args[0] ?? 'data'))
       return 0
+    case 'verify':
+      return runVerify(args)
     case undefined:
     case '-h':
     case '--help':

@@ -367,7 +367,7 @@ export class CommitLog {
       }
       // Zeros after the last record are the normal end of the log; anything else is damage.
       if (!isZeroFrom(buffer, pos, Math.min(fileSize, pos + 8))) {
-        damage = this.classifyDamage(index, pos, request.size, request.reason ?? request.status)
+        damage = this.classifyDamage(index, pos, request.reason ?? request.status)
       }
       break
     }
@@ -377,19 +377,29 @@ export class CommitLog {
   }
 
   /**
-   * A bad record followed by nothing but zeros (to the end of its file, with no data in later
-   * files) is a torn write: the tail of an append that never fully reached the disk. Anything
-   * else (a bad record with data after it) is corruption.
+   * A bad record whose claimed extent is followed by nothing but zeros (to the end of its file,
+   * with no data in later files) is a torn write: the tail of an append that never fully reached
+   * the disk. Anything else is corruption, and so is a claimed extent that hides a valid record
+   * (its length field may itself be the damage).
    */
-  private classifyDamage(index: number, pos: number, claimedSize: number, reason: string): RecoveryDamage {
+  private classifyDamage(index: number, pos: number, reason: string): RecoveryDamage {
     const files = this.mappedFileQueue.mappedFiles
     const fileSize = this.config.mappedFileSizeCommitLog
     const file = files[index]
     const buffer = file.readableBuffer()
-    const claimedEnd = claimedSize >= 8 && pos + claimedSize <= fileSize ? pos + claimedSize : pos + 8
-    let torn = isZeroFrom(buffer, claimedEnd, fileSize)
+    const claimed = pos + 4 <= buffer.length ? buffer.readInt32BE(pos) : 0
+    const claimedEnd = claimed >= 8 && pos + claimed <= fileSize ? pos + claimed : pos + 8
+    let torn = isZeroFrom(buffer, claimedEnd, fileSize) && !this.hidesRecord(buffer, pos + 8, claimedEnd)
     for (let i = index + 1; torn && i < files.length; i++) torn = isZeroFrom(files[i].readableBuffer(), 0, fileSize)
     return { kind: torn ? 'torn' : 'corrupt', offset: file.fileFromOffset + pos, length: claimedEnd - pos, reason }
+  }
+
+  /** True when a valid record starts somewhere in buffer[from, to). */
+  private hidesRecord(buffer: Buffer, from: number, to: number): boolean {
+    for (let at = buffer.indexOf(MAGIC_BYTES, from); at >= 0 && at < to; at = buffer.indexOf(MAGIC_BYTES, at + 1)) {
+      if (at >= 4 && checkRecord(buffer, at - 4, buffer.length, true).status === 'OK') return true
+    }
+    return false
   }
 
   /**
@@ -483,6 +493,8 @@ export class CommitLog {
 }
 
 const ZEROS = Buffer.alloc(64 * 1024)
+const MAGIC_BYTES = Buffer.alloc(4)
+MAGIC_BYTES.writeInt32BE(MESSAGE_MAGIC_CODE)
 
 /** True when buffer[from, to) holds only zeros (compared natively, a chunk at a time). */
 function isZeroFrom(buffer: Buffer, from: number, to: number): boolean {

@@ -358,7 +358,10 @@ export class MessageStore implements AsyncDisposable {
       }
       outcome ??= this.commitLog.recoverNormally(progress)
     } else {
-      outcome = this.commitLog.recoverAbnormally(this.minRecoveryTimestamp(), (request) => void this.dispatch(request), progress)
+      // The scan rebuilds consume-queue tails only: the index is filled afterwards, in order, from
+      // where it ends (an index only grows in commit-log order, so indexing the scan's records
+      // first would make it skip the older ones it lost).
+      outcome = this.commitLog.recoverAbnormally(this.minRecoveryTimestamp(), (request) => void this.dispatch(request, false), progress)
     }
     this.recovery = outcome
     const damage = outcome.damage
@@ -497,7 +500,8 @@ export class MessageStore implements AsyncDisposable {
   // ---- dispatch -----------------------------------------------------------------------------
 
   /** Writes a record's consume-queue unit and index entries; false when the unit could not be written. */
-  private dispatch(request: DispatchRequest): boolean {
+  private dispatch(request: DispatchRequest, index = true): boolean {
+    const buildIndex = index && this.config.messageIndexEnable
     const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
     if (tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT) {
       const queue = this.findConsumeQueue(request.topic, request.queueId) ?? this.createConsumeQueue(request.topic, request.queueId)
@@ -507,7 +511,7 @@ export class MessageStore implements AsyncDisposable {
         // this unit now would put it at the wrong queue offset. Open rebuilds such queues.
         if (this.opening) this.gapQueues.add(queue)
         else this.logger('error', `consume queue ${queue.topic}/${queue.queueId} misses units ${max}..${request.queueOffset - 1}`)
-        if (this.config.messageIndexEnable) this.indexService.buildIndex(request)
+        if (buildIndex) this.indexService.buildIndex(request)
         return true
       }
       if (!queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
@@ -516,7 +520,7 @@ export class MessageStore implements AsyncDisposable {
       this.checkpoint.logicsMsgTimestamp = request.storeTimestamp
       if (this.waiters.size > 0) this.notifyArrival(request.topic, request.queueId)
     }
-    if (this.config.messageIndexEnable) this.indexService.buildIndex(request)
+    if (buildIndex) this.indexService.buildIndex(request)
     return true
   }
 
