@@ -304,6 +304,26 @@ describe('MessageStore lifecycle', () => {
     expect((await store.putMessage({ topic: 't', body: 'still mine' })).status).toBe('PUT_OK')
   })
 
+  it('a reader holding zero-copy messages while the store closes never crashes (child process)', () => {
+    const result = runNodeScript(`
+      import { MessageStore } from ${JSON.stringify(distEntry)}
+      const store = await MessageStore.open(process.argv[2], { mappedFileSizeCommitLog: 65536 })
+      await store.putMessages(Array.from({ length: 50 }, (_, i) => ({ topic: 't', body: 'body-' + i })))
+      const held = store.getMessage('g', 't', 0, 0, 32).messages
+      const before = held[3].body.toString()
+      const closing = store.close()
+      // Reads while close runs and after it: views become empty, never freed memory.
+      const during = held.map((m) => m.body.length)
+      await closing
+      let errors = 0
+      for (const m of held) { try { m.body.readUInt8(0) } catch { errors++ } }
+      console.log(JSON.stringify({ before, during: during.length, after: held.map((m) => m.body.length).reduce((a, b) => a + b, 0), errors }))
+    `, [dir])
+    expect(result.signal).toBeNull()
+    expect(result.status).toBe(0)
+    expect(JSON.parse(result.stdout)).toEqual({ before: 'body-3', during: 32, after: 0, errors: 32 })
+  })
+
   it('a closed store answers puts with SERVICE_NOT_AVAILABLE and reads with STORE_CLOSED', async () => {
     const store = await openStore()
     await store.close()

@@ -93,6 +93,11 @@ export interface ConsumeQueueReport extends ProblemList {
   expired: number
   /** Pre-fill blank units skipped. */
   blanks: number
+  /**
+   * Records in the commit log past the end of their queue: messages no consumer can reach. A
+   * problem after a clean shutdown; otherwise a note (the store's next open dispatches them).
+   */
+  missing: number
 }
 
 export interface IndexFileReport {
@@ -323,11 +328,21 @@ function checkSegmentLayout(files: readonly Segment[], fileSize: number, problem
 
 /**
  * The first non-zero byte from (files[index], pos) on, through the later files; null when only
- * zeros follow. A file that disappeared counts as zeros.
+ * zeros follow. A file that disappeared counts as zeros. `firstBytes` / `laterBytes` bound how
+ * much of the first file (from pos) and of each later file (from its start) is looked at.
  */
-function firstNonZero(files: readonly Segment[], index: number, pos: number, scratch: Buffer): { index: number; pos: number } | null {
+function firstNonZero(
+  files: readonly Segment[],
+  index: number,
+  pos: number,
+  scratch: Buffer,
+  firstBytes = Infinity,
+  laterBytes = Infinity,
+): { index: number; pos: number } | null {
   for (let i = index; i < files.length; i++) {
     const f = files[i]
+    const from = i === index ? pos : 0
+    const to = Math.min(f.size, from + (i === index ? firstBytes : laterBytes))
     let fd: number
     try {
       fd = fs.openSync(f.path, 'r')
@@ -336,8 +351,8 @@ function firstNonZero(files: readonly Segment[], index: number, pos: number, scr
       throw error
     }
     try {
-      for (let at = i === index ? pos : 0; at < f.size; ) {
-        const n = readFully(fd, scratch, 0, Math.min(scratch.length, f.size - at), at)
+      for (let at = from; at < to; ) {
+        const n = readFully(fd, scratch, 0, Math.min(scratch.length, to - at), at)
         if (n <= 0) break
         if (scratch.compare(ZEROS, 0, n, 0, n) !== 0) {
           for (let k = 0; k < n; k++) if (scratch[k] !== 0) return { index: i, pos: at + k }
@@ -477,7 +492,7 @@ interface PointerStream {
   expired(): void
   /** The pointer's target is this valid record. */
   match(req: DispatchRequest): void
-  /** There is no valid record at the pointer's target. */
+  /** There is no valid record at the pointer's target; `reason` completes "points at offset N, ...". */
   miss(reason: string): void
 }
 
@@ -530,8 +545,11 @@ interface CqContext {
   notes: string[]
   scratch: Buffer
   chunk: number
-  counts: { units: number; expired: number; blanks: number; extTags: number }
+  counts: { units: number; expired: number; blanks: number; extTags: number; appended: number }
 }
+
+/** How far past the end of a queue's data the stream looks for stray units (cheap: many queues). */
+const CQ_TAIL_PROBE = 64 * 1024
 
 /** The units of one consume queue, read in chunks (no file stays open between reads). */
 class QueueStream implements PointerStream {
@@ -549,6 +567,11 @@ class QueueStream implements PointerStream {
   private bufStart = 0
   private bufLen = 0
   private seenUnit = false
+  /** The queue offset after the last valid unit (0 when there is none). */
+  nextQueueOffset = 0
+  /** Where the queue's data ends: file and position (for problems about the end). */
+  endRel = ''
+  endPos = 0
 
   constructor(
     private readonly ctx: CqContext,
@@ -617,6 +640,8 @@ class QueueStream implements PointerStream {
         continue
       }
       if (!(offset >= 0 && size > 0)) {
+        this.endRel = f.rel
+        this.endPos = at
         problems.add({
           file: f.rel,
           offset: at,
@@ -627,6 +652,9 @@ class QueueStream implements PointerStream {
       }
       counts.units++
       this.seenUnit = true
+      this.nextQueueOffset = queueOffset + 1
+      this.endRel = f.rel
+      this.endPos = at + CQ_STORE_UNIT_SIZE
       this.phy = offset
       this.size = size
       this.tagsCode = tagsCode
@@ -644,17 +672,24 @@ class QueueStream implements PointerStream {
 
   /** All-zero unit: the normal end, unless data follows it. */
   private endOfData(index: number, at: number): void {
-    const found = firstNonZero(this.files, index, at, this.ctx.scratch)
+    this.endRel = this.files[index].rel
+    this.endPos = at
+    // A zeroed stretch inside the data would hide the units after it. Look a little way past the
+    // end and at the start of each later file (the queue count makes a full scan too costly; the
+    // commit-log side of the check finds what a queue misses anyway).
+    const found = firstNonZero(this.files, index, at, this.ctx.scratch, CQ_TAIL_PROBE, CQ_STORE_UNIT_SIZE)
     if (found === null) return
     const f = this.files[found.index]
     if (found.index === index && found.pos < at + CQ_STORE_UNIT_SIZE) {
       // The end unit itself is no longer zero: a unit appended while we read (a live store).
-      this.ctx.notes.push(`${f.rel}: units were appended during the check; those were not checked`)
+      this.ctx.counts.appended++
       return
     }
+    const unitAt = found.pos - (found.pos % CQ_STORE_UNIT_SIZE)
     this.ctx.problems.add({
       file: f.rel,
-      offset: found.pos,
+      offset: unitAt,
+      queueOffset: (f.start + unitAt) / CQ_STORE_UNIT_SIZE,
       reason: `non-zero bytes after the end of the queue's data (an all-zero unit at ${this.files[index].rel} position ${at}): units there are unreachable`,
     })
   }
@@ -668,7 +703,7 @@ class QueueStream implements PointerStream {
   }
 
   miss(reason: string): void {
-    this.problem(`no valid record starts at commit-log offset ${this.phy}: ${reason}`)
+    this.problem(`points at commit-log offset ${this.phy}, ${reason}`)
   }
 
   match(req: DispatchRequest): void {
@@ -761,7 +796,7 @@ class IndexStream implements PointerStream {
   }
 
   miss(reason: string): void {
-    this.problem(`entry ${this.entry}: no valid record starts at commit-log offset ${this.phy}: ${reason}`)
+    this.problem(`entry ${this.entry} points at commit-log offset ${this.phy}, ${reason}`)
   }
 
   match(req: DispatchRequest): void {
@@ -897,7 +932,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
 
   // ---- consume-queue files
   const cqProblems = new Problems(maxProblems)
-  const cqCounts = { units: 0, expired: 0, blanks: 0, extTags: 0 }
+  const cqCounts = { units: 0, expired: 0, blanks: 0, extTags: 0, appended: 0 }
   const queues: { topic: string; queueId: number; files: Segment[] }[] = []
   const cqRoot = join(dir, 'consumequeue')
   for (const topic of (listDir(cqRoot) ?? []).sort()) {
@@ -991,7 +1026,14 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   const addStream = (s: PointerStream): void => {
     if (s.advance()) heap.push(s)
   }
-  for (const q of queues) addStream(new QueueStream(cqContext, q.topic, q.queueId, q.files))
+  const queueStreams = new Map<string, QueueStream>()
+  for (const q of queues) {
+    const stream = new QueueStream(cqContext, q.topic, q.queueId, q.files)
+    queueStreams.set(`${q.topic}\u0000${q.queueId}`, stream)
+    addStream(stream)
+  }
+  /** Per (topic, queueId): the queue offset after the last record of the queue seen in the walk. */
+  const recordQueues = new Map<string, { topic: string; queueId: number; next: number }>()
   for (const s of ixStreams) addStream(s)
 
   const reader = new CommitLogReader(clFiles, () => listSegments(clDir, 'commitlog', new Problems(0), []))
@@ -1011,12 +1053,12 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
     }
     if (walkDone && u >= validEnd) {
       if (endReason === 'damage' || endReason === 'gap') {
-        s.miss(`it is beyond the end of valid commit-log data at ${validEnd}`)
+        s.miss(`beyond the end of valid commit-log data (${validEnd})`)
         return
       }
       const req = reader.recordAt(u)
       if (typeof req === 'string') {
-        s.miss(`it is beyond the end of valid commit-log data at ${validEnd}`)
+        s.miss(`beyond the end of valid commit-log data (${validEnd})`)
       } else {
         grewDuringCheck = true
         s.match(req)
@@ -1024,15 +1066,15 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
       return
     }
     if (lastStart >= 0 && u > lastStart) {
-      s.miss(u < lastStart + lastSize ? `it is inside the record at ${lastStart}` : 'it is in the unused end of a file')
+      s.miss(u < lastStart + lastSize ? `inside the record at ${lastStart}` : 'in the unused end of a file')
       return
     }
     if (lastStart < 0) {
-      s.miss('no record starts there')
+      s.miss('where no record starts')
       return
     }
     const req = reader.recordAt(u)
-    if (typeof req === 'string') s.miss(req)
+    if (typeof req === 'string') s.miss(`where no valid record starts (${req})`)
     else s.match(req)
   }
 
@@ -1045,6 +1087,13 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
     }
     lastStart = at
     lastSize = req.size
+    const tran = req.sysFlag & SysFlag.TRANSACTION_MASK
+    if (tran === SysFlag.TRANSACTION_NOT_TYPE || tran === SysFlag.TRANSACTION_COMMIT) {
+      const key = `${req.topic}\u0000${req.queueId}`
+      const seen = recordQueues.get(key)
+      if (seen === undefined) recordQueues.set(key, { topic: req.topic, queueId: req.queueId, next: req.queueOffset + 1 })
+      else if (req.queueOffset >= seen.next) seen.next = req.queueOffset + 1
+    }
   }
 
   const clTotal = clFiles.reduce((sum, f) => sum + f.size, 0)
@@ -1189,6 +1238,27 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
     reader.close()
   }
   options.onProgress?.(clTotal, clTotal)
+  const cleanShutdown = !fs.existsSync(join(dir, 'abort'))
+
+  // ---- every dispatched record must have its unit: a queue may not end before its records do
+  let missing = 0
+  for (const [key, seen] of recordQueues) {
+    const stream = queueStreams.get(key)
+    const have = stream?.nextQueueOffset ?? 0
+    if (seen.next <= have) continue
+    missing += seen.next - have
+    const name = `${seen.topic}/${seen.queueId}`
+    const what = `the commit log has records of ${name} up to queue offset ${seen.next - 1}, but its consume queue ${
+      have === 0 ? 'has no units' : `ends at queue offset ${have}`
+    }: ${seen.next - have} messages cannot be consumed`
+    if (cleanShutdown) {
+      const file = stream !== undefined && stream.endRel !== '' ? stream.endRel : `consumequeue/${name}`
+      cqProblems.add({ file, offset: stream?.endPos ?? 0, queueOffset: have, reason: what })
+    } else {
+      notes.push(`${what} (the store is open or was not shut down cleanly; its next open dispatches them)`)
+    }
+  }
+  if (cqCounts.appended > 0) notes.push(`${cqCounts.appended} consume queues had units appended during the check; those were not checked`)
   if (grewDuringCheck) notes.push('the store was written during the check; data after the first check of its end was not walked')
   if (cqCounts.extTags > 0) notes.push(`${cqCounts.extTags} units hold consume-queue extension addresses; their tags codes were not checked`)
 
@@ -1226,8 +1296,6 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   }
   checkpoint.problems = cpProblems.problems
   checkpoint.moreProblems = cpProblems.moreProblems
-  const cleanShutdown = !fs.existsSync(join(dir, 'abort'))
-
   const problemCount = clProblems.count + cqProblems.count + ixProblems.count + cpProblems.count
   return {
     ok: problemCount === 0,
@@ -1252,6 +1320,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
       units: cqCounts.units,
       expired: cqCounts.expired,
       blanks: cqCounts.blanks,
+      missing,
       problems: cqProblems.problems,
       moreProblems: cqProblems.moreProblems,
     },
@@ -1305,7 +1374,8 @@ export function formatVerifyReport(r: VerifyReport): string {
     `store ${r.dir}: ${r.ok ? 'OK' : `${plural(r.problemCount, 'problem')} found`} (${r.elapsedMs} ms)`,
     `commit log: ${plural(cl.files, 'file')} of ${cl.fileSize} bytes, ${plural(cl.records, 'record')} (${cl.bytes} bytes), ` +
       `offsets ${cl.minOffset}..${cl.validEnd}, walk stopped at ${end[cl.endReason]}`,
-    `consume queues: ${plural(cq.queues, 'queue')}, ${plural(cq.files, 'file')}, ${plural(cq.units, 'unit')} (${cq.expired} expired)`,
+    `consume queues: ${plural(cq.queues, 'queue')}, ${plural(cq.files, 'file')}, ${plural(cq.units, 'unit')} (${cq.expired} expired)` +
+      (cq.missing > 0 ? `, ${plural(cq.missing, 'record')} without a unit` : ''),
     `index: ${plural(ix.files, 'file')}, ${plural(ix.entries, 'entry', 'entries')} (${ix.expired} expired)`,
     cp.present
       ? `checkpoint: physic ${time(cp.physicMsgTimestamp)}, logics ${time(cp.logicsMsgTimestamp)}, index ${time(cp.indexMsgTimestamp)}`

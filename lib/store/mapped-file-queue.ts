@@ -41,6 +41,8 @@ export class MappedFileQueue {
   private preallocated: MappedFile | null = null
   private preallocating: NodeJS.Immediate | null = null
   private closed = false
+  /** Warm-ups in flight: each holds its file until it ends. */
+  private readonly warming = new Set<Promise<unknown>>()
 
   constructor(storePath: string, mappedFileSize: number, options: MappedFileQueueOptions = {}) {
     if (!Number.isSafeInteger(mappedFileSize) || mappedFileSize <= 0) {
@@ -147,7 +149,11 @@ export class MappedFileQueue {
   private newFile(start: number): MappedFile {
     fs.mkdirSync(this.storePath, { recursive: true })
     const file = MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions())
-    if (this.options.warmMappedFiles === true) void file.warm(this.options.lockWarmedFiles === true)
+    if (this.options.warmMappedFiles === true) {
+      const warming: Promise<unknown> = file.warm(this.options.lockWarmedFiles === true).catch(() => false)
+      this.warming.add(warming)
+      void warming.finally(() => this.warming.delete(warming))
+    }
     return file
   }
 
@@ -380,6 +386,11 @@ export class MappedFileQueue {
   }
 
   // ---- lifecycle ----------------------------------------------------------------------------
+
+  /** Waits for background work on the files (warm-ups), so that a shutdown can unmap at once. */
+  async settle(): Promise<void> {
+    while (this.warming.size > 0) await Promise.all([...this.warming])
+  }
 
   /** Drops the owner's reference of every file (they unmap once readers let go). */
   shutdown(intervalForcibly: number): void {

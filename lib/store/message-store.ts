@@ -1125,6 +1125,7 @@ export class MessageStore implements AsyncDisposable {
       this.dispatcher.doReput()
       this.dispatcher.stop()
       await this.flusher.shutdown()
+      await this.commitLog.mappedFileQueue.settle()
       for (const queue of this.allConsumeQueues()) for (let i = 0; i < 3 && !queue.flush(0); i++);
       this.indexService.flush()
       const queue = this.commitLog.mappedFileQueue
