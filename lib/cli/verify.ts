@@ -13,7 +13,8 @@
 //   commit log      20-digit names, one file size, no gaps; every record valid up to the end of the
 //                   data (zeros), a blank record closing each full file, and no data beyond the end
 //   consume queues  units point at the start of a valid record of their topic and queue id, with
-//                   the record's size, queue offset and tags code; queue files contiguous
+//                   the record's size, queue offset and tags code; queue files contiguous; no queue
+//                   ends before the last of its records (after a clean shutdown)
 //   index           file dimensions; entries point at a record one of whose keys has the entry's
 //                   hash; hash chains only link to older entries of the same slot
 //   checkpoint      present, 4096 bytes (reported); abort file (reported)
@@ -256,7 +257,7 @@ function listSegments(dir: string, relDir: string, problems: Problems, notes: st
   for (const name of names.sort()) {
     const rel = `${relDir}/${name}`
     if (name.endsWith('.tmp')) {
-      notes.push(`${rel}: a leftover temporary file, ignored`)
+      notes.push(`${rel}: a temporary file (a file being created, or left by an interrupted creation), ignored`)
       continue
     }
     const start = parseOffsetName(name)
@@ -577,8 +578,12 @@ class QueueStream implements PointerStream {
     private readonly ctx: CqContext,
     private readonly topic: string,
     private readonly queueId: number,
-    private readonly files: readonly Segment[],
+    private readonly files: Segment[],
+    /** Lists the queue's files again (a live queue may add one while it is read). */
+    private readonly relist: () => Segment[],
   ) {}
+
+  private relisted = false
 
   /** Index in `buf` of the unit at (fileIndex, filePos); -1 when the file cannot be read there. */
   private load(f: Segment, pos: number): number {
@@ -608,7 +613,14 @@ class QueueStream implements PointerStream {
     const { problems, counts } = this.ctx
     for (;;) {
       const f = this.files[this.fileIndex]
-      if (f === undefined) return this.finish()
+      if (f === undefined) {
+        // Every listed file was full: a live store may have started the next one since.
+        const last = this.files[this.files.length - 1]
+        if (this.relisted || last === undefined) return this.finish()
+        this.relisted = true
+        this.files.push(...this.relist().filter((x) => x.start > last.start))
+        continue
+      }
       const usable = f.size - (f.size % CQ_STORE_UNIT_SIZE)
       if (this.filePos + CQ_STORE_UNIT_SIZE > usable) {
         this.fileIndex++
@@ -933,7 +945,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   // ---- consume-queue files
   const cqProblems = new Problems(maxProblems)
   const cqCounts = { units: 0, expired: 0, blanks: 0, extTags: 0, appended: 0 }
-  const queues: { topic: string; queueId: number; files: Segment[] }[] = []
+  const queues: { topic: string; queueId: number; dir: string; rel: string; files: Segment[] }[] = []
   const cqRoot = join(dir, 'consumequeue')
   for (const topic of (listDir(cqRoot) ?? []).sort()) {
     if (!isDirectory(join(cqRoot, topic))) {
@@ -947,10 +959,11 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
       }
       const queueDir = join(cqRoot, topic, name)
       if (!isDirectory(queueDir)) continue
-      queues.push({ topic, queueId: Number(name), files: listSegments(queueDir, `consumequeue/${topic}/${name}`, cqProblems, notes) })
+      const rel = `consumequeue/${topic}/${name}`
+      queues.push({ topic, queueId: Number(name), dir: queueDir, rel, files: listSegments(queueDir, rel, cqProblems, notes) })
     }
   }
-  const allCqFiles = queues.flatMap((q) => q.files)
+  const allCqFiles = queues.flatMap((q) => [...q.files])
   const cqFileSize = mostCommon(allCqFiles.map((f) => f.size))
   if (cqFileSize % CQ_STORE_UNIT_SIZE !== 0) {
     cqProblems.add({
@@ -991,7 +1004,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   for (const name of (listDir(ixDir) ?? []).sort()) {
     const rel = `index/${name}`
     if (name.endsWith('.tmp')) {
-      notes.push(`${rel}: a leftover temporary file, ignored`)
+      notes.push(`${rel}: a temporary file (a file being created, or left by an interrupted creation), ignored`)
       continue
     }
     const path = join(ixDir, name)
@@ -1028,7 +1041,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   }
   const queueStreams = new Map<string, QueueStream>()
   for (const q of queues) {
-    const stream = new QueueStream(cqContext, q.topic, q.queueId, q.files)
+    const stream = new QueueStream(cqContext, q.topic, q.queueId, [...q.files], () => listSegments(q.dir, q.rel, new Problems(0), []))
     queueStreams.set(`${q.topic}\u0000${q.queueId}`, stream)
     addStream(stream)
   }
@@ -1043,6 +1056,8 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   let validEnd = minOffset
   let endReason: CommitLogReport['endReason'] = clFiles.length === 0 ? 'empty' : 'end-of-files'
   let grewDuringCheck = false
+  /** The walk ended at the end of the data with nothing after it: the log may only have grown since. */
+  let endIsClean = clFiles.length === 0
 
   /** A pointer whose target the walk has already passed (or that lies beyond the walk's end). */
   const settlePassed = (s: PointerStream): void => {
@@ -1052,10 +1067,11 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
       return
     }
     if (walkDone && u >= validEnd) {
-      if (endReason === 'damage' || endReason === 'gap') {
+      if (!endIsClean) {
         s.miss(`beyond the end of valid commit-log data (${validEnd})`)
         return
       }
+      // Written after the walk passed that point (a live store): check it as it is now.
       const req = reader.recordAt(u)
       if (typeof req === 'string') {
         s.miss(`beyond the end of valid commit-log data (${validEnd})`)
@@ -1106,6 +1122,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
     }
   }
   options.onProgress?.(0, clTotal)
+  lastProgress = 0
 
   let records = 0
   let bytes = 0
@@ -1159,11 +1176,13 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
           endReason = 'end-of-data'
           validEnd = f.start + pos
           const found = firstNonZero(clFiles, i, pos, scratch)
+          endIsClean = found === null
           if (found !== null) {
             const g = clFiles[found.index]
             // A header that is no longer zero and now holds a valid record: appended since we looked.
             if (found.index === i && found.pos < pos + 8 && typeof reader.recordAt(validEnd) !== 'string') {
               grewDuringCheck = true
+              endIsClean = true
             } else {
               clProblems.add({
                 file: g.rel,
@@ -1186,6 +1205,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
             })
           }
           validEnd = f.start + clFileSize
+          endIsClean = i === clFiles.length - 1
           clDoneBefore += f.size
           continue walk
         }
@@ -1259,7 +1279,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
     }
   }
   if (cqCounts.appended > 0) notes.push(`${cqCounts.appended} consume queues had units appended during the check; those were not checked`)
-  if (grewDuringCheck) notes.push('the store was written during the check; data after the first check of its end was not walked')
+  if (grewDuringCheck) notes.push('the store was written during the check: records appended after the walk reached the end were checked only through the units and entries pointing at them')
   if (cqCounts.extTags > 0) notes.push(`${cqCounts.extTags} units hold consume-queue extension addresses; their tags codes were not checked`)
 
   // ---- checkpoint and abort
