@@ -196,6 +196,26 @@ describe('recovery decision table: the commit log', () => {
     for (const put of puts.slice(250)) expect(store.lookMessageByOffset(put.result.wroteOffset)).toBeNull()
   })
 
+  const headerDamage: [string, (p: Put) => [number, Buffer], RegExp][] = [
+    ['queue id', () => [12, Buffer.from([0x80])], /queue id/],
+    // The topic sits before the properties length (2 bytes) and 'KEYS\u0001' + key.
+    ['topic', (p) => [p.result.wroteBytes - (5 + p.key.length) - 2 - 2, Buffer.from('/')], /topic/],
+    ['physical offset', () => [35, Buffer.from([0x55])], /physical offset/],
+  ]
+  for (const [field, damage, reason] of headerDamage) {
+    it(`C6 a damaged ${field} (a header field the body CRC does not cover) is corruption too`, async () => {
+      const puts = await fill(300)
+      const bad = puts[100]
+      const [at, bytes] = damage(bad)
+      patch(commitLogFile(bad.result.wroteOffset), (bad.result.wroteOffset % FILE) + at, bytes)
+      crash()
+      const store = await open()
+      expect(store.stats().recovery?.damage).toMatchObject({ kind: 'corrupt', offset: bad.result.wroteOffset })
+      expect(store.stats().recovery?.damage?.reason).toMatch(reason)
+      expectAll(store, puts.slice(0, 100))
+    })
+  }
+
   it('C7 refuse: a commit-log segment of the wrong size', async () => {
     const puts = await fill(300)
     fs.truncateSync(commitLogFile(puts[0].result.wroteOffset), FILE - 1)

@@ -345,6 +345,12 @@ export class CommitLog {
     onProgress?.(0, totalBytes)
     for (;;) {
       const request = checkRecord(buffer, pos, fileSize, checkCRC)
+      if (request.status === 'OK' && request.commitLogOffset !== file.fileFromOffset + pos) {
+        // Each record names its own position: a mismatch is a damaged header (not covered by
+        // the body CRC) or a record that is not where it was written.
+        damage = this.classifyDamage(index, pos, `header: physical offset ${request.commitLogOffset} at position ${file.fileFromOffset + pos}`)
+        break
+      }
       if (request.status === 'OK' && request.size > 0) {
         if (onRecord !== null) onRecord(request)
         lastRecordOffset = file.fileFromOffset + pos

@@ -84,6 +84,10 @@ export class Dispatcher {
         let pos = 0
         while (pos < limit) {
           const request = checkRecord(buffer, pos, limit, false)
+          if (request.status === 'OK' && request.commitLogOffset !== this.reputFromOffset) {
+            request.status = 'BAD'
+            request.reason = `header: physical offset ${request.commitLogOffset} at position ${this.reputFromOffset}`
+          }
           if (request.status === 'OK') {
             if (!this.tryHandle(request)) return dispatched
             dispatched++

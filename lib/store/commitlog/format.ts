@@ -923,6 +923,9 @@ const utf8Slice: Slice =
 /** Decoded topics keyed by the Java hash of their bytes (ASCII topics only). */
 const topicTextCache = new Map<number, string>()
 
+/** Topics of records that checkRecord found valid (a cache of validateTopic results). */
+const checkedTopics = new Set<string>()
+
 function readTopic(buf: Buffer, start: number, length: number): string {
   let h = 0
   let high = 0
@@ -1056,6 +1059,15 @@ export function checkRecord(
   const topicEnd = topicAt + topicLength
   if (topicEnd + REL_PROPERTIES > end) return failed('BAD', -1, 'bounds: topic runs past the limit')
   const topic = readTopic(buf, topicAt, topicLength)
+  // The body CRC does not cover the header: a damaged queue id or topic must not pass as data
+  // (the topic names a directory, the queue id an index).
+  if (queueId < 0) return failed('BAD', -1, `header: negative queue id ${queueId}`)
+  if (!checkedTopics.has(topic)) {
+    const why = validateTopic(topic)
+    if (why !== null) return failed('BAD', -1, `header: invalid topic (${why})`)
+    if (checkedTopics.size >= MAX_TOPIC_CACHE) checkedTopics.clear()
+    checkedTopics.add(topic)
+  }
   const propsLength = dv.getInt16(topicEnd + REL_PROPERTIESLENGTH)
   const propsAt = topicEnd + REL_PROPERTIES
 
