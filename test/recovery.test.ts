@@ -361,6 +361,15 @@ describe('recovery decision table: index and checkpoint', () => {
     expectAll(store, puts)
   })
 
+  it('I2 rebuild: an index header whose entry count runs past the file', async () => {
+    const puts = await fill(300)
+    const name = fs.readdirSync(join(dir, 'index')).sort()[0]
+    patch(join(dir, 'index', name), 36, Buffer.from([0x7f, 0, 0, 0]))
+    const store = await open()
+    expect(repairs(store)).toMatch(/deleted the index to rebuild it: .*index count/)
+    expectAll(store, puts)
+  })
+
   it('I3 behind: an index that lost its newest file catches up from its end', async () => {
     const puts = await fill(600)
     const names = fs.readdirSync(join(dir, 'index')).sort()

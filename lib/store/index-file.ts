@@ -213,7 +213,12 @@ export class IndexFile {
       mapped.shutdown(0)
       throw error
     }
-    file.loadHeader()
+    try {
+      file.loadHeader()
+    } catch (error) {
+      mapped.shutdown(0)
+      throw error
+    }
     return file
   }
 
@@ -226,6 +231,10 @@ export class IndexFile {
     this.hashSlotCount = v.getInt32(HASH_SLOT_COUNT_OFFSET)
     const count = v.getInt32(INDEX_COUNT_OFFSET)
     this.indexCount = count <= 0 ? 1 : count
+    // A count past the entry table would send readers outside the file: the header is damaged.
+    if (this.indexCount > this.indexNum) {
+      throw new MQStoreError('CORRUPTION', `${this.fileName}: index count ${count} exceeds the ${this.indexNum} entries of the file`)
+    }
   }
 
   /** Writes every header field to the mapping (before a flush, as RocketMQ does). */
@@ -385,7 +394,8 @@ export class IndexFile {
       const v = this.view
       const indexCount = this.indexCount
       let cur = v.getInt32(INDEX_HEADER_SIZE + (keyHash % this.hashSlotNum) * HASH_SLOT_SIZE)
-      if (cur <= INVALID_INDEX || cur > indexCount || indexCount <= 1) return
+      // Entry numbers run from 1 to indexCount - 1; anything else is a damaged slot.
+      if (cur <= INVALID_INDEX || cur >= indexCount || indexCount <= 1) return
       for (;;) {
         if (out.length >= maxNum) return
         const entryPos = this.entriesStart + cur * INDEX_ENTRY_SIZE
@@ -398,7 +408,7 @@ export class IndexFile {
         if (hashRead === keyHash && time >= begin && time <= end) out.push(phyOffset)
         // A valid chain only goes to older entries; `prev >= cur` (RocketMQ checks only ==) also
         // ends the walk on a damaged chain that would otherwise loop.
-        if (prev <= INVALID_INDEX || prev > indexCount || prev >= cur || time < begin) return
+        if (prev <= INVALID_INDEX || prev >= cur || time < begin) return
         cur = prev
       }
     } finally {
