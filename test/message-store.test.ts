@@ -104,6 +104,8 @@ describe('MessageStore put and read', () => {
     expect((await store.putMessage({ topic: '../etc', body: 'x' })).status).toBe('MESSAGE_ILLEGAL')
     expect((await store.putMessage({ topic: 'a'.repeat(128), body: 'x' })).status).toBe('MESSAGE_ILLEGAL')
     expect((await store.putMessage({ topic: 't', body: 'x', properties: { bad: 'a\u0001b' } })).status).toBe('MESSAGE_ILLEGAL')
+    expect((await store.putMessage({ topic: 't', body: 'x', properties: { nul: 'a\u0000b' } })).status).toBe('MESSAGE_ILLEGAL')
+    expect((await store.putMessage({ topic: 't', body: 'x', keys: 'a\u0000b' })).status).toBe('MESSAGE_ILLEGAL')
     expect((await store.putMessage({ topic: 't', body: 'x', properties: { big: 'x'.repeat(40_000) } })).status).toBe(
       'MESSAGE_ILLEGAL',
     )
@@ -114,7 +116,7 @@ describe('MessageStore put and read', () => {
     expect((await tooBig.putMessage({ topic: 't', body: Buffer.alloc(1025) })).status).toBe('MESSAGE_ILLEGAL')
     await expect(store.putMessage({ topic: 't', body: 42 as unknown as string })).rejects.toThrow(TypeError)
     await expect(store.putMessage({ topic: 't', queueId: -1, body: 'x' })).rejects.toThrow(RangeError)
-    expect(store.stats().putMessageFailedTimes).toBe(5)
+    expect(store.stats().putMessageFailedTimes).toBe(7)
   })
 
   it('a batch with a malformed message stores none of it', async () => {
@@ -232,6 +234,15 @@ describe('MessageStore put and read', () => {
     expect(store.queryMessage('other', 'k7', 64, 0, Date.now() + 1000).messages).toHaveLength(0)
     const first = results[0].storeTimestamp
     expect(store.queryMessage('t', 'k7', 64, first - 60_000, first - 30_000).messages).toHaveLength(0)
+  })
+
+  it('keys that share a hash code do not use up maxNum', async () => {
+    const store = await openStore()
+    // "Aa" and "BB" have the same Java hash code, so they share index chains.
+    await store.putMessages([{ topic: 't', body: 'a', keys: 'Aa' }, { topic: 't', body: 'b', keys: 'BB' }, { topic: 't', body: 'c', keys: 'BB' }])
+    expect(store.queryMessage('t', 'Aa', 1, 0, Date.now() + 1000).messages.map((m) => m.body.toString())).toEqual(['a'])
+    expect(store.queryMessage('t', 'BB', 1, 0, Date.now() + 1000).messages.map((m) => m.body.toString())).toEqual(['c'])
+    expect(store.queryMessage('t', 'BB', 5, 0, Date.now() + 1000).messages.map((m) => m.body.toString())).toEqual(['b', 'c'])
   })
 
   it('finds the offset nearest a store time', async () => {

@@ -177,6 +177,29 @@ describe('recovery decision table: the commit log', () => {
     expectAll(store, puts.slice(0, -1))
   })
 
+  it('C5 a last record without its magic code (a writer killed before finishing it) is a torn write, even under strict', async () => {
+    const puts = await fill(300)
+    const last = puts[puts.length - 1]
+    // writeRecord stores the magic code last; everything else of the record is in place.
+    patch(commitLogFile(last.result.wroteOffset), (last.result.wroteOffset % FILE) + 4, Buffer.alloc(4))
+    crash()
+    const store = await open({ corruptionPolicy: 'strict' })
+    expect(store.stats().recovery?.damage).toMatchObject({ kind: 'torn', offset: last.result.wroteOffset })
+    expectAll(store, puts.slice(0, -1))
+  })
+
+  it('C5 a last record whose properties page never reached the disk (zeros in the properties) is a torn write', async () => {
+    const puts = await fill(300)
+    const last = puts[puts.length - 1]
+    const propsLength = 5 + last.key.length
+    patch(commitLogFile(last.result.wroteOffset), (last.result.wroteOffset % FILE) + last.result.wroteBytes - propsLength + 2, Buffer.alloc(propsLength - 2))
+    crash()
+    const store = await open({ corruptionPolicy: 'strict' })
+    expect(store.stats().recovery?.damage).toMatchObject({ kind: 'torn', offset: last.result.wroteOffset })
+    expect(store.stats().recovery?.damage?.reason).toMatch(/NUL/)
+    expectAll(store, puts.slice(0, -1))
+  })
+
   it('C6 refuse under strict: a bad record with data after it is corruption, reported with its byte range', async () => {
     const puts = await fill(300)
     const bad = puts[250]

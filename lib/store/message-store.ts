@@ -857,13 +857,15 @@ export class MessageStore implements AsyncDisposable {
     if (typeof topic !== 'string' || typeof key !== 'string') throw new TypeError('topic and key must be strings')
     if (!Number.isSafeInteger(maxNum) || maxNum < 1) throw new RangeError('maxNum must be a positive integer')
     this.catchUp()
-    const found = this.indexService.queryOffset(topic, key, maxNum, begin, end)
-    // Replays can index a record twice: each offset once, in commit-log order.
-    const offsets = [...new Set(found.phyOffsets)].sort((a, b) => a - b)
+    // Ask the index for a full batch: other keys with the same hash are filtered out below, and
+    // must not use up maxNum. The newest matches are kept, returned in commit-log order.
+    const found = this.indexService.queryOffset(topic, key, this.config.maxMsgsNumBatch, begin, end)
+    const candidates = [...new Set(found.phyOffsets)]
     const messages: MessageExt[] = []
     const reader = this.commitLog.openReader()
     try {
-      for (const offset of offsets) {
+      for (const offset of candidates) {
+        if (messages.length >= maxNum) break
         const message = this.readMessageAt(reader, offset)
         if (message === null || message.topic !== topic) continue
         if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) continue
@@ -872,6 +874,7 @@ export class MessageStore implements AsyncDisposable {
     } finally {
       reader.close()
     }
+    messages.sort((a, b) => a.commitLogOffset - b.commitLogOffset)
     return {
       messages,
       indexLastUpdateTimestamp: found.indexLastUpdateTimestamp,
@@ -1200,7 +1203,7 @@ function checkQueue(topic: string, queueId: number): void {
   }
 }
 
-const SEPARATORS = /[\u0001\u0002]/
+const SEPARATORS = /[\u0000\u0001\u0002]/
 
 function withTagsAndKeys(
   properties: Record<string, string>,

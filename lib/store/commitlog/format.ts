@@ -348,7 +348,7 @@ export function tagsCodeOf(tags: string | undefined): number {
 /**
  * Serialises properties in the 4.9.1+ form (no separator after the last pair). Undefined and
  * empty values are left out: readers drop an empty value anyway. A name or value containing
- * 0x01 or 0x02, or an empty name, cannot be represented: RangeError naming the property.
+ * 0x00, 0x01 or 0x02, or an empty name, cannot be represented: RangeError naming the property.
  */
 export function encodeProperties(props: Record<string, string | undefined>): string {
   let out = ''
@@ -361,10 +361,10 @@ export function encodeProperties(props: Record<string, string | undefined>): str
     if (value === '') continue
     if (name === '') throw new RangeError('property name must not be empty')
     if (hasSeparator(name)) {
-      throw new RangeError(`property name ${JSON.stringify(name)} contains a 0x01 or 0x02 character`)
+      throw new RangeError(`property name ${JSON.stringify(name)} contains a 0x00, 0x01 or 0x02 character`)
     }
     if (hasSeparator(value)) {
-      throw new RangeError(`property ${JSON.stringify(name)}: value contains a 0x01 or 0x02 character`)
+      throw new RangeError(`property ${JSON.stringify(name)}: value contains a 0x00, 0x01 or 0x02 character`)
     }
     if (out !== '') out += PROPERTY_SEPARATOR
     out += name + NAME_VALUE_SEPARATOR + value
@@ -372,8 +372,12 @@ export function encodeProperties(props: Record<string, string | undefined>): str
   return out
 }
 
+/**
+ * True for the two separators, and for NUL: no property carries a NUL byte, so recovery can take
+ * one as the zeros of a torn write (the body CRC does not cover the properties).
+ */
 function hasSeparator(s: string): boolean {
-  return s.includes(NAME_VALUE_SEPARATOR) || s.includes(PROPERTY_SEPARATOR)
+  return s.includes(NAME_VALUE_SEPARATOR) || s.includes(PROPERTY_SEPARATOR) || s.includes('\u0000')
 }
 
 /**
@@ -812,7 +816,6 @@ export function writeRecord(
   }
   const dv = writeViewOf(target)
   dv.setInt32(pos + OFFSET_TOTALSIZE, length)
-  dv.setInt32(pos + OFFSET_MAGIC, MESSAGE_MAGIC_CODE)
   dv.setInt32(pos + OFFSET_BODYCRC, rec.bodyCRC)
   dv.setInt32(pos + OFFSET_QUEUEID, rec.queueId)
   dv.setInt32(pos + OFFSET_FLAG, rec.flag)
@@ -842,6 +845,9 @@ export function writeRecord(
     if (rec.propertiesAscii !== null) latin1Write.call(target, rec.propertiesAscii, propsAt, propsLength)
     else target.set(rec.propertiesBytes as Uint8Array, propsAt)
   }
+  // The magic code goes in last: a writer killed part-way leaves a record without it, which
+  // recovery sees as a torn write. (The body CRC does not cover the header or the properties.)
+  dv.setInt32(pos + OFFSET_MAGIC, MESSAGE_MAGIC_CODE)
 }
 
 /**
@@ -1077,6 +1083,10 @@ export function checkRecord(
   if (propsLength > 0) {
     const propsEnd = propsAt + propsLength
     if (propsEnd > end) return failed('BAD', -1, 'bounds: properties run past the limit')
+    if (checkCRC) {
+      const nul = buf.indexOf(0, propsAt)
+      if (nul >= 0 && nul < propsEnd) return failed('BAD', -1, 'properties: a NUL byte (zeros of a torn write)')
+    }
     // Scan the bytes for the four names the store needs, without decoding the whole string. The
     // separators are ASCII, so byte positions give the same pairs as RocketMQ's parse of the text.
     let keysAt = -1
