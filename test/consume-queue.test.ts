@@ -609,3 +609,34 @@ describe('ConsumeQueue flush', () => {
     expect(cq.flush(2)).toBe(true)
   })
 })
+
+describe('ConsumeQueue.recoverClean (after a clean shutdown)', () => {
+  for (const count of [0, 1, 9, 10, 11, 25, 30]) {
+    it(`finds the same end by bisection as recover() scans, with ${count} units`, () => {
+      const cq = open()
+      putRange(cq, 0, count)
+      cq.flush(0)
+      const scanned = reopen(cq)
+      scanned.recover()
+      const expected = [scanned.getMaxOffsetInQueue(), scanned.getMaxPhysicOffset()]
+      const bisected = reopen(scanned)
+      expect(bisected.recoverClean()).toBe(true)
+      expect([bisected.getMaxOffsetInQueue(), bisected.getMaxPhysicOffset()]).toEqual(expected)
+    })
+  }
+
+  it('refuses a last file whose end is not followed by zeros (a torn unit)', () => {
+    const cq = open()
+    putRange(cq, 0, 25)
+    cq.flush(0)
+    cq.shutdown(0)
+    const last = join(queueDir(), fileNames().at(-1)!)
+    const fd = fs.openSync(last, 'r+')
+    fs.writeSync(fd, Buffer.alloc(4), 0, 4, 20 * 2 + 8) // the size of unit 22 of 25 zeroed
+    fs.closeSync(fd)
+    const again = open()
+    expect(again.recoverClean()).toBe(false)
+    again.recover()
+    expect(again.getMaxOffsetInQueue()).toBe(22)
+  })
+})

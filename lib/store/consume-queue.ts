@@ -24,6 +24,7 @@ import { MappedFileQueue } from './mapped-file-queue.js'
 import type { SelectMappedBufferResult } from './mapped-file.js'
 
 export const CQ_STORE_UNIT_SIZE = 20
+const ZERO_UNIT = Buffer.alloc(20)
 const UNIT_OFFSET_COMMIT_LOG_OFFSET = 0
 const UNIT_OFFSET_SIZE = 8
 const UNIT_OFFSET_TAGS_CODE = 12
@@ -140,6 +141,54 @@ export class ConsumeQueue {
    * are valid; the first invalid unit (or the end of the last file) is the end. Later bytes and
    * files are cut off, and maxPhysicOffset is the end of the last valid unit.
    */
+  /**
+   * After a clean shutdown (the store's shutdown record vouches for it) every file but the last is
+   * full and the last holds a prefix of units followed by zeros, so its end is found by bisection:
+   * a clean open reads a few units per queue instead of every unit of the last three files.
+   * Returns false, changing nothing, when the unit after the end found is not zeros. (A hole
+   * further on is not seen here; the store compares the units found with its shutdown record.)
+   */
+  recoverClean(): boolean {
+    const files = this.mappedFileQueue.mappedFiles
+    if (files.length === 0) return true
+    const size = this.mappedFileSize
+    const last = files[files.length - 1]
+    const buffer = this.wholeFile(last)
+    const valid = (unit: number) => {
+      const at = unit * CQ_STORE_UNIT_SIZE
+      return buffer.readInt32BE(at + UNIT_OFFSET_COMMIT_LOG_OFFSET) >= 0 && buffer.readInt32BE(at + UNIT_OFFSET_SIZE) > 0
+    }
+    let low = 0
+    let high = size / CQ_STORE_UNIT_SIZE
+    while (low < high) {
+      const mid = (low + high) >>> 1
+      if (valid(mid)) low = mid + 1
+      else high = mid
+    }
+    const end = low * CQ_STORE_UNIT_SIZE
+    // The unit just past the end must be all zeros, else this is not a clean prefix.
+    if (end < size && !buffer.subarray(end, end + CQ_STORE_UNIT_SIZE).equals(ZERO_UNIT)) return false
+    let lastUnit: Buffer | null = end > 0 ? buffer.subarray(end - CQ_STORE_UNIT_SIZE, end) : null
+    if (lastUnit === null && files.length > 1) {
+      const previous = this.wholeFile(files[files.length - 2])
+      lastUnit = previous.subarray(size - CQ_STORE_UNIT_SIZE, size)
+    }
+    if (lastUnit !== null) {
+      const offset = ConsumeQueue.readOffset(lastUnit, 0)
+      const unitSize = ConsumeQueue.readSize(lastUnit, 0)
+      if (!(offset >= 0 && unitSize > 0)) return false
+      if (!isBlank(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+    }
+    const processOffset = last.fileFromOffset + end
+    this.mappedFileQueue.flushedWhere = processOffset
+    this.mappedFileQueue.committedWhere = processOffset
+    if (this.readOnly) this.cutTailInMemory(processOffset)
+    else this.mappedFileQueue.truncateDirtyFiles(processOffset)
+    this.writeFile = null
+    this.writeView = null
+    return true
+  }
+
   recover(): void {
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return

@@ -324,9 +324,12 @@ export class MessageStore implements AsyncDisposable {
 
   /** The open-time decisions of docs/recovery.md, in order. */
   private recover(): void {
+    // A valid shutdown record means a clean close flushed every queue: find their ends by
+    // bisection. Without one (or when a queue does not look clean), scan as RocketMQ does.
+    const record = this.lastExitOK ? this.checkpoint.readShutdownRecord() : null
     let maxPhyOffsetOfConsumeQueue = -1
     for (const queue of this.allConsumeQueues()) {
-      queue.recover()
+      if (record === null || !queue.recoverClean()) queue.recover()
       maxPhyOffsetOfConsumeQueue = Math.max(maxPhyOffsetOfConsumeQueue, queue.getMaxPhysicOffset())
     }
     if (this.commitLog.mappedFileQueue.mappedFiles.length === 0) {
@@ -341,10 +344,16 @@ export class MessageStore implements AsyncDisposable {
       this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
     let outcome: RecoveryOutcome | null = null
     if (this.lastExitOK) {
-      const record = this.checkpoint.readShutdownRecord()
       if (record !== null) {
         outcome = this.commitLog.recoverFromShutdownRecord(record.endOffset, record.lastRecordOffset)
-        if (outcome === null) this.repair('scanned the commit log tail', 'the shutdown record does not match the files')
+        if (outcome === null) {
+          this.repair('scanned the commit log tail', 'the shutdown record does not match the files')
+          maxPhyOffsetOfConsumeQueue = -1
+          for (const queue of this.allConsumeQueues()) {
+            queue.recover()
+            maxPhyOffsetOfConsumeQueue = Math.max(maxPhyOffsetOfConsumeQueue, queue.getMaxPhysicOffset())
+          }
+        }
         const now = this.queueSummary()
         if (now.queueCount !== record.queueCount || now.queueUnitSum !== record.queueUnitSum) {
           // A queue lost files or units since the clean close: dispatch everything again (replays
@@ -377,7 +386,8 @@ export class MessageStore implements AsyncDisposable {
       this.repair(`truncated the commit log at ${damage.offset}`, `${damage.kind === 'torn' ? 'a torn write' : 'corruption'} at ${where}: ${damage.reason}`)
     }
     this.commitLog.truncateTo(outcome.processOffset)
-    if (maxPhyOffsetOfConsumeQueue >= outcome.processOffset || !this.lastExitOK) {
+    // Only units that end past the log need cutting (RocketMQ also rescans when one ends exactly there).
+    if (maxPhyOffsetOfConsumeQueue > outcome.processOffset || !this.lastExitOK) {
       for (const queue of this.allConsumeQueues()) queue.truncateDirtyLogicFiles(outcome.processOffset)
     }
     this.checkDerivedFiles(outcome.processOffset)
