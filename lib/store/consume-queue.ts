@@ -179,13 +179,7 @@ export class ConsumeQueue {
       if (!(offset >= 0 && unitSize > 0)) return false
       if (!isBlank(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
     }
-    const processOffset = last.fileFromOffset + end
-    this.mappedFileQueue.flushedWhere = processOffset
-    this.mappedFileQueue.committedWhere = processOffset
-    if (this.readOnly) this.cutTailInMemory(processOffset)
-    else this.mappedFileQueue.truncateDirtyFiles(processOffset)
-    this.writeFile = null
-    this.writeView = null
+    this.endRecoveryAt(last.fileFromOffset + end)
     return true
   }
 
@@ -211,6 +205,11 @@ export class ConsumeQueue {
       if (end < size || index + 1 >= files.length) break
       index += 1
     }
+    this.endRecoveryAt(processOffset)
+  }
+
+  /** The queue's data ends at `processOffset`: positions there, later files cut off. */
+  private endRecoveryAt(processOffset: number): void {
     this.mappedFileQueue.flushedWhere = processOffset
     this.mappedFileQueue.committedWhere = processOffset
     if (this.readOnly) this.cutTailInMemory(processOffset)
