@@ -638,3 +638,37 @@ describe('IndexService', () => {
     expect(() => open({ maxHashSlotNum: 0 })).toThrow(RangeError)
   })
 })
+
+describe('IndexService load: files must cover the log in order', () => {
+  it('refuses overlapping files (left by a rebuild cut short) with CORRUPTION, so the store rebuilds', () => {
+    const first = open({ maxIndexNum: 4 })
+    for (let i = 0; i < 6; i++) first.buildIndex(msg(1000 + i * 100, T0 + i * 1000, 'k'))
+    first.flush()
+    first.shutdown()
+    // A second run of files over the same offsets, named after the first.
+    const copy = fs.mkdtempSync(join(dir, '..', 'copy-'))
+    const again = open({ maxIndexNum: 4 }, copy)
+    for (let i = 0; i < 6; i++) again.buildIndex(msg(1000 + i * 100, T0 + i * 1000, 'k'))
+    again.flush()
+    again.shutdown()
+    for (const name of fs.readdirSync(copy)) fs.renameSync(join(copy, name), join(dir, `2099${name.slice(4)}`))
+    fs.rmSync(copy, { recursive: true, force: true })
+    const both = open({ maxIndexNum: 4 })
+    expect(() => both.load(true, 0)).toThrow(expect.objectContaining({ code: 'CORRUPTION' }))
+  })
+
+  it('after a crash, drops the first file newer than the checkpoint and every file after it', () => {
+    const service = open({ maxIndexNum: 4 })
+    for (let i = 0; i < 9; i++) service.buildIndex(msg(1000 + i * 100, T0 + i * 1000, 'k'))
+    service.flush()
+    const names = service.getFiles().map((f) => f.fileName)
+    const ends = service.getFiles().map((f) => f.getEndTimestamp())
+    service.shutdown()
+    const recovered = open({ maxIndexNum: 4 })
+    recovered.load(false, ends[0])
+    expect(recovered.getFiles().map((f) => f.fileName)).toEqual(names.slice(0, 1))
+    // Replays resume right after the newest kept entry, without indexing it twice.
+    for (let i = 0; i < 9; i++) recovered.buildIndex(msg(1000 + i * 100, T0 + i * 1000, 'k'))
+    expect(offsets(recovered, 'k')).toEqual([1800, 1700, 1600, 1500, 1400, 1300, 1200, 1100, 1000])
+  })
+})

@@ -85,6 +85,8 @@ export class IndexService {
   lastFlushError: unknown = null
 
   private readonly files: IndexFile[] = []
+  /** Commit-log offset of the newest record with an entry in any file, -1 when none. */
+  private lastIndexedOffset = -1
   /** Local time of the newest file name, so new names always sort after it. */
   private lastNameMillis = 0
   private readonly rollFlushes = new Set<Promise<void>>()
@@ -135,7 +137,10 @@ export class IndexService {
           throw new MQStoreError('BAD_FILE_NAME', `${path} is not an index file name (yyyyMMddHHmmssSSS)`)
         }
         const file = IndexFile.open(path, this.hashSlotNum, this.indexNum, { readOnly: this.readOnly })
-        if (!lastExitOK && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp) doomed.push(file)
+        // After a crash, the first file newer than the checkpoint and every file after it go:
+        // keeping a later file past a deleted one would leave a hole in the index.
+        const newer = !lastExitOK && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp
+        if (newer || doomed.length > 0) doomed.push(file)
         else loaded.push(file)
       }
     } catch (error) {
@@ -144,6 +149,21 @@ export class IndexService {
     }
     for (const file of doomed) file.destroy(0)
     if (doomed.length > 0) syncDirectory(doomed[0].fileName)
+    // Files must cover the commit log in order without overlapping; anything else (left by a
+    // rebuild cut short) cannot be searched or extended correctly, and the store rebuilds it.
+    let previousEnd = -1
+    for (const file of loaded) {
+      if (file.getIndexCount() <= 1) continue
+      if (file.getBeginPhyOffset() < previousEnd || file.getEndPhyOffset() < file.getBeginPhyOffset()) {
+        for (const each of loaded) each.shutdown()
+        throw new MQStoreError(
+          'CORRUPTION',
+          `${file.fileName} covers commit-log offsets from ${file.getBeginPhyOffset()}, before the end (${previousEnd}) of the file before it`,
+        )
+      }
+      previousEnd = file.getEndPhyOffset()
+      this.lastIndexedOffset = previousEnd
+    }
     this.files.push(...loaded)
     const last = this.lastFile()
     if (last !== null) this.noteName(last.fileName)
@@ -162,12 +182,9 @@ export class IndexService {
     if (this.readOnly) throw new TypeError(`index ${this.indexDir} is read-only`)
     let file = this.getAndCreateLastIndexFile()
     const phyOffset = req.commitLogOffset
-    // Replays are no-ops. RocketMQ only skips offsets below the end offset, so the last indexed
-    // record was indexed twice when dispatch restarted from it; the end offset itself counts as
-    // indexed once any entry exists (a rolled file inherits it from the file before).
-    const endPhyOffset = file.getEndPhyOffset()
-    if (phyOffset < endPhyOffset) return
-    if (phyOffset === endPhyOffset && (file.getIndexCount() > 1 || this.files.length > 1)) return
+    // Replays are no-ops: everything up to the newest indexed record is skipped, that record
+    // included (RocketMQ only skips offsets below the end offset, indexing that record twice).
+    if (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset) return
     if ((req.sysFlag & TRANSACTION_TYPE_MASK) === TRANSACTION_ROLLBACK_TYPE) return
 
     // Hash of `topic#`, continued over each key below: no key strings are built.
@@ -203,6 +220,7 @@ export class IndexService {
   /** Puts one key, rolling to a new file as long as the current one is full. */
   private putKeyHash(file: IndexFile, keyHash: number, phyOffset: number, storeTimestamp: number): IndexFile {
     while (!file.putKeyHash(keyHash, phyOffset, storeTimestamp)) file = this.roll()
+    this.lastIndexedOffset = phyOffset
     return file
   }
 

@@ -426,6 +426,7 @@ export class MessageStore implements AsyncDisposable {
     const last = files.length > 0 ? files[files.length - 1] : null
     if (last !== null && last.getEndPhyOffset() >= commitLogEnd && last.getIndexCount() > 1) {
       this.indexService.destroy()
+      fs.rmSync(join(this.storePath, 'index'), { recursive: true, force: true })
       this.indexService = this.createIndexService()
       this.rebuildIndex = true
       this.repair('deleted the index to rebuild it', `it indexes records at or past the end of the commit log (${commitLogEnd})`)
