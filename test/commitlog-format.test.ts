@@ -45,7 +45,7 @@ import {
   type PrepareFailure,
   type PreparedRecord,
   type RecordInput,
-} from '../lib/store/commitlog/format.js'
+} from '../lib/store/commitlog/record.js'
 
 const MAX = 4 * 1024 * 1024
 

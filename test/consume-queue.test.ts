@@ -2,13 +2,13 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { formatOffsetName } from '../lib/store/file-name.js'
+import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import {
   CQ_BLANK_UNIT_SIZE,
   CQ_STORE_UNIT_SIZE,
   ConsumeQueue,
   type CommitLogView,
-} from '../lib/store/consume-queue.js'
+} from '../lib/store/queue/consume-queue.js'
 import { tempDir } from './helpers/tmp.js'
 
 const UNITS_PER_FILE = 10

@@ -10,13 +10,13 @@ import {
   indexKeyHash,
   javaStringHashCode,
   parseIndexFileName,
-} from '../lib/store/index-file.js'
+} from '../lib/store/index/index-file.js'
 import {
   IndexService,
   MAX_MSGS_NUM_BATCH,
   type IndexDispatch,
   type IndexServiceOptions,
-} from '../lib/store/index-service.js'
+} from '../lib/store/index/index-service.js'
 import { tempDir } from './helpers/tmp.js'
 
 // Small files so that slot chains and rolls happen with a handful of keys:

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import fc from 'fast-check'
 
-import { formatOffsetName } from '../lib/store/file-name.js'
+import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions, type PutMessageResult } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
 

@@ -2,9 +2,9 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { formatOffsetName } from '../lib/store/file-name.js'
-import { MappedFileQueue } from '../lib/store/mapped-file-queue.js'
-import type { MappedFile } from '../lib/store/mapped-file.js'
+import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
+import { MappedFileQueue } from '../lib/store/mapped/mapped-file-queue.js'
+import type { MappedFile } from '../lib/store/mapped/mapped-file.js'
 import { tempDir } from './helpers/tmp.js'
 
 const SIZE = 8192

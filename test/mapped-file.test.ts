@@ -3,9 +3,9 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { MQStoreError } from '../lib/errors.js'
-import { formatOffsetName, parseOffsetName } from '../lib/store/file-name.js'
-import { MappedFile } from '../lib/store/mapped-file.js'
-import { TransientStorePool } from '../lib/store/transient-store-pool.js'
+import { formatOffsetName, parseOffsetName } from '../lib/store/mapped/segment-name.js'
+import { MappedFile } from '../lib/store/mapped/mapped-file.js'
+import { TransientStorePool } from '../lib/store/mapped/transient-store-pool.js'
 import { distEntry, runNodeScript, tempDir } from './helpers/tmp.js'
 
 const SIZE = 64 * 1024

@@ -3,9 +3,9 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import fc from 'fast-check'
 
-import { BLANK_MAGIC_CODE } from '../lib/store/commitlog/format.js'
+import { BLANK_MAGIC_CODE } from '../lib/store/commitlog/record.js'
 import { parseLenientJson } from '../lib/store/consumer-offsets.js'
-import { formatOffsetName } from '../lib/store/file-name.js'
+import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type Message, type OpenOptions } from '../lib/store/message-store.js'
 import { distEntry, runNodeScript, tempDir } from './helpers/tmp.js'
 

@@ -5,7 +5,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { formatOffsetName } from '../lib/store/file-name.js'
+import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions, type PutMessageResult } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
 

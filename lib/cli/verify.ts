@@ -22,7 +22,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 
 import { EMBEDDED_DEFAULTS, ROCKETMQ_SIZES } from '../store/config.js'
-import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from '../store/consume-queue.js'
+import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from '../store/queue/consume-queue.js'
 import {
   BLANK_MAGIC_CODE,
   checkRecord,
@@ -30,8 +30,8 @@ import {
   MIN_RECORD_LENGTH,
   SysFlag,
   type DispatchRequest,
-} from '../store/commitlog/format.js'
-import { parseOffsetName } from '../store/file-name.js'
+} from '../store/commitlog/record.js'
+import { parseOffsetName } from '../store/mapped/segment-name.js'
 import {
   HASH_SLOT_SIZE,
   INDEX_COUNT_OFFSET,
@@ -40,7 +40,7 @@ import {
   indexFileSize,
   indexKeyHash,
   parseIndexFileName,
-} from '../store/index-file.js'
+} from '../store/index/index-file.js'
 import { CHECKPOINT_FILE_SIZE } from '../store/store-checkpoint.js'
 
 // ---------------------------------------------------------------------------------------------

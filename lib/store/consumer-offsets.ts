@@ -7,7 +7,7 @@
 import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
-import { syncDirectory } from './mapped-file.js'
+import { syncDirectory } from './mapped/directory.js'
 
 export class ConsumerOffsets {
   readonly path: string

@@ -2,8 +2,8 @@
 // and feeds each record to the consume queues and the index, in commit-log order. A consumer sees a
 // message only once it is dispatched. Dispatch runs on the JS thread in batches: right after puts
 // (a microtask, so an awaited put is visible to the next read) and before every read.
-import { checkRecord, type DispatchRequest } from './commitlog/format.js'
-import type { CommitLog } from './commit-log.js'
+import { checkRecord, type DispatchRequest } from './commitlog/record.js'
+import type { CommitLog } from './commitlog/commit-log.js'
 
 /** Builds the derived entries of one record; false (or a throw) when that failed. */
 export type DispatchHandler = (request: DispatchRequest) => boolean

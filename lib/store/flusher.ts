@@ -7,7 +7,7 @@
 // ASYNC_FLUSH: a loop flushes every flushIntervalCommitLog ms once flushCommitLogLeastPages pages
 // are dirty, and everything every flushCommitLogThoroughInterval ms. With the transient store
 // pool, a second loop first commits the write buffers into the files.
-import type { CommitLog, PutMessageStatus } from './commit-log.js'
+import type { CommitLog, PutMessageStatus } from './commitlog/commit-log.js'
 import type { MessageStoreConfig } from './config.js'
 import { ServiceLoop } from './service-loop.js'
 import type { StoreCheckpoint } from './store-checkpoint.js'

@@ -21,22 +21,22 @@ import {
   type DispatchRequest,
   type HostAddress,
   type PreparedRecord,
-} from './commitlog/format.js'
-import { CommitLog, PutMessageResult, type CommitLogReader, type PutMessageStatus, type RecoveryOutcome } from './commit-log.js'
+} from './commitlog/record.js'
+import { CommitLog, PutMessageResult, type CommitLogReader, type PutMessageStatus, type RecoveryOutcome } from './commitlog/commit-log.js'
 import { parseHost, resolveConfig, type MessageStoreConfig, type MessageStoreOptions } from './config.js'
-import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from './consume-queue.js'
+import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from './queue/consume-queue.js'
 import { ConsumerOffsets } from './consumer-offsets.js'
 import { Dispatcher } from './dispatcher.js'
 import { CommitLogFlusher } from './flusher.js'
-import { IndexService } from './index-service.js'
-import { syncDirectory } from './mapped-file.js'
+import { IndexService } from './index/index-service.js'
+import { syncDirectory } from './mapped/directory.js'
 import { ServiceLoop } from './service-loop.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreStatsService, type StoreStats } from './store-stats.js'
-import { TransientStorePool } from './transient-store-pool.js'
+import { TransientStorePool } from './mapped/transient-store-pool.js'
 
-export type { PutMessageStatus } from './commit-log.js'
-export { PutMessageResult } from './commit-log.js'
+export type { PutMessageStatus } from './commitlog/commit-log.js'
+export { PutMessageResult } from './commitlog/commit-log.js'
 
 /** A message to put. Only topic and body are required. */
 export interface Message {

@@ -19,7 +19,7 @@
 import * as fs from 'node:fs'
 import * as zlib from 'node:zlib'
 
-import { MappedFile } from './mapped-file.js'
+import { MappedFile } from './mapped/mapped-file.js'
 
 export const CHECKPOINT_FILE_SIZE = 4096
 const OFFSET_PHYSIC_MSG_TIMESTAMP = 0

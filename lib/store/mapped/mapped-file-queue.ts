@@ -7,9 +7,10 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-import { MQStoreError } from '../errors.js'
-import { formatOffsetName, parseOffsetName } from './file-name.js'
-import { MappedFile, syncDirectory, type MappedFileOptions } from './mapped-file.js'
+import { MQStoreError } from '../../errors.js'
+import { formatOffsetName, parseOffsetName } from './segment-name.js'
+import { syncDirectory } from './directory.js'
+import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 
 /** RocketMQ deletes at most this many files in one expiry pass. */

@@ -9,7 +9,7 @@
 import * as fs from 'node:fs'
 import { basename, join } from 'node:path'
 
-import { ioError, MQStoreError } from '../errors.js'
+import { ioError, MQStoreError } from '../../errors.js'
 import {
   continueJavaStringHash,
   formatIndexFileName,
@@ -20,7 +20,7 @@ import {
   parseIndexFileName,
   toIndexKeyHash,
 } from './index-file.js'
-import { syncDirectory } from './mapped-file.js'
+import { syncDirectory } from '../mapped/directory.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
 export const MAX_MSGS_NUM_BATCH = 64

@@ -21,11 +21,11 @@ import {
   type DispatchRequest,
   type HostAddress,
   type PreparedRecord,
-} from './commitlog/format.js'
-import type { MessageStoreConfig } from './config.js'
-import type { MappedFile, SelectMappedBufferResult } from './mapped-file.js'
-import { MappedFileQueue } from './mapped-file-queue.js'
-import type { TransientStorePool } from './transient-store-pool.js'
+} from './record.js'
+import type { MessageStoreConfig } from '../config.js'
+import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
+import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
+import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
 export type PutMessageStatus =
   | 'PUT_OK'

@@ -18,10 +18,10 @@
 // every safe integer, negative ones included.
 import { join } from 'node:path'
 
-import { MQStoreError } from '../errors.js'
-import type { MappedFile } from './mapped-file.js'
-import { MappedFileQueue } from './mapped-file-queue.js'
-import type { SelectMappedBufferResult } from './mapped-file.js'
+import { MQStoreError } from '../../errors.js'
+import type { MappedFile } from '../mapped/mapped-file.js'
+import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
+import type { SelectMappedBufferResult } from '../mapped/mapped-file.js'
 
 export const CQ_STORE_UNIT_SIZE = 20
 const ZERO_UNIT = Buffer.alloc(20)

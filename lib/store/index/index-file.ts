@@ -16,9 +16,9 @@
 //
 // The file is named by its creation time in local time, `yyyyMMddHHmmssSSS`. It is full when
 // indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
-import { MQStoreError } from '../errors.js'
-import { MappedFile } from './mapped-file.js'
-import { javaStringHashCode } from './commitlog/format.js'
+import { MQStoreError } from '../../errors.js'
+import { MappedFile } from '../mapped/mapped-file.js'
+import { javaStringHashCode } from '../commitlog/record.js'
 
 export const INDEX_HEADER_SIZE = 40
 export const HASH_SLOT_SIZE = 4

@@ -16,9 +16,10 @@
 import * as fs from 'node:fs'
 import { basename } from 'node:path'
 
-import { ioError, MQStoreError } from '../errors.js'
-import { native, type MapHandle } from '../native.js'
-import { parseOffsetName } from './file-name.js'
+import { ioError, MQStoreError } from '../../errors.js'
+import { native, type MapHandle } from '../../native.js'
+import { syncDirectory } from './directory.js'
+import { parseOffsetName } from './segment-name.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 
 /** RocketMQ's logical page for flush and commit thresholds (not the OS page size). */
@@ -505,18 +506,4 @@ function assertFileSize(fileSize: number): void {
 
 function fdatasync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())))
-}
-
-/** fsync of the directory that holds `fileName`, so a rename or unlink survives a power cut. */
-export function syncDirectory(fileName: string): void {
-  const dir = fileName.slice(0, Math.max(1, fileName.lastIndexOf('/')))
-  let fd = -1
-  try {
-    fd = fs.openSync(dir, 'r')
-    fs.fsyncSync(fd)
-  } catch {
-    // Some file systems refuse fsync on directories; the rename itself is still atomic.
-  } finally {
-    if (fd >= 0) fs.closeSync(fd)
-  }
 }
