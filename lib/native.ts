@@ -70,4 +70,32 @@ function load(): NativeBinding {
   }
 }
 
-export const native: NativeBinding = load()
+const binding = load()
+
+/**
+ * The binding every module calls. It is a plain object over the addon's functions so that a test
+ * can interpose on the system calls (inject an I/O error, record what was synced) through
+ * `interposeNativeForTesting`; production code never replaces them.
+ */
+export const native: NativeBinding = {
+  map: binding.map,
+  allocate: binding.allocate,
+  lockFile: binding.lockFile,
+  unlockFile: binding.unlockFile,
+  pageSize: binding.pageSize,
+  platform: binding.platform,
+}
+
+type Interposable = Pick<NativeBinding, 'map' | 'allocate' | 'lockFile' | 'unlockFile'>
+
+/**
+ * Test-only seam: replaces some of the binding's functions (a wrapper may call `original`), and
+ * returns a function that restores them. Not part of the public API.
+ */
+export function interposeNativeForTesting(wrap: (original: Readonly<Interposable>) => Partial<Interposable>): () => void {
+  const original: Interposable = { map: native.map, allocate: native.allocate, lockFile: native.lockFile, unlockFile: native.unlockFile }
+  Object.assign(native, wrap(Object.freeze({ ...original })))
+  return () => {
+    Object.assign(native, original)
+  }
+}
