@@ -1,16 +1,20 @@
 // Operational and data errors carry a stable upper-case `code`. Misuse of the API (wrong types,
 // out-of-range arguments) throws TypeError / RangeError instead: that is a bug, not a case to handle.
 
-export type ErrorCode =
-  | 'STORE_CLOSED' // an operation on a closed store or file
-  | 'LOCKED' // another process holds the store directory
-  | 'INVALID_OPTION' // an unknown or invalid option
-  | 'BAD_FILE_SIZE' // a segment whose length differs from the configured file size
-  | 'BAD_FILE_NAME' // a segment whose name is not its 20-digit start offset
-  | 'NON_CONTIGUOUS' // a gap or overlap between consecutive segments
-  | 'CORRUPTION' // a record or file failed its checks
-  | 'NO_SPACE' // the disk is full (preallocation failed)
-  | 'IO_ERROR' // any other system call failure
+/** Every code an MQStoreError may carry, with what it means. */
+export const ERROR_CODES = [
+  'STORE_CLOSED', // an operation on a closed store or file
+  'LOCKED', // another process holds the store directory
+  'INVALID_OPTION', // an unknown or invalid option
+  'BAD_FILE_SIZE', // a segment whose length differs from the configured file size
+  'BAD_FILE_NAME', // a segment whose name is not its 20-digit start offset
+  'NON_CONTIGUOUS', // a gap or overlap between consecutive segments
+  'CORRUPTION', // a record or file failed its checks
+  'NO_SPACE', // the disk is full (preallocation failed)
+  'IO_ERROR', // any other system call failure
+] as const
+
+export type ErrorCode = (typeof ERROR_CODES)[number]
 
 export class MQStoreError extends Error {
   readonly code: ErrorCode

@@ -6,7 +6,7 @@ import { MQStoreError } from '../lib/errors.js'
 import { formatOffsetName, parseOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MappedFile } from '../lib/store/mapped/mapped-file.js'
 import { TransientStorePool } from '../lib/store/mapped/transient-store-pool.js'
-import { distEntry, runNodeScript, tempDir } from './helpers/tmp.js'
+import { distInternals, runNodeScript, tempDir } from './helpers/tmp.js'
 
 const SIZE = 64 * 1024
 let dir: string
@@ -220,7 +220,7 @@ describe('MappedFile', () => {
     const result = runNodeScript(`
       import * as fs from 'node:fs'
       import { join } from 'node:path'
-      import { MappedFile, formatOffsetName } from ${JSON.stringify(distEntry)}
+      import { MappedFile, formatOffsetName } from ${JSON.stringify(distInternals)}
       const dir = fs.mkdtempSync(join(process.argv[2], 'x-'))
       const file = MappedFile.create(join(dir, formatOffsetName(0)), 65536)
       file.appendWith((target, pos) => { target.write('payload', pos); return { wroteBytes: 7 } })

@@ -119,6 +119,19 @@ describe('MessageStore put and read', () => {
     expect(store.stats().putMessageFailedTimes).toBe(7)
   })
 
+  it('a message of a batch with a bad bornHost fails alone with MESSAGE_ILLEGAL; the others are stored', async () => {
+    const store = await openStore()
+    const results = await store.putMessages([
+      { topic: 't', body: 'a' },
+      { topic: 't', body: 'b', bornHost: 'not-a-host' },
+      { topic: 't', body: 'c', bornHost: '10.0.0.1:1234' },
+    ])
+    expect(results.map((r) => r.status)).toEqual(['PUT_OK', 'MESSAGE_ILLEGAL', 'PUT_OK'])
+    expect(store.getMaxOffsetInQueue('t', 0)).toBe(2)
+    const got = store.getMessage('g', 't', 0, 0, 10)
+    expect(got.messages.map((m) => m.body.toString())).toEqual(['a', 'c'])
+  })
+
   it('a batch with a malformed message stores none of it', async () => {
     const store = await openStore()
     const batch = [{ topic: 't', body: 'a' }, { topic: 't', body: 7 as unknown as string }, { topic: 't', body: 'c' }]

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { native } from '../lib/native.js'
-import { distEntry, runNodeScript, tempDir } from './helpers/tmp.js'
+import { distInternals, runNodeScript, tempDir } from './helpers/tmp.js'
 
 let dir: string
 beforeEach(() => {
@@ -177,7 +177,7 @@ describe('native addon', () => {
   it('reading a view after the process closed every mapping exits cleanly (child process)', () => {
     const result = runNodeScript(`
       import * as fs from 'node:fs'
-      import { native } from ${JSON.stringify(distEntry)}
+      import { native } from ${JSON.stringify(distInternals)}
       const file = process.argv[2]
       const fd = fs.openSync(file, 'w+')
       native.allocate(fd, 0, 1 << 16)
@@ -200,7 +200,7 @@ describe('native addon', () => {
     const result = runNodeScript(`
       import { Worker } from 'node:worker_threads'
       const code = \`
-        const { native } = await import(${JSON.stringify(distEntry)})
+        const { native } = await import(${JSON.stringify(distInternals)})
         const fs = await import('node:fs')
         const fd = fs.openSync(process.env.FILE, 'w+')
         native.allocate(fd, 0, 1 << 20)

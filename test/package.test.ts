@@ -36,6 +36,7 @@ interface LoadReport {
   pageSize: number
   platform: string
   exports: string[]
+  internals: string[]
   pkgDir: string
   binding: string
 }
@@ -178,14 +179,15 @@ describe('npm tarball', () => {
     const script = `
       import { createRequire } from 'node:module'
       import { dirname, join } from 'node:path'
-      import('mqstore').then((m) => {
+      Promise.all([import('mqstore'), import('mqstore/internals')]).then(([root, m]) => {
         const require = createRequire(join(process.cwd(), 'package.json'))
         const pkgDir = dirname(require.resolve('mqstore/package.json'))
         const binding = createRequire(join(pkgDir, 'package.json'))('node-gyp-build').path(pkgDir)
         console.log(JSON.stringify({
           pageSize: m.native.pageSize,
           platform: m.native.platform,
-          exports: Object.keys(m),
+          exports: Object.keys(root),
+          internals: Object.keys(m),
           pkgDir,
           binding,
         }))
@@ -202,7 +204,9 @@ describe('npm tarball', () => {
   }
 
   function expectPrebuildLoaded(report: LoadReport): void {
-    expect(report.exports).toContain('native')
+    expect(report.exports).toEqual(expect.arrayContaining(['MessageStore', 'MQStoreError', 'verifyStore']))
+    expect(report.exports).not.toContain('native')
+    expect(report.internals).toContain('native')
     expect(report.pageSize).toBeGreaterThan(0)
     expect(report.platform).toBe(process.platform)
     expect(report.binding.startsWith(join(report.pkgDir, 'prebuilds', host) + sep)).toBe(true)

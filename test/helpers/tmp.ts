@@ -4,9 +4,26 @@ import { join } from 'node:path'
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 
-/** A fresh directory per call; removed by the returned cleanup. */
+const made = new Set<string>()
+process.once('exit', () => {
+  if (process.env.MQSTORE_KEEP_TMP) return
+  for (const dir of made) {
+    try {
+      fs.rmSync(dir, { recursive: true, force: true })
+    } catch {
+      // a folder still mounted or busy stays for the OS to clean
+    }
+  }
+})
+
+/**
+ * A fresh directory per call under the OS temp folder. Every directory it made is removed when
+ * the test worker exits (kept when MQSTORE_KEEP_TMP is set, to look at after a failure).
+ */
 export function tempDir(prefix = 'mqstore-'): string {
-  return fs.mkdtempSync(join(os.tmpdir(), prefix))
+  const dir = fs.mkdtempSync(join(os.tmpdir(), prefix))
+  made.add(dir)
+  return dir
 }
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
@@ -34,3 +51,6 @@ export function runNodeScript(source: string, args: string[] = [], timeoutMs = 6
 
 /** The compiled package entry, for child-process scripts. */
 export const distEntry = new URL('../../dist/lib/index.js', import.meta.url).href
+
+/** The compiled `mqstore/internals` entry (native binding, mapped files), for child-process scripts. */
+export const distInternals = new URL('../../dist/lib/internals.js', import.meta.url).href

@@ -1,0 +1,85 @@
+// Where a dispatched record goes: its consume-queue unit (committed and non-transactional records
+// only), its index entries, and a wake-up for the consumers waiting on its queue.
+import type { PutMessageResult } from './commitlog/commit-log.js'
+import { SCHEDULE_TOPIC, SysFlag, tagsCodeOf, type DispatchRequest, type PreparedRecord } from './commitlog/record.js'
+import type { MessageStoreConfig } from './config.js'
+import type { IndexService } from './index/index-service.js'
+import type { ConsumeQueue } from './queue/consume-queue.js'
+import type { ConsumeQueueTable } from './queue/queue-table.js'
+import type { Subscriptions } from './read/subscriptions.js'
+import { keysString } from './message-validation.js'
+import type { StoreCheckpoint } from './store-checkpoint.js'
+import type { Message } from './types.js'
+
+export interface DispatchTargetDeps {
+  config: MessageStoreConfig
+  queues: ConsumeQueueTable
+  /** The index is replaced when open rebuilds it, so it is looked up on each record. */
+  index: () => IndexService
+  checkpoint: StoreCheckpoint
+  subscriptions: Subscriptions
+  log: (message: string) => void
+}
+
+export class DispatchTargets {
+  /** True until open() finishes: queues found with missing units are collected for a rebuild. */
+  opening = true
+  /** Queues whose records follow units they do not have (a lost tail), found while opening. */
+  readonly gapQueues = new Set<ConsumeQueue>()
+
+  constructor(private readonly deps: DispatchTargetDeps) {}
+
+  /** Writes a record's consume-queue unit and index entries; false when the unit could not be written. */
+  dispatch(request: DispatchRequest, index = true): boolean {
+    const { config, queues } = this.deps
+    const buildIndex = index && config.messageIndexEnable
+    const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
+    if (tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT) {
+      const queue = queues.findOrCreate(request.topic, request.queueId)
+      const max = queue.getMaxOffsetInQueue()
+      if (max > 0 && request.queueOffset > max) {
+        // The queue is missing units before this record (lost with a consume-queue tail): writing
+        // this unit now would put it at the wrong queue offset. Open rebuilds such queues.
+        if (this.opening) this.gapQueues.add(queue)
+        else this.deps.log(`consume queue ${queue.topic}/${queue.queueId} misses units ${max}..${request.queueOffset - 1}`)
+        if (buildIndex) this.deps.index().buildIndex(request)
+        return true
+      }
+      if (!queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
+        return false
+      }
+      this.deps.checkpoint.logicsMsgTimestamp = request.storeTimestamp
+      if (this.deps.subscriptions.hasWaiters) this.deps.subscriptions.notifyArrival(request.topic, request.queueId)
+    }
+    if (buildIndex) this.deps.index().buildIndex(request)
+    return true
+  }
+}
+
+/**
+ * The dispatch request of a record its put just appended, built from the message instead of being
+ * parsed back out of the log; null for the schedule topic, whose tagsCode is a delivery time that
+ * only the record parser computes.
+ */
+export function appendedRequest(message: Message, record: PreparedRecord, result: PutMessageResult): DispatchRequest | null {
+  if (record.topic === SCHEDULE_TOPIC) return null
+  const { properties } = message
+  const keys = message.keys === undefined ? properties?.KEYS : keysString(message.keys)
+  const tags = message.tags ?? properties?.TAGS
+  return {
+    status: 'OK',
+    size: result.wroteBytes,
+    topic: record.topic,
+    queueId: record.queueId,
+    queueOffset: result.queueOffset,
+    commitLogOffset: result.wroteOffset,
+    sysFlag: record.sysFlag,
+    bornTimestamp: message.bornTimestamp ?? result.storeTimestamp,
+    storeTimestamp: result.storeTimestamp,
+    preparedTransactionOffset: message.preparedTransactionOffset ?? 0,
+    tagsCode: tagsCodeOf(tags),
+    keys: keys === '' ? undefined : keys,
+    uniqKey: properties?.UNIQ_KEY === '' ? undefined : properties?.UNIQ_KEY,
+    bodyCRC: record.bodyCRC,
+  }
+}

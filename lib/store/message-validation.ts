@@ -1,0 +1,139 @@
+// Checks of what callers pass in, and the building of a record from a Message. Misuse of the API
+// (wrong types, out-of-range numbers) throws TypeError/RangeError; what RocketMQ reports as a
+// status (an illegal message, oversized properties) comes back as a PrepareFailure for that
+// message alone.
+import {
+  encodeProperties,
+  prepareRecord,
+  validateTopic,
+  type HostAddress,
+  type PrepareFailure,
+  type PreparedRecord,
+} from './commitlog/record.js'
+import { parseHost } from './config.js'
+import type { Message, MessageFilter } from './types.js'
+
+const GROUP_PATTERN = /^[%|a-zA-Z0-9_-]{1,255}$/
+const QUEUE_ID_MAX = 0x7fffffff
+/** The property separators of RocketMQ's properties string; tags and keys may not hold them. */
+const SEPARATORS = /[\u0000\u0001\u0002]/
+
+export function checkName(name: string, what: string): void {
+  if (typeof name !== 'string' || !GROUP_PATTERN.test(name)) {
+    throw new TypeError(`${what} must be 1 to 255 characters of [%|a-zA-Z0-9_-], got ${JSON.stringify(name)}`)
+  }
+}
+
+export function checkQueue(topic: string, queueId: number): void {
+  if (typeof topic !== 'string') throw new TypeError('topic must be a string')
+  const invalid = validateTopic(topic)
+  if (invalid !== null) throw new TypeError(`invalid topic ${JSON.stringify(topic)}: ${invalid}`)
+  checkQueueId(queueId, 'queueId')
+}
+
+function checkQueueId(queueId: number, what: string): void {
+  if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > QUEUE_ID_MAX) {
+    throw new RangeError(`${what} must be an integer from 0 to 2^31-1`)
+  }
+}
+
+export function checkOffset(offset: number, what = 'offset'): void {
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`${what} must be a non-negative integer`)
+}
+
+export function checkPositive(n: number, what: string): void {
+  if (!Number.isSafeInteger(n) || n < 1) throw new RangeError(`${what} must be a positive integer`)
+}
+
+/** What a record takes from the store rather than from the message. */
+export interface RecordDefaults {
+  storeHost: HostAddress
+  bornHost: HostAddress
+  maxMessageSize: number
+}
+
+/** The message's keys as RocketMQ stores them: one string, space-separated. */
+export function keysString(keys: Message['keys']): string | undefined {
+  if (keys === undefined || typeof keys === 'string') return keys
+  if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string')) {
+    throw new TypeError('message.keys must be a string or an array of strings')
+  }
+  return keys.join(' ')
+}
+
+/** Validates a message and lays out its record; a message RocketMQ would refuse fails alone. */
+export function buildRecord(message: Message, now: number, defaults: RecordDefaults): PreparedRecord | PrepareFailure {
+  if (message === null || typeof message !== 'object') throw new TypeError('message must be an object')
+  const { topic, body } = message
+  if (typeof topic !== 'string') throw new TypeError('message.topic must be a string')
+  const queueId = message.queueId ?? 0
+  checkQueueId(queueId, 'message.queueId')
+  let bodyBytes: Uint8Array
+  if (typeof body === 'string') bodyBytes = Buffer.from(body, 'utf8')
+  else if (body instanceof Uint8Array) bodyBytes = body
+  else throw new TypeError('message.body must be a Uint8Array or a string')
+  const { tags } = message
+  if (tags !== undefined && typeof tags !== 'string') throw new TypeError('message.tags must be a string')
+  const keys = keysString(message.keys)
+  let propertiesString: string
+  let bornHost: HostAddress
+  try {
+    // The common message carries only TAGS and KEYS: skip building a properties object for it.
+    propertiesString =
+      message.properties === undefined
+        ? encodeTagsAndKeys(tags, keys)
+        : encodeProperties(withTagsAndKeys(message.properties, tags, keys))
+    bornHost = message.bornHost === undefined ? defaults.bornHost : parseHost(message.bornHost, 'bornHost')
+  } catch (error) {
+    return { status: 'MESSAGE_ILLEGAL', reason: (error as Error).message }
+  }
+  return prepareRecord(
+    {
+      topic,
+      queueId,
+      body: bodyBytes,
+      flag: message.flag ?? 0,
+      sysFlag: message.sysFlag ?? 0,
+      bornTimestamp: message.bornTimestamp ?? now,
+      bornHost,
+      storeHost: defaults.storeHost,
+      reconsumeTimes: message.reconsumeTimes ?? 0,
+      preparedTransactionOffset: message.preparedTransactionOffset ?? 0,
+      propertiesString,
+    },
+    defaults.maxMessageSize,
+  )
+}
+
+function withTagsAndKeys(
+  properties: Record<string, string>,
+  tags: string | undefined,
+  keys: string | undefined,
+): Record<string, string | undefined> {
+  const all: Record<string, string | undefined> = { ...properties }
+  if (tags !== undefined) all.TAGS = tags
+  if (keys !== undefined) all.KEYS = keys
+  return all
+}
+
+/** encodeProperties({ TAGS: tags, KEYS: keys }) without the object. */
+function encodeTagsAndKeys(tags: string | undefined, keys: string | undefined): string {
+  if ((tags !== undefined && SEPARATORS.test(tags)) || (keys !== undefined && SEPARATORS.test(keys))) {
+    return encodeProperties({ TAGS: tags, KEYS: keys }) // throws the precise error
+  }
+  const tagsPart = tags === undefined || tags === '' ? '' : `TAGS\u0001${tags}`
+  const keysPart = keys === undefined || keys === '' ? '' : `KEYS\u0001${keys}`
+  return tagsPart === '' ? keysPart : keysPart === '' ? tagsPart : `${tagsPart}\u0002${keysPart}`
+}
+
+/** Normalises a filter to a list of tags, or undefined for "everything". */
+export function filterTags(filter: MessageFilter | undefined): string[] | undefined {
+  if (filter === undefined || filter === null) return undefined
+  let tags: string[] | string | undefined
+  if (typeof filter === 'string' || Array.isArray(filter)) tags = filter
+  else tags = filter.tags
+  if (tags === undefined) return undefined
+  const list = (typeof tags === 'string' ? tags.split('||') : tags).map((t) => t.trim()).filter((t) => t !== '')
+  if (list.length === 0 || list.includes('*')) return undefined
+  return list
+}

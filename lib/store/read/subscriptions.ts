@@ -1,0 +1,119 @@
+// Subscriptions: consume() tails a queue, and dispatch wakes the consumers waiting on a queue when
+// a message arrives for it (no polling).
+import type { ConsumerOffsets } from '../consumer-offsets.js'
+import type { ConsumeQueueTable } from '../queue/queue-table.js'
+import type { ConsumeOptions, Subscription } from '../types.js'
+import type { ReadService } from './read-service.js'
+
+export interface SubscriptionDeps {
+  read: ReadService
+  queues: ConsumeQueueTable
+  offsets: ConsumerOffsets
+  /** Dispatches what the log holds beyond the consume queues, so a read sees every put. */
+  catchUp: () => void
+  isClosed: () => boolean
+  /** Commits through the store's checks (subscription.commit()). */
+  commit: (group: string, topic: string, queueId: number, offset: number) => void
+}
+
+export class Subscriptions {
+  private readonly waiters = new Map<string, Set<() => void>>()
+
+  constructor(private readonly deps: SubscriptionDeps) {}
+
+  /** True while some consumer waits; dispatch skips notifying otherwise. */
+  get hasWaiters(): boolean {
+    return this.waiters.size > 0
+  }
+
+  /** Wakes the consumers waiting on a queue. */
+  notifyArrival(topic: string, queueId: number): void {
+    const key = `${topic}-${queueId}`
+    const set = this.waiters.get(key)
+    if (set === undefined) return
+    this.waiters.delete(key)
+    for (const wake of set) wake()
+  }
+
+  /** Wakes every waiting consumer (close); their iterations then end. */
+  wakeAll(): void {
+    for (const set of this.waiters.values()) for (const wake of set) wake()
+    this.waiters.clear()
+  }
+
+  /** A subscription over one queue; options are already checked except `from`. */
+  subscribe(options: ConsumeOptions, batchSize: number, tags: string[] | undefined): Subscription {
+    const { group, topic, queueId, signal } = options
+    const deps = this.deps
+    const stopped = () => deps.isClosed() || signal?.aborted === true
+    let position = this.startOffset(group, topic, queueId, options.from ?? 'committed')
+    const waitForArrival = () => this.waitForArrival(topic, queueId, signal)
+    return {
+      get position() {
+        return position
+      },
+      commit(offset?: number) {
+        deps.commit(group, topic, queueId, offset ?? position)
+      },
+      async *[Symbol.asyncIterator]() {
+        while (!stopped()) {
+          deps.catchUp()
+          const result = deps.read.readQueue(topic, queueId, position, batchSize, tags)
+          if (result.status === 'FOUND') {
+            for (const message of result.messages) {
+              position = message.queueOffset + 1
+              if (options.autoCommit === true) deps.offsets.commitOffset(group, topic, queueId, position)
+              yield message
+              if (stopped()) return
+            }
+            position = Math.max(position, result.nextBeginOffset)
+            continue
+          }
+          if (result.nextBeginOffset !== position && result.status !== 'NO_MESSAGE_IN_QUEUE') {
+            position = result.nextBeginOffset
+            continue
+          }
+          await waitForArrival()
+        }
+      },
+    }
+  }
+
+  private startOffset(group: string, topic: string, queueId: number, from: NonNullable<ConsumeOptions['from']>): number {
+    this.deps.catchUp()
+    const queue = this.deps.queues.find(topic, queueId)
+    const min = queue?.getMinOffsetInQueue() ?? 0
+    const max = queue?.getMaxOffsetInQueue() ?? 0
+    if (typeof from === 'number') {
+      if (!Number.isSafeInteger(from) || from < 0) throw new RangeError('from must be a non-negative integer')
+      return from
+    }
+    if (from === 'earliest') return min
+    if (from === 'latest') return max
+    if (from !== 'committed') throw new TypeError(`from must be 'committed', 'earliest', 'latest' or an offset`)
+    const committed = this.deps.offsets.queryOffset(group, topic, queueId)
+    return committed >= 0 ? committed : min
+  }
+
+  private waitForArrival(topic: string, queueId: number, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.deps.isClosed() || signal?.aborted === true) return resolve()
+      const key = `${topic}-${queueId}`
+      let set = this.waiters.get(key)
+      if (set === undefined) {
+        set = new Set()
+        this.waiters.set(key, set)
+      }
+      const wake = () => {
+        signal?.removeEventListener('abort', onAbort)
+        resolve()
+      }
+      const onAbort = () => {
+        this.waiters.get(key)?.delete(wake)
+        resolve()
+      }
+      set.add(wake)
+      signal?.addEventListener('abort', onAbort, { once: true })
+    })
+  }
+}

@@ -1,0 +1,179 @@
+// Store recovery at open: reads what was loaded (the abort file's verdict, the shutdown record, the
+// consume queues' ends, the commit log's tail, the index's end), asks recovery-plan what to do, and
+// does it through the host's hands: truncations, discarded queues, a rebuilt index, repairs.
+import { MQStoreError } from '../../errors.js'
+import type { CommitLog, RecoveryOutcome, RecoveryProgress } from '../commitlog/commit-log.js'
+import { checkRecord, type DispatchRequest } from '../commitlog/record.js'
+import type { MessageStoreConfig } from '../config.js'
+import type { IndexService } from '../index/index-service.js'
+import { ConsumeQueue } from '../queue/consume-queue.js'
+import type { ConsumeQueueTable } from '../queue/queue-table.js'
+import type { StoreCheckpoint } from '../store-checkpoint.js'
+import type { DispatchTargets } from '../dispatch-targets.js'
+import type { Dispatcher } from '../dispatcher.js'
+import type { IndexFile } from '../index/index-file.js'
+import { indexEndsPastLog, judgeDamage, judgeQueueSummary, lastUnitMatches, mustTruncateQueues, reputStart } from './recovery-plan.js'
+
+export interface RecoveryHost {
+  config: MessageStoreConfig
+  commitLog: CommitLog
+  queues: ConsumeQueueTable
+  checkpoint: StoreCheckpoint
+  /** False when the abort file was found: the last run did not close cleanly. */
+  lastExitOK: boolean
+  index(): IndexService
+  repair(action: string, reason: string): void
+  /** Deletes a queue that cannot be trusted; dispatch rebuilds it. */
+  discardQueue(queue: ConsumeQueue, reason: string): void
+  /** Deletes the index; dispatch rebuilds it. */
+  discardIndex(reason: string): void
+  /** Dispatches a record found by the crash scan into the consume queues (not the index). */
+  dispatchRecovered(request: DispatchRequest): void
+  progress: RecoveryProgress | null
+}
+
+export interface RecoveryResult {
+  outcome: RecoveryOutcome
+  /** The queues lost units since the clean close: dispatch the whole log again. */
+  redispatchAll: boolean
+}
+
+/** The open-time decisions of docs/recovery.md, in order. */
+export function recoverStore(host: RecoveryHost): RecoveryResult {
+  const { commitLog, queues, checkpoint, lastExitOK } = host
+  // A valid shutdown record means a clean close flushed every queue: find their ends by
+  // bisection. Without one (or when a queue does not look clean), scan as RocketMQ does.
+  const record = lastExitOK ? checkpoint.readShutdownRecord() : null
+  let maxPhyOffsetOfQueues = -1
+  for (const queue of queues.all()) {
+    if (record === null || !queue.recoverClean()) queue.recover()
+    maxPhyOffsetOfQueues = Math.max(maxPhyOffsetOfQueues, queue.getMaxPhysicOffset())
+  }
+  if (commitLog.mappedFileQueue.mappedFiles.length === 0) {
+    // No commit log: nothing a consume queue or the index points to exists.
+    if (queues.topicCount > 0) host.repair('deleted every consume queue', 'the commit log has no files')
+    queues.destroyAll()
+    return { outcome: commitLog.recoverNormally(), redispatchAll: false }
+  }
+  let redispatchAll = false
+  let outcome: RecoveryOutcome | null = null
+  if (lastExitOK) {
+    if (record !== null) {
+      outcome = commitLog.recoverFromShutdownRecord(record.endOffset, record.lastRecordOffset)
+      if (outcome === null) {
+        host.repair('scanned the commit log tail', 'the shutdown record does not match the files')
+        for (const queue of queues.all()) queue.recover()
+        maxPhyOffsetOfQueues = queues.maxPhysicOffset()
+      }
+      const mismatch = judgeQueueSummary(record, queues.summary())
+      if (mismatch !== null) {
+        redispatchAll = true
+        host.repair(mismatch.action, mismatch.reason)
+      }
+    }
+    outcome ??= commitLog.recoverNormally(host.progress)
+  } else {
+    // The scan rebuilds consume-queue tails only: the index is filled afterwards, in order, from
+    // where it ends (an index only grows in commit-log order, so indexing the scan's records
+    // first would make it skip the older ones it lost).
+    outcome = commitLog.recoverAbnormally(minRecoveryTimestamp(host), (request) => host.dispatchRecovered(request), host.progress)
+  }
+  const decision = judgeDamage(outcome.damage, host.config.corruptionPolicy)
+  if (decision !== null && 'refuse' in decision) throw new MQStoreError('CORRUPTION', decision.refuse)
+  if (decision !== null) host.repair(decision.repair.action, decision.repair.reason)
+  commitLog.truncateTo(outcome.processOffset)
+  if (mustTruncateQueues(maxPhyOffsetOfQueues, outcome.processOffset, lastExitOK)) queues.truncateDirtyLogicFiles(outcome.processOffset)
+  checkDerivedFiles(host, outcome.processOffset)
+  resetQueueOffsets(commitLog, queues)
+  return { outcome, redispatchAll }
+}
+
+/**
+ * Cheap checks of the derived files against the recovered commit log: each consume queue's last
+ * unit must point at a record of that queue with that queue offset, and no index file may end
+ * past the log. What fails is deleted and rebuilt by dispatch.
+ */
+function checkDerivedFiles(host: RecoveryHost, commitLogEnd: number): void {
+  const { commitLog } = host
+  const minOffset = commitLog.getMinOffset()
+  for (const queue of [...host.queues.all()]) {
+    const max = queue.getMaxOffsetInQueue()
+    if (max === 0 || max - 1 < queue.getMinOffsetInQueue()) continue
+    const units = queue.getIndexBuffer(max - 1)
+    if (units === null) continue
+    const phy = ConsumeQueue.readOffset(units.buffer, 0)
+    const size = ConsumeQueue.readSize(units.buffer, 0)
+    units.release()
+    if (phy < minOffset) continue
+    const found = commitLog.getMessage(phy, size)
+    const request = found === null ? null : checkRecord(found.buffer, 0, size, false)
+    found?.release()
+    if (!lastUnitMatches(request, { size, topic: queue.topic, queueId: queue.queueId, queueOffset: max - 1 })) {
+      host.discardQueue(queue, `its last unit (queue offset ${max - 1}) does not match the commit log`)
+    }
+  }
+  const files = host.index().getFiles()
+  const last = files.length > 0 ? files[files.length - 1] : null
+  const lastFile = last === null ? null : { endPhyOffset: last.getEndPhyOffset(), indexCount: last.getIndexCount() }
+  if (indexEndsPastLog(lastFile, commitLogEnd)) {
+    host.discardIndex(`it indexes records at or past the end of the commit log (${commitLogEnd})`)
+  }
+}
+
+function minRecoveryTimestamp(host: RecoveryHost): number {
+  return host.config.messageIndexEnable && host.config.messageIndexSafe
+    ? host.checkpoint.getMinTimestampIndex()
+    : host.checkpoint.getMinTimestamp()
+}
+
+/** Sets the next queue offset of every queue from its files, and each queue's min offset from the log's. */
+export function resetQueueOffsets(commitLog: CommitLog, queues: ConsumeQueueTable): void {
+  const table = commitLog.topicQueueTable
+  table.clear()
+  const minPhy = commitLog.getMinOffset()
+  for (const queue of queues.all()) {
+    table.set(queue.topic, queue.queueId, queue.getMaxOffsetInQueue())
+    queue.correctMinOffset(minPhy)
+  }
+}
+
+export interface ReplayHost {
+  commitLog: CommitLog
+  queues: ConsumeQueueTable
+  dispatcher: Dispatcher
+  targets: DispatchTargets
+  /** The index's files, or null when indexing is off. */
+  indexFiles: readonly IndexFile[] | null
+  /** Derived files were discarded: dispatch the whole log. */
+  rebuild: boolean
+  discardQueue(queue: ConsumeQueue, reason: string): void
+}
+
+/**
+ * The last step of open: dispatches what the derived files miss, from where the plan says, and
+ * rebuilds the queues that turn out to miss units in the middle (a lost tail followed by records).
+ */
+export function replayDerivedFiles(host: ReplayHost): void {
+  const { commitLog, queues, dispatcher, targets } = host
+  const minOffset = Math.max(0, commitLog.getMinOffset())
+  const files = host.indexFiles
+  dispatcher.reputFromOffset = reputStart({
+    commitLogMinOffset: minOffset,
+    queuesMaxPhyOffset: queues.maxPhysicOffset(),
+    indexEnd: files === null ? null : files.length === 0 ? minOffset : files[files.length - 1].getEndPhyOffset(),
+    rebuild: host.rebuild,
+  })
+  dispatcher.doReput()
+  if (targets.gapQueues.size > 0) {
+    for (const queue of targets.gapQueues) host.discardQueue(queue, 'records of the queue follow units it does not have (a lost tail)')
+    targets.gapQueues.clear()
+    dispatcher.reputFromOffset = minOffset
+    dispatcher.doReput()
+  }
+  targets.opening = false
+  resetQueueOffsets(commitLog, queues)
+  // Consume-queue files whose units all point below the commit log's first file are
+  // unreachable (the cleaner deletes them while running; a store may have been closed before).
+  const minPhy = commitLog.getMinOffset()
+  if (minPhy > 0) queues.deleteExpiredFiles(minPhy)
+}

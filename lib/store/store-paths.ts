@@ -1,0 +1,52 @@
+// Every file and folder name of a store directory, in one place (RocketMQ's layout):
+//   <root>/commitlog/<20-digit offset>        the commit log's segments
+//   <root>/consumequeue/<topic>/<queueId>/...  one folder of segments per queue
+//   <root>/index/<yyyyMMddHHmmssSSS>           key index files
+//   <root>/checkpoint, <root>/abort, <root>/lock
+//   <root>/config/consumerOffset.json, <root>/config/topics.json
+import { join } from 'node:path'
+
+export const COMMITLOG_DIR = 'commitlog'
+export const CONSUME_QUEUE_DIR = 'consumequeue'
+export const INDEX_DIR = 'index'
+export const CONFIG_DIR = 'config'
+export const CHECKPOINT_FILE = 'checkpoint'
+export const ABORT_FILE = 'abort'
+export const LOCK_FILE = 'lock'
+export const CONSUMER_OFFSET_FILE = 'consumerOffset.json'
+export const TOPICS_FILE = 'topics.json'
+
+/** The paths of one store directory. */
+export class StorePaths {
+  readonly commitLog: string
+  readonly consumeQueues: string
+  readonly index: string
+  readonly config: string
+  readonly checkpoint: string
+  readonly abort: string
+  readonly lock: string
+  readonly consumerOffsets: string
+  readonly topics: string
+
+  constructor(readonly root: string) {
+    this.commitLog = join(root, COMMITLOG_DIR)
+    this.consumeQueues = join(root, CONSUME_QUEUE_DIR)
+    this.index = join(root, INDEX_DIR)
+    this.config = join(root, CONFIG_DIR)
+    this.checkpoint = join(root, CHECKPOINT_FILE)
+    this.abort = join(root, ABORT_FILE)
+    this.lock = join(root, LOCK_FILE)
+    this.consumerOffsets = join(this.config, CONSUMER_OFFSET_FILE)
+    this.topics = join(this.config, TOPICS_FILE)
+  }
+
+  /** The folder of one topic's queues. */
+  consumeQueueTopic(topic: string): string {
+    return join(this.consumeQueues, topic)
+  }
+
+  /** The folder of one consume queue's segments. */
+  consumeQueue(topic: string, queueId: number): string {
+    return join(this.consumeQueues, topic, String(queueId))
+  }
+}
