@@ -12,7 +12,7 @@ import { appendedRequest, DispatchTargets } from './dispatch-targets.js'
 import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
 import { CommitLogFlusher } from './flusher.js'
-import { IndexService } from './index/index-service.js'
+import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
 import {
@@ -60,7 +60,7 @@ export class MessageStore implements AsyncDisposable {
   private readonly pool: TransientStorePool | null
   private readonly commitLog: CommitLog
   private readonly checkpoint: StoreCheckpoint
-  private indexService: IndexService
+  private readonly index: IndexSlot
   private readonly queues: ConsumeQueueTable
   private readonly consumerOffsets: ConsumerOffsets
   private readonly targets: DispatchTargets
@@ -96,14 +96,18 @@ export class MessageStore implements AsyncDisposable {
       this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
       this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool)
       this.checkpoint = new StoreCheckpoint(this.paths.checkpoint)
-      this.indexService = this.createIndexService()
+      const { maxHashSlotNum, maxIndexNum, messageIndexEnable } = this.config
+      this.index = new IndexSlot(this.paths.index, { maxHashSlotNum, maxIndexNum, messageIndexEnable }, (endTimestamp) => {
+        this.checkpoint.indexMsgTimestamp = endTimestamp
+        this.checkpoint.flush()
+      })
       this.consumerOffsets = new ConsumerOffsets(this.paths.consumerOffsets)
     } catch (error) {
       this.lock.release()
       throw error
     }
     this.queues = new ConsumeQueueTable(this.paths, this.config.mappedFileSizeConsumeQueue, this.commitLog, this.env.clock.now())
-    this.reads = new ReadService({ commitLog: this.commitLog, queues: this.queues, index: () => this.indexService, config: this.config })
+    this.reads = new ReadService({ commitLog: this.commitLog, queues: this.queues, index: () => this.index.current, config: this.config })
     this.subscriptions = new Subscriptions({
       read: this.reads,
       queues: this.queues,
@@ -116,7 +120,7 @@ export class MessageStore implements AsyncDisposable {
     this.targets = new DispatchTargets({
       config: this.config,
       queues: this.queues,
-      index: () => this.indexService,
+      index: () => this.index.current,
       checkpoint: this.checkpoint,
       subscriptions: this.subscriptions,
       log: (message) => this.logger('error', message),
@@ -156,7 +160,11 @@ export class MessageStore implements AsyncDisposable {
       this.repair('recreated the checkpoint', 'it was missing or not 4096 bytes')
     }
     this.queues.load((queue, reason) => this.discardConsumeQueue(queue, reason))
-    this.loadIndex()
+    const indexFailure = this.index.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp)
+    if (indexFailure !== null) {
+      this.rebuild = true
+      this.repair('deleted the index to rebuild it', indexFailure)
+    }
     this.consumerOffsets.load()
     const progress = this.onProgress === null ? null : (scanned: number, total: number) =>
       this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
@@ -166,28 +174,15 @@ export class MessageStore implements AsyncDisposable {
       queues: this.queues,
       checkpoint: this.checkpoint,
       lastExitOK: this.lastExitOK,
-      index: () => this.indexService,
+      index: () => this.index.current,
       repair: (action, reason) => this.repair(action, reason),
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
-      discardIndex: (reason) => this.discardIndex(reason, true),
+      discardIndex: (reason) => this.discardIndex(reason),
       dispatchRecovered: (request) => void this.targets.dispatch(request, false),
       progress,
     })
     this.recovery = outcome
     if (redispatchAll) this.rebuild = true
-  }
-
-  private createIndexService(): IndexService {
-    const service = new IndexService(this.paths.index, {
-      maxHashSlotNum: this.config.maxHashSlotNum,
-      maxIndexNum: this.config.maxIndexNum,
-      messageIndexEnable: this.config.messageIndexEnable,
-    })
-    service.onRoll = (endTimestamp) => {
-      this.checkpoint.indexMsgTimestamp = endTimestamp
-      this.checkpoint.flush()
-    }
-    return service
   }
 
   /** Records a repair: kept for stats() and told to the logger. */
@@ -196,24 +191,9 @@ export class MessageStore implements AsyncDisposable {
     this.logger('warn', `${action}: ${reason}`)
   }
 
-  /**
-   * The index is derived data: files that fail their checks are deleted and rebuilt from the
-   * commit log. After an abnormal exit, files newer than the checkpoint are dropped (RocketMQ).
-   */
-  private loadIndex(): void {
-    try {
-      this.indexService.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp)
-    } catch (error) {
-      this.discardIndex((error as Error).message, false)
-    }
-  }
-
-  /** Deletes the index so that dispatch rebuilds it (`loaded`: its files were mapped and must be destroyed). */
-  private discardIndex(reason: string, loaded: boolean): void {
-    if (loaded) this.indexService.destroy()
-    else this.indexService.shutdown()
-    fs.rmSync(this.paths.index, { recursive: true, force: true })
-    this.indexService = this.createIndexService()
+  /** Deletes the index so that dispatch rebuilds it. */
+  private discardIndex(reason: string): void {
+    this.index.discard(true)
     this.rebuild = true
     this.repair('deleted the index to rebuild it', reason)
   }
@@ -231,7 +211,7 @@ export class MessageStore implements AsyncDisposable {
       queues: this.queues,
       dispatcher: this.dispatcher,
       targets: this.targets,
-      indexFiles: this.config.messageIndexEnable ? this.indexService.getFiles() : null,
+      indexFiles: this.config.messageIndexEnable ? this.index.current.getFiles() : null,
       rebuild: this.rebuild,
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
@@ -246,7 +226,7 @@ export class MessageStore implements AsyncDisposable {
     const onError = (name: string, error: unknown) =>
       this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
     this.loops.push(
-      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), onError),
+      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now()), onError),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
     )
     for (const loop of this.loops) loop.start()
@@ -258,22 +238,11 @@ export class MessageStore implements AsyncDisposable {
     this.dispatcher.stop()
     try {
       this.queues.shutdown()
-      this.indexService.shutdown()
+      this.index.current.shutdown()
       this.commitLog.shutdown()
       this.checkpoint.shutdown()
     } finally {
       this.lock.release()
-    }
-  }
-
-  private async flushConsumeQueues(): Promise<void> {
-    const logicsMsgTimestamp = this.checkpoint.logicsMsgTimestamp
-    const { flushConsumeQueueLeastPages, flushConsumeQueueThoroughInterval } = this.config
-    const thorough = await this.queues.flushAsync(flushConsumeQueueLeastPages, flushConsumeQueueThoroughInterval, this.env.clock.now())
-    if (thorough) {
-      // The checkpoint may only claim the logics time the queues had before this flush began.
-      if (logicsMsgTimestamp > 0) this.checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
-      this.checkpoint.flush()
     }
   }
 
@@ -496,7 +465,7 @@ export class MessageStore implements AsyncDisposable {
       recovery: this.recovery,
       repairs: [...this.repairs],
       consumeQueueCount: this.queues.size,
-      indexFileCount: this.indexService.getFileCount(),
+      indexFileCount: this.index.current.getFileCount(),
     }
   }
 
@@ -533,7 +502,7 @@ export class MessageStore implements AsyncDisposable {
       await this.flusher.shutdown()
       await this.commitLog.mappedFileQueue.settle()
       this.queues.flushAll()
-      this.indexService.flush()
+      this.index.current.flush()
       const logQueue = this.commitLog.mappedFileQueue
       if (logQueue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
       this.checkpoint.flush()
@@ -547,7 +516,7 @@ export class MessageStore implements AsyncDisposable {
         })
       }
       this.queues.shutdown()
-      this.indexService.shutdown()
+      this.index.current.shutdown()
       this.commitLog.shutdown()
       this.checkpoint.shutdown()
       this.pool?.destroy()

@@ -3,6 +3,8 @@
 import * as fs from 'node:fs'
 
 import { validateTopic } from '../commitlog/record.js'
+import type { MessageStoreConfig } from '../config.js'
+import type { StoreCheckpoint } from '../store-checkpoint.js'
 import type { StorePaths } from '../store-paths.js'
 import { ConsumeQueue, type CommitLogView } from './consume-queue.js'
 
@@ -126,14 +128,24 @@ export class ConsumeQueueTable {
   }
 
   /**
-   * One pass of the consume-queue flush: at least `leastPages` dirty pages per queue, or
-   * everything once `thoroughIntervalMs` has passed since the last thorough pass (then true).
+   * One pass of the consume-queue flush: at least `flushConsumeQueueLeastPages` dirty pages per
+   * queue, or everything once `flushConsumeQueueThoroughInterval` has passed since the last
+   * thorough pass; a thorough pass then flushes the checkpoint too.
    */
-  async flushAsync(leastPages: number, thoroughIntervalMs: number, now: number): Promise<boolean> {
-    const thorough = now >= this.lastThoroughFlush + thoroughIntervalMs
+  async flushAsync(
+    config: Pick<MessageStoreConfig, 'flushConsumeQueueLeastPages' | 'flushConsumeQueueThoroughInterval'>,
+    checkpoint: StoreCheckpoint,
+    now: number,
+  ): Promise<void> {
+    const thorough = now >= this.lastThoroughFlush + config.flushConsumeQueueThoroughInterval
+    // The checkpoint may only claim the logics time the queues had before this flush began.
+    const logicsMsgTimestamp = checkpoint.logicsMsgTimestamp
     if (thorough) this.lastThoroughFlush = now
-    for (const queue of [...this.all()]) await queue.flushAsync(thorough ? 0 : leastPages)
-    return thorough
+    for (const queue of [...this.all()]) await queue.flushAsync(thorough ? 0 : config.flushConsumeQueueLeastPages)
+    if (thorough) {
+      if (logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
+      checkpoint.flush()
+    }
   }
 
   /** Flushes everything on the calling thread (close), retrying a queue up to three times. */
