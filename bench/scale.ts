@@ -1,0 +1,188 @@
+// How the store scales with the number of queues and files: for each size, a child process writes
+// 4 messages of 100 B to every queue (spread over 100 topics) and closes; a second child reopens
+// the store and reports the reopen time, its open descriptors, mapped bytes and RSS, and the disk
+// the store takes. A last row writes a commit log of 1,000 small files and reopens it.
+//
+//   node dist/bench/scale.js                         # 50, 500, 5000, 20000 queues, and 1,000 files
+//   node dist/bench/scale.js --queues 50,500 --json
+import { fork } from 'node:child_process'
+import * as fs from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+
+import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
+import { diskUsage, makeTempDir, removeDir } from './workload.js'
+
+const TOPICS = 100
+const MESSAGES_PER_QUEUE = 4
+const BODY = Buffer.alloc(100, 'x')
+const BATCH = 512
+const SMALL_FILE_BYTES = 64 * 1024
+const SMALL_FILES = 1000
+
+export interface ScaleRow {
+  name: string
+  queues: number
+  commitLogFiles: number
+  writeMsgPerSec: number
+  reopenMs: number
+  openFiles: number
+  mappedBytes: number
+  rssBytes: number
+  diskBytes: number
+}
+
+interface ChildRequest {
+  step: 'write' | 'reopen'
+  dir: string
+  queues: number
+  options: OpenOptions
+  messages?: number
+}
+
+/** Descriptors this process holds (Linux; -1 elsewhere). */
+function openFiles(): number {
+  try {
+    return fs.readdirSync('/proc/self/fd').length - 1 // the readdir's own descriptor
+  } catch {
+    return -1
+  }
+}
+
+/** Bytes of file mappings under `dir` (Linux; -1 elsewhere). */
+function mappedBytes(dir: string): number {
+  try {
+    let total = 0
+    for (const line of fs.readFileSync('/proc/self/maps', 'utf8').split('\n')) {
+      const parts = line.trim().split(/\s+/)
+      if (parts.length < 6 || !parts[5].startsWith(dir)) continue
+      const [from, to] = parts[0].split('-').map((h) => parseInt(h, 16))
+      total += to - from
+    }
+    return total
+  } catch {
+    return -1
+  }
+}
+
+function queueMessages(queues: number): Message[] {
+  const perTopic = Math.max(1, Math.ceil(queues / TOPICS))
+  const messages: Message[] = []
+  for (let round = 0; round < MESSAGES_PER_QUEUE; round++) {
+    for (let q = 0; q < queues; q++) {
+      messages.push({ topic: `scale-${Math.floor(q / perTopic)}`, queueId: q % perTopic, body: BODY, keys: `k${q}-${round}` })
+    }
+  }
+  return messages
+}
+
+async function childStep(request: ChildRequest): Promise<Record<string, number>> {
+  const began = process.hrtime.bigint()
+  const store = await MessageStore.open(request.dir, request.options)
+  const openedMs = Number(process.hrtime.bigint() - began) / 1e6
+  if (request.step === 'reopen') {
+    const figures = { reopenMs: openedMs, openFiles: openFiles(), mappedBytes: mappedBytes(request.dir), rssBytes: process.memoryUsage().rss }
+    await store.close()
+    return figures
+  }
+  const messages = request.messages === undefined ? queueMessages(request.queues) : Array.from({ length: request.messages }, (_, i) => ({ topic: 'small', body: BODY, keys: `s${i}` }))
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < messages.length; i += BATCH) {
+    const results = await store.putMessages(messages.slice(i, i + BATCH))
+    const failed = results.find((r) => r.status !== 'PUT_OK')
+    if (failed !== undefined) throw new Error(`put failed at message ${i}: ${failed.status}`)
+  }
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9
+  await store.close()
+  return { writeMsgPerSec: messages.length / seconds }
+}
+
+function inChild(request: ChildRequest): Promise<Record<string, number>> {
+  return new Promise((resolve, reject) => {
+    const child = fork(fileURLToPath(import.meta.url), ['--child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    child.once('message', (m) => resolve(m as Record<string, number>))
+    child.once('error', reject)
+    child.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`scale child exited with ${code}`))
+    })
+    child.send(request)
+  })
+}
+
+async function measure(name: string, queues: number, options: OpenOptions, messages?: number): Promise<ScaleRow> {
+  const dir = makeTempDir('scale')
+  try {
+    const written = await inChild({ step: 'write', dir, queues, options, messages })
+    const reopened = await inChild({ step: 'reopen', dir, queues, options })
+    const commitLogFiles = fs.readdirSync(`${dir}/commitlog`).length
+    return {
+      name,
+      queues,
+      commitLogFiles,
+      writeMsgPerSec: Math.round(written.writeMsgPerSec),
+      reopenMs: Math.round(reopened.reopenMs * 10) / 10,
+      openFiles: reopened.openFiles,
+      mappedBytes: reopened.mappedBytes,
+      rssBytes: reopened.rssBytes,
+      diskBytes: diskUsage(dir),
+    }
+  } finally {
+    removeDir(dir)
+  }
+}
+
+const MB = 1e6
+
+export function formatScaleTable(rows: ScaleRow[]): string {
+  const header = ['scale', 'queues', 'log files', 'write msg/s', 'reopen ms', 'open files', 'mapped MB', 'RSS MB', 'disk MB']
+  const lines = rows.map((r) => [
+    r.name,
+    String(r.queues),
+    String(r.commitLogFiles),
+    r.writeMsgPerSec.toLocaleString('en-US'),
+    String(r.reopenMs),
+    String(r.openFiles),
+    (r.mappedBytes / MB).toFixed(1),
+    (r.rssBytes / MB).toFixed(1),
+    (r.diskBytes / MB).toFixed(1),
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)))
+  return [header, ...lines].map((l) => l.map((c, i) => c.padStart(widths[i])).join('  ')).join('\n')
+}
+
+export async function runScale(queueCounts: number[], withSmallFiles: boolean): Promise<ScaleRow[]> {
+  const rows: ScaleRow[] = []
+  for (const queues of queueCounts) {
+    process.stderr.write(`scale: ${queues} queues...\n`)
+    rows.push(await measure(`${queues} queues`, queues, { flushDiskType: 'ASYNC_FLUSH' }))
+  }
+  if (withSmallFiles) {
+    process.stderr.write(`scale: ${SMALL_FILES} commit-log files...\n`)
+    // Records of ~200 B: about 320 per 64 KiB file.
+    const messages = Math.ceil((SMALL_FILES * SMALL_FILE_BYTES) / 200)
+    rows.push(await measure(`${SMALL_FILES} log files`, 1, { flushDiskType: 'ASYNC_FLUSH', mappedFileSizeCommitLog: SMALL_FILE_BYTES }, messages))
+  }
+  return rows
+}
+
+async function main(): Promise<void> {
+  if (process.argv.includes('--child')) {
+    process.once('message', (request) => {
+      childStep(request as ChildRequest).then(
+        (figures) => process.send?.(figures, () => process.exit(0)),
+        (error: unknown) => {
+          process.stderr.write(`${(error as Error).stack ?? String(error)}\n`)
+          process.exit(1)
+        },
+      )
+    })
+    return
+  }
+  const { values } = parseArgs({ options: { queues: { type: 'string' }, json: { type: 'boolean' }, 'no-files': { type: 'boolean' } } })
+  const counts = (values.queues ?? '50,500,5000,20000').split(',').map(Number)
+  if (counts.some((n) => !Number.isSafeInteger(n) || n < 1)) throw new Error('--queues takes a comma-separated list of positive integers')
+  const rows = await runScale(counts, values['no-files'] !== true)
+  process.stdout.write(values.json === true ? `${JSON.stringify(rows, null, 2)}\n` : `${formatScaleTable(rows)}\n`)
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main()
