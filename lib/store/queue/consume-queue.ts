@@ -20,7 +20,7 @@ import { join } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
-import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
+import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue.js'
 import type { SelectMappedBufferResult } from '../mapped/mapped-file.js'
 
 export const CQ_STORE_UNIT_SIZE = 20
@@ -473,9 +473,9 @@ export class ConsumeQueue {
    * Deletes leading files (never the last) whose last unit points below `minPhy`, then corrects
    * the min offset. Returns the number of files deleted.
    */
-  deleteExpiredFile(minPhy: number): number {
+  deleteExpiredFile(minPhy: number, options: DeleteOptions = {}): number {
     this.assertWritable()
-    const count = this.mappedFileQueue.deleteExpiredFileByOffset(minPhy, CQ_STORE_UNIT_SIZE)
+    const count = this.mappedFileQueue.deleteExpiredFileByOffset(minPhy, CQ_STORE_UNIT_SIZE, options)
     this.correctMinOffset(minPhy)
     return count
   }
