@@ -186,6 +186,8 @@ export class CleanupService {
           (holders > 0 ? `, destroyed by force under ${holders} reader(s)` : '') +
           ` (${disk.why})`,
       )
+      // Writes resume as soon as usage is back under the warning level, not at the end of the pass.
+      if (this.flags.isSet('DISK_FULL')) this.checkDisk()
     }
 
     if (plan.retryHanged !== null) {
@@ -203,7 +205,7 @@ export class CleanupService {
           this.config.deleteCommitLogFilesInterval,
           this.config.destroyMapedFileIntervalForcibly,
           plan.cleanAtOnce,
-          { clock, maxFiles, onDeleted: onDeleted(plan.reason) },
+          { clock, maxFiles, onDeleted: onDeleted(plan.reason), shouldStop: () => this.stopped },
         )
       }
     }
@@ -214,6 +216,9 @@ export class CleanupService {
       // Space came back: writes may resume now rather than at the next pass.
       const after = this.checkDisk()
       this.log('info', `cleanup: disk after the pass: ${after.why}`)
+    }
+    if (plan.runs && result.commitLogFiles === 0 && disk.diskFull) {
+      this.log('warn', `cleanup: the disk is full (${disk.why}) and no commit-log file could be deleted`)
     }
     this.totals.commitLog += result.commitLogFiles
     this.totals.consumeQueue += result.consumeQueueFiles

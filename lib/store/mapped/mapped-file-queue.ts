@@ -24,6 +24,8 @@ export interface DeleteOptions {
   maxFiles?: number
   /** Called for each file deleted, with the readers it still had when it was destroyed. */
   onDeleted?: (file: MappedFile, holders: number) => void
+  /** Checked after each pause between files: true ends the call early (the store is closing). */
+  shouldStop?: () => boolean
 }
 
 export interface MappedFileQueueOptions {
@@ -356,7 +358,7 @@ export class MappedFileQueue {
       if (removed.length >= maxFiles) break
       if (deleteFilesInterval > 0 && i + 1 < candidates.length) await sleep(deleteFilesInterval)
       // The queue may have been shut down while this pass slept.
-      if (this.closed) break
+      if (this.closed || options.shouldStop?.() === true) break
     }
     this.removeFiles(removed)
     return removed.length
