@@ -157,6 +157,9 @@ export class CleanupService {
   }
 
   private async pass(): Promise<CleanupPass> {
+    // Warm-ups of new files hold them briefly; a pass that found them held would only shut the
+    // files down and leave the deletion to the next pass.
+    await this.targets.commitLog.mappedFileQueue.settle()
     const clock = () => this.env.clock.now()
     const at = clock()
     const disk = this.checkDisk()
