@@ -337,8 +337,12 @@ export class MessageStore implements AsyncDisposable {
       results[i] = result
       if (!result.isOk()) {
         this.statsService.putMessageFailedTimes++
-        // No room for the next file: let cleanup look at the disk now rather than at its next tick.
-        if (result.status === 'CREATE_MAPEDFILE_FAILED') this.cleanLoop?.wakeup()
+        // No room for the next file: read the disk now (a full disk then refuses the next puts
+        // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
+        if (result.status === 'CREATE_MAPEDFILE_FAILED') {
+          this.cleanup.checkDisk()
+          this.cleanLoop?.wakeup()
+        }
         continue
       }
       appended++
