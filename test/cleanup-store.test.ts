@@ -148,6 +148,28 @@ describe('retention through the store', () => {
     check(store)
   })
 
+  it('a queue whose every message was deleted is empty: reads answer OFFSET_TOO_SMALL with its end, also after reopen', async () => {
+    let store = await openStore()
+    for (let n = 0; n < 3; n++) expect((await store.putMessage({ topic: 'early', body: `e${n}` })).status).toBe('PUT_OK')
+    await produce(store, 20)
+    ageFiles(100)
+    store.executeDeleteFilesManually()
+    await store.runCleanupPass()
+    const expectEmpty = (s: MessageStore) => {
+      expect(s.getMinOffsetInQueue('early', 0)).toBe(3)
+      expect(s.getMaxOffsetInQueue('early', 0)).toBe(3)
+      const got = s.getMessage('g', 'early', 0, 0, 8)
+      expect(got.status).toBe('OFFSET_TOO_SMALL')
+      expect(got.nextBeginOffset).toBe(3)
+    }
+    expectEmpty(store)
+    await closeStore(store)
+    store = await openStore()
+    expectEmpty(store)
+    expect((await store.putMessage({ topic: 'early', body: 'e3' })).status).toBe('PUT_OK')
+    expect(store.getMessage('g', 'early', 0, 3, 8).messages.map((m) => m.body.toString())).toEqual(['e3'])
+  })
+
   it('the stats show disk usage per path, the running flags, what was deleted and the last pass', async () => {
     const store = await openStore()
     await produce(store, 20)

@@ -194,7 +194,7 @@ export async function runClean(args: readonly string[], out: Output = process.st
   }
   try {
     if (manual) store.executeDeleteFilesManually()
-    const plan = store.planCleanup()
+    const plan = await store.planCleanup()
     const pass = dryRun ? null : await store.runCleanupPass()
     const report: CleanReport = { dir, dryRun, plan, pass }
     out.write(json ? `${JSON.stringify(report, null, 2)}\n` : formatCleanReport(report))

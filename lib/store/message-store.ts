@@ -495,15 +495,17 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- retention ----------------------------------------------------------------------------
 
-  /** The next 20 cleanup passes delete commit-log files past fileReservedTime at any hour. */
+  /**
+   * The next 20 cleanup passes (one every cleanResourceInterval, as in RocketMQ) delete commit-log
+   * files past fileReservedTime at any hour.
+   */
   executeDeleteFilesManually(): void {
     this.assertOpen()
     this.cleanup.executeDeleteFilesManually()
-    this.cleanLoop?.wakeup()
   }
 
   /** @internal What a cleanup pass would delete now and why (`mqstore clean --dry-run`). */
-  planCleanup(): CleanupPlan {
+  planCleanup(): Promise<CleanupPlan> {
     this.assertOpen()
     return this.cleanup.plan()
   }

@@ -110,7 +110,8 @@ export class CleanupService {
   }
 
   /** What a pass would do now, without doing it (reads the disk, so DISK_FULL follows it). */
-  plan(): CleanupPlan {
+  async plan(): Promise<CleanupPlan> {
+    await this.targets.commitLog.mappedFileQueue.settle()
     const at = this.env.clock.now()
     const disk = this.checkDisk()
     const commitLog = this.planCommitLog(at, disk)
