@@ -229,6 +229,24 @@ describe('CleanCommitLogService by time', () => {
   })
 })
 
+describe('CleanConsumeQueueService', () => {
+  it('a consume-queue file a reader holds is deleted at a later pass, without the commit log moving again', async () => {
+    h = new Harness(root)
+    await h.fill(6)
+    h.now = AT_4
+    h.age([100, 100, 100, 100, 1, 0])
+    const view = h.queue.getIndexBuffer(0)!
+    const first = await h.service.runPass()
+    expect(first.commitLogFiles).toBe(4)
+    expect(first.consumeQueueFiles).toBe(0)
+    view.release()
+    const second = await h.service.runPass()
+    expect(second.commitLogFiles).toBe(0)
+    expect(second.consumeQueueFiles).toBeGreaterThan(0)
+    expect(h.queue.getIndexBuffer(0)).toBeNull()
+  })
+})
+
 describe('disk pressure', () => {
   it('above 75 % deletes old files at any hour; above 85 % young ones too; never the newest', async () => {
     h = new Harness(root)
