@@ -472,11 +472,13 @@ describe('ConsumeQueue expiry', () => {
     expect(unitAt(cq, 13)).toEqual({ offset: 13 * MSG, size: MSG, tagsCode: tag(13) })
     expect(cq.getMessageTotalInQueue()).toBe(35 - 13)
 
-    // Everything is below minPhy: all but the last file go; the min cannot be corrected.
+    // Everything is below minPhy: all but the last file go, and the queue is empty (min = max),
+    // so reads answer OFFSET_TOO_SMALL instead of pointing at deleted records.
     expect(cq.deleteExpiredFile(10_000 * MSG)).toBe(2)
     expect(fileNames()).toEqual([formatOffsetName(SIZE * 3)])
-    expect(cq.getMinOffsetInQueue()).toBe(13)
+    expect(cq.getMinOffsetInQueue()).toBe(35)
     expect(cq.getMaxOffsetInQueue()).toBe(35)
+    expect(cq.getMessageTotalInQueue()).toBe(0)
     expect(cq.deleteExpiredFile(10_000 * MSG)).toBe(0)
   })
 

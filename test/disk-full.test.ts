@@ -2,6 +2,7 @@
 // and nothing that was acknowledged is lost once space comes back.
 import * as fs from 'node:fs'
 import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
@@ -80,6 +81,106 @@ describe.runIf(canMountTmpfs)('disk full (tmpfs, Linux as root)', () => {
     expect((await store.putMessage({ topic: 't', queueId: 0, body: 'd' })).status).toBe('PUT_OK')
     expect(store.getMessage('g', 't', 0, 0, 8).messages.map((m) => m.body.toString())).toEqual(['a', 'd'])
     await store.close()
+  })
+})
+
+/** What test/fixtures/disk-full-producer.mjs prints. */
+interface ProducerReport {
+  acked: { n: number; queueId: number; wroteOffset: number; queueOffset: number }[]
+  statuses: Record<string, number>
+  refusals: { status: string; afterAcked: number; flags: string[] }[]
+  thrown: unknown[]
+  peakUsedRatio: number
+  resumedAfterMs: number
+  cleanup: { filesDeleted: { commitLog: number; consumeQueue: number; index: number }; bytesDeleted: number; lastPass: { reason: string } | null }
+  commitLogMinOffset: number
+  logs: string[]
+}
+
+const producer = fileURLToPath(new URL('./fixtures/disk-full-producer.mjs', import.meta.url))
+
+describe.runIf(canMountTmpfs)('disk full and pressure cleanup (tmpfs, Linux as root)', () => {
+  let dir: string
+  beforeEach(() => {
+    dir = tempDir('mqstore-pressure-')
+    const result = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir])
+    expect(result.status).toBe(0)
+  })
+  afterEach(() => {
+    spawnSync('umount', [dir])
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('a producer fills the disk with young files; pressure cleanup deletes the oldest, writes resume by themselves, every kept message reads back after reopen', async () => {
+    const options: OpenOptions = {
+      mappedFileSizeCommitLog: 64 * 1024,
+      // One consume-queue file per queue for the whole run: a queue file that cannot be created
+      // stops dispatch, which is a different test (above).
+      mappedFileSizeConsumeQueue: 20 * 4000,
+      messageIndexEnable: false,
+      cleanResourceInterval: 200,
+    }
+    const run = spawnSync(process.execPath, [producer, dir, JSON.stringify(options)], { encoding: 'utf8', timeout: 120_000 })
+    expect(run.signal, run.stderr).toBeNull()
+    expect(run.status, run.stderr).toBe(0)
+    const report = JSON.parse(run.stdout) as ProducerReport
+    // The run as observed, for the project's notes.
+    console.log(
+      JSON.stringify({
+        statuses: report.statuses,
+        refusals: report.refusals,
+        peakUsedRatio: report.peakUsedRatio,
+        resumedAfterMs: report.resumedAfterMs,
+        filesDeleted: report.cleanup.filesDeleted,
+        bytesDeleted: report.cleanup.bytesDeleted,
+        lastPass: report.cleanup.lastPass,
+        acked: report.acked.length,
+        commitLogMinOffset: report.commitLogMinOffset,
+        logs: report.logs.filter((l) => !l.startsWith('info cleanup (forced): deleted')).slice(0, 12),
+      }),
+    )
+    expect(report.thrown).toEqual([])
+    // The store refused with a status, never an exception, and then took writes again by itself.
+    expect(report.refusals.length).toBeGreaterThan(0)
+    for (const refusal of report.refusals) expect(['SERVICE_NOT_AVAILABLE', 'CREATE_MAPEDFILE_FAILED']).toContain(refusal.status)
+    expect(report.resumedAfterMs).toBeGreaterThanOrEqual(0)
+    expect(report.statuses.PUT_OK).toBe(report.acked.length)
+    // Files were young (fileReservedTime 72 h): only pressure could delete them.
+    expect(report.cleanup.filesDeleted.commitLog).toBeGreaterThan(0)
+    expect(report.cleanup.lastPass?.reason).toBe('forced')
+    expect(report.peakUsedRatio).toBeGreaterThan(0.9)
+
+    const store = await MessageStore.open(dir, options)
+    try {
+      const minPhy = store.getMinPhyOffset()
+      expect(minPhy).toBeGreaterThan(0)
+      const kept = report.acked.filter((a) => a.wroteOffset >= minPhy)
+      expect(kept.length).toBeGreaterThan(0)
+      for (const a of kept) {
+        const m = store.lookMessageByOffset(a.wroteOffset)
+        expect(m?.body.readUInt32BE(0)).toBe(a.n)
+        expect(m?.queueOffset).toBe(a.queueOffset)
+      }
+      for (const a of report.acked.filter((x) => x.wroteOffset < minPhy)) expect(store.lookMessageByOffset(a.wroteOffset)).toBeNull()
+      for (const queueId of [0, 1]) {
+        const first = kept.find((a) => a.queueId === queueId)!
+        expect(store.getMinOffsetInQueue('full', queueId)).toBeLessThanOrEqual(first.queueOffset)
+        const below = store.getMessage('g', 'full', queueId, 0, 8)
+        expect(below.status).toBe('OFFSET_TOO_SMALL')
+        const got = store.getMessage('g', 'full', queueId, first.queueOffset, 8)
+        expect(got.messages[0]?.body.readUInt32BE(0)).toBe(first.n)
+      }
+      // The producer stopped with its last files filling the disk again: the reopened store
+      // refuses puts until a pass makes room, then takes them.
+      if (store.stats().runningFlags.value !== 0) {
+        expect((await store.putMessage({ topic: 'full', body: 'after reopen' })).status).toBe('SERVICE_NOT_AVAILABLE')
+        await store.runCleanupPass()
+      }
+      expect(store.stats().runningFlags.value).toBe(0)
+      expect((await store.putMessage({ topic: 'full', body: 'after reopen' })).status).toBe('PUT_OK')
+    } finally {
+      await store.close()
+    }
   })
 })
 

@@ -1,8 +1,10 @@
 // `npm start`: a short tour of mqstore on ./data — produce over several topics and queues,
-// consume with consume(), query by key and by time, print stats, clean up, close.
+// consume with consume(), query by key and by time, print stats, run a retention pass, close.
 import * as fs from 'node:fs'
 import { resolve } from 'node:path'
 
+import { describeCommitLogPlan } from '../store/cleanup/commit-log-policy.js'
+import { percent } from '../store/cleanup/disk-policy.js'
 import { MessageStore } from '../store/message-store.js'
 
 const TOPICS = ['orders', 'payments', 'shipments']
@@ -23,6 +25,9 @@ export async function runDemo(dir: string): Promise<void> {
     mappedFileSizeConsumeQueue: 20 * 1000,
     maxHashSlotNum: 10_000,
     maxIndexNum: 40_000,
+    // Keep files 0 hours, so that step 5's manual retention pass has something to delete: every
+    // commit-log file but the newest. Left alone, passes run at 04:00 or under disk pressure only.
+    fileReservedTime: 0,
   })
   const before = store.stats()
   line(`opened (${reused ? 'existing store' : 'new store'}, last shutdown ${before.lastExitOK ? 'clean' : 'NOT clean: recovered'})`)
@@ -98,10 +103,26 @@ export async function runDemo(dir: string): Promise<void> {
   line(`   commit log [${stats.commitLogMinOffset}, ${stats.commitLogMaxOffset}), ${stats.consumeQueueCount} consume queues, ${stats.indexFileCount} index file(s)`)
   line(`   put latency max ${stats.putMessageEntireTimeMax} ms, get latency max ${stats.getMessageEntireTimeMax} ms`)
 
-  // 5. Clean: close cleanly (flush, checkpoint, remove the abort file), then show what is on disk.
+  // 5. Retention: what a pass would delete and why, then a manual pass (as at 04:00 or under disk
+  // pressure), and a read below the new minimum.
+  line()
+  line('5. retention')
+  for (const reading of stats.diskUsage) line(`   disk ${reading.role}: ${percent(reading.usedRatio)} used`)
+  store.executeDeleteFilesManually()
+  const plan = await store.planCleanup()
+  for (const text of describeCommitLogPlan(plan.commitLog)) line(`   ${text}`)
+  const pass = await store.runCleanupPass()
+  line(
+    `   pass (${pass.reason ?? 'nothing due'}): deleted ${pass.commitLogFiles} commit-log, ${pass.consumeQueueFiles} consume-queue, ` +
+      `${pass.indexFiles} index file(s), ${(pass.bytes / 1024).toFixed(0)} KiB; commit log now starts at ${pass.commitLogMinOffset}`,
+  )
+  const below = store.getMessage('demo-group', 'orders', 0, 0, 1)
+  line(`   getMessage orders/0 from 0: ${below.status}${below.status === 'OFFSET_TOO_SMALL' ? `, next ${below.nextBeginOffset}` : ''}`)
+
+  // 6. Clean: close cleanly (flush, checkpoint, remove the abort file), then show what is on disk.
   await store.close()
   line()
-  line('5. closed cleanly; files on disk:')
+  line('6. closed cleanly; files on disk:')
   for (const sub of ['commitlog', 'index']) {
     const files = fs.readdirSync(resolve(dir, sub))
     line(`   ${sub}/ ${files.length} file(s): ${files.slice(0, 4).join(', ')}${files.length > 4 ? ', …' : ''}`)

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// The `mqstore` command. Subcommands: demo [dir], verify <dir>.
+// The `mqstore` command. Subcommands: demo [dir], verify <dir>, clean <dir>.
 import { resolve } from 'node:path'
 
+import { runClean } from './clean.js'
 import { runDemo } from './demo.js'
 import { runVerify } from './verify.js'
 
@@ -11,6 +12,8 @@ commands:
   demo [dir]   write, read, query and close a store in dir (default ./data)
   verify <dir> [--json] [--max-hash-slot-num N --max-index-num N]
                check a store without changing it; exit 0 clean, 1 problems, 2 not a store
+  clean <dir> [--dry-run] [--json] [--manual]
+               run one retention pass (or show what it would delete and why); takes the lock
 `
 
 async function main(argv: string[]): Promise<number> {
@@ -21,6 +24,8 @@ async function main(argv: string[]): Promise<number> {
       return 0
     case 'verify':
       return runVerify(args)
+    case 'clean':
+      return runClean(args)
     case undefined:
     case '-h':
     case '--help':

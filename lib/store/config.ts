@@ -195,6 +195,9 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
   if (config.mappedFileSizeCommitLog < 4096) {
     throw new MQStoreError('INVALID_OPTION', 'mappedFileSizeCommitLog must be at least 4096 bytes')
   }
+  if (!/^\s*\d{1,2}\s*(;\s*\d{1,2}\s*)*;?\s*$/.test(config.deleteWhen) || config.deleteWhen.split(';').some((h) => h.trim() !== '' && Number(h) > 23)) {
+    throw new MQStoreError('INVALID_OPTION', `deleteWhen must be local hours 0..23 separated by ';', got '${config.deleteWhen}'`)
+  }
   if (config.diskMaxUsedSpaceRatio < 10) config.diskMaxUsedSpaceRatio = 10
   if (config.diskMaxUsedSpaceRatio > 95) config.diskMaxUsedSpaceRatio = 95
   parseHost(config.storeHost, 'storeHost')

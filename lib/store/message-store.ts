@@ -4,6 +4,7 @@ import * as fs from 'node:fs'
 import { resolve } from 'node:path'
 
 import { MQStoreError } from '../errors.js'
+import { CleanupService, type CleanupPass, type CleanupPlan } from './cleanup/cleanup-service.js'
 import { CommitLog, PutMessageResult, type PutMessageStatus, type RecoveryOutcome } from './commitlog/commit-log.js'
 import { isPrepareFailure, type HostAddress, type PreparedRecord } from './commitlog/record.js'
 import { parseHost, resolveConfig, type MessageStoreConfig } from './config.js'
@@ -29,6 +30,7 @@ import { ConsumeQueueTable } from './queue/queue-table.js'
 import { ReadService } from './read/read-service.js'
 import { Subscriptions } from './read/subscriptions.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
+import { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreLock } from './store-lock.js'
@@ -70,6 +72,10 @@ export class MessageStore implements AsyncDisposable {
   private readonly subscriptions: Subscriptions
   private readonly statsService = new StoreStatsService()
   private readonly loops: ServiceLoop[] = []
+  /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
+  private readonly flags: RunningFlags
+  private readonly cleanup: CleanupService
+  private cleanLoop: ServiceLoop | null = null
   private lastExitOK = true
   private readonly onProgress: OpenOptions['onProgress'] | null
   private readonly repairs: Repair[] = []
@@ -131,6 +137,25 @@ export class MessageStore implements AsyncDisposable {
       onFailure: (offset, error) => log(`dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`, error ?? 'a consume queue could not be written'),
     })
     this.flusher = new CommitLogFlusher(this.commitLog, this.config, this.checkpoint, () => this.dispatcher.schedule(), log)
+    this.flags = new RunningFlags(
+      () => this.env.clock.now(),
+      (name, set, reason) => this.logger(set ? 'warn' : 'info', `running flag ${name} ${set ? 'set' : 'cleared'}: ${reason}`),
+    )
+    this.cleanup = new CleanupService(
+      {
+        commitLog: this.commitLog,
+        // A copy: a pass may pause between queues while puts create new ones.
+        consumeQueues: () => [...this.queues.all()],
+        indexService: () => this.index.current,
+        dispatchedOffset: () => this.dispatcher.reputFromOffset,
+        commitLogPath: this.paths.commitLog,
+        consumeQueuePath: this.paths.consumeQueues,
+      },
+      this.config,
+      this.env,
+      this.flags,
+      this.logger,
+    )
   }
 
   /**
@@ -229,6 +254,12 @@ export class MessageStore implements AsyncDisposable {
       new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now()), onError),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
     )
+    this.cleanLoop = new ServiceLoop('clean-resource', this.config.cleanResourceInterval, async () => {
+      await this.cleanup.runPass()
+    }, onError)
+    this.loops.push(this.cleanLoop)
+    // Read the disk now: a store opened on a full disk refuses puts from the start.
+    this.cleanup.checkDisk()
     for (const loop of this.loops) loop.start()
   }
 
@@ -248,9 +279,13 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- put ----------------------------------------------------------------------------------
 
-  /** Puts are refused when closed, and while dispatch is stuck on a record it cannot index. */
+  /**
+   * Puts are refused when closed, while a running flag blocks writes (a full disk), and while
+   * dispatch is stuck on a record it cannot index.
+   */
   private checkWritable(): PutMessageStatus | null {
     if (this.closed) return 'SERVICE_NOT_AVAILABLE'
+    if (!this.flags.isWriteable()) return 'SERVICE_NOT_AVAILABLE'
     if (this.dispatcher.failed) {
       this.dispatcher.doReput()
       if (this.dispatcher.failed) return 'SERVICE_NOT_AVAILABLE'
@@ -302,6 +337,12 @@ export class MessageStore implements AsyncDisposable {
       results[i] = result
       if (!result.isOk()) {
         this.statsService.putMessageFailedTimes++
+        // No room for the next file: read the disk now (a full disk then refuses the next puts
+        // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
+        if (result.status === 'CREATE_MAPEDFILE_FAILED') {
+          this.cleanup.checkDisk()
+          this.cleanLoop?.wakeup()
+        }
         continue
       }
       appended++
@@ -452,9 +493,33 @@ export class MessageStore implements AsyncDisposable {
     return this.subscriptions.subscribe(options, batchSize, tags)
   }
 
+  // ---- retention ----------------------------------------------------------------------------
+
+  /**
+   * The next 20 cleanup passes (one every cleanResourceInterval, as in RocketMQ) delete commit-log
+   * files past fileReservedTime at any hour.
+   */
+  executeDeleteFilesManually(): void {
+    this.assertOpen()
+    this.cleanup.executeDeleteFilesManually()
+  }
+
+  /** @internal What a cleanup pass would delete now and why (`mqstore clean --dry-run`). */
+  planCleanup(): Promise<CleanupPlan> {
+    this.assertOpen()
+    return this.cleanup.plan()
+  }
+
+  /** @internal Runs one cleanup pass now (`mqstore clean`); shares a pass already running. */
+  runCleanupPass(): Promise<CleanupPass> {
+    this.assertOpen()
+    return this.cleanup.runPass()
+  }
+
   // ---- stats and close ----------------------------------------------------------------------
 
   stats(): MessageStoreStats {
+    const { diskUsage, ...cleanup } = this.cleanup.stats()
     return {
       ...this.statsService.snapshot(),
       commitLogMinOffset: this.commitLog.getMinOffset(),
@@ -466,6 +531,9 @@ export class MessageStore implements AsyncDisposable {
       repairs: [...this.repairs],
       consumeQueueCount: this.queues.size,
       indexFileCount: this.index.current.getFileCount(),
+      diskUsage,
+      runningFlags: { value: this.flags.value, flags: this.flags.list() },
+      cleanup,
     }
   }
 
@@ -495,6 +563,7 @@ export class MessageStore implements AsyncDisposable {
     this.closed = true
     this.subscriptions.wakeAll()
     try {
+      await this.cleanup.stop()
       for (const loop of this.loops) await loop.stop()
       this.statsService.shutdown()
       this.dispatcher.doReput()

@@ -3,6 +3,9 @@ import type { DecodedMessage } from './commitlog/record.js'
 import type { RecoveryOutcome } from './commitlog/commit-log.js'
 import type { MessageStoreOptions } from './config.js'
 import type { Clock, DiskUsageSource } from './environment.js'
+import type { CleanupStats } from './cleanup/cleanup-service.js'
+import type { DiskReading } from './cleanup/disk-policy.js'
+import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
 
 export type { PutMessageStatus } from './commitlog/commit-log.js'
@@ -112,4 +115,10 @@ export interface MessageStoreStats extends StoreStats {
   repairs: Repair[]
   consumeQueueCount: number
   indexFileCount: number
+  /** Usage of the partitions holding the commit log and the consume queues, as cleanup last read it. */
+  diskUsage: DiskReading[]
+  /** RocketMQ's RunningFlags: the bits (`value`) and each flag set, with why and since when. */
+  runningFlags: { value: number; flags: RunningFlagState[] }
+  /** Retention: files and bytes deleted, the last pass and its reason. */
+  cleanup: Omit<CleanupStats, 'diskUsage'>
 }

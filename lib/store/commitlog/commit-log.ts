@@ -294,7 +294,9 @@ export class CommitLog {
 
   /** A held view of one record's bytes, or null when they are not readable. */
   getMessage(offset: number, size: number): SelectMappedBufferResult | null {
-    const file = this.mappedFileQueue.findMappedFileByOffset(offset, offset === 0)
+    // Only the file that holds the offset: once cleanup deleted the file at 0, offset 0 must not
+    // read the first remaining file's bytes (RocketMQ returns the first file for offset 0).
+    const file = this.mappedFileQueue.findMappedFileByOffset(offset)
     if (file === null) return null
     return file.selectMappedBuffer(offset % this.config.mappedFileSizeCommitLog, size)
   }

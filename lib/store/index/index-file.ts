@@ -450,8 +450,8 @@ export class IndexFile {
   }
 
   /** Shuts the file down and deletes it once nothing holds it; false means "call again later". */
-  destroy(intervalForcibly: number): boolean {
-    return this.mappedFile.destroy(intervalForcibly)
+  destroy(intervalForcibly: number, now: number = Date.now()): boolean {
+    return this.mappedFile.destroy(intervalForcibly, now)
   }
 
   toString(): string {

@@ -30,6 +30,12 @@ const CREATE_ATTEMPTS = 3
 /** Forced interval when an expired file is destroyed while something still holds it. */
 const EXPIRED_DESTROY_INTERVAL = 3000
 
+/** How an expiry call reads the time and reports what it deleted. */
+export interface IndexDeleteOptions {
+  clock?: () => number
+  onDeleted?: (file: IndexFile) => void
+}
+
 /** sysFlag bits of the transaction type, and the value that marks a rolled-back record. */
 const TRANSACTION_TYPE_MASK = 0x3 << 2
 const TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
@@ -351,20 +357,23 @@ export class IndexService {
    * Deletes, oldest first, the files that end below `minPhyOffset` (the commit log's new
    * minimum), stopping at the first that does not; the newest file is always kept.
    */
-  deleteExpiredFile(minPhyOffset: number): void {
+  deleteExpiredFile(minPhyOffset: number, options: IndexDeleteOptions = {}): number {
     this.assertOpen()
-    if (this.readOnly) return
+    if (this.readOnly) return 0
     const files = this.files
-    if (files.length === 0 || files[0].getEndPhyOffset() >= minPhyOffset) return
+    if (files.length === 0 || files[0].getEndPhyOffset() >= minPhyOffset) return 0
+    const now = (options.clock ?? Date.now)()
     let deleted = 0
     for (let i = 0; i < files.length - 1; i++) {
       const file = files[i]
       if (file.getEndPhyOffset() >= minPhyOffset) break
       // A background flush still holding the file postpones it to a later call.
-      if (!file.destroy(EXPIRED_DESTROY_INTERVAL)) break
+      if (!file.destroy(EXPIRED_DESTROY_INTERVAL, now)) break
+      options.onDeleted?.(file)
       deleted++
     }
     if (deleted > 0) files.splice(0, deleted)
+    return deleted
   }
 
   // ---- flush and lifetime -------------------------------------------------------------------

@@ -16,6 +16,18 @@ import type { TransientStorePool } from './transient-store-pool.js'
 /** RocketMQ deletes at most this many files in one expiry pass. */
 export const DELETE_FILES_BATCH_MAX = 10
 
+/** How an expiry call reads the time and reports what it deleted. */
+export interface DeleteOptions {
+  /** The clock for ages and forced intervals (Date.now by default). */
+  clock?: () => number
+  /** Delete at most this many files (capped at DELETE_FILES_BATCH_MAX). */
+  maxFiles?: number
+  /** Called for each file deleted, with the readers it still had when it was destroyed. */
+  onDeleted?: (file: MappedFile, holders: number) => void
+  /** Checked after each pause between files: true ends the call early (the store is closing). */
+  shouldStop?: () => boolean
+}
+
 export interface MappedFileQueueOptions {
   /** Create the next file ahead of need, off the append path (the commit log's allocator). */
   preallocateNext?: boolean
@@ -319,24 +331,34 @@ export class MappedFileQueue {
   /**
    * Commit-log expiry: deletes files, oldest first and never the last one, whose modification time
    * is older than `expiredTime` ms (or all of them with cleanImmediately), stopping at the first
-   * file that is too young or still held. At most DELETE_FILES_BATCH_MAX per call.
+   * file that is too young or still held. At most DELETE_FILES_BATCH_MAX per call (fewer with
+   * `options.maxFiles`: the cleanup policy passes the count it planned, so this check can only
+   * delete less than the plan, never more).
    */
   async deleteExpiredFileByTime(
     expiredTime: number,
     deleteFilesInterval: number,
     intervalForcibly: number,
     cleanImmediately: boolean,
+    options: DeleteOptions = {},
   ): Promise<number> {
+    const clock = options.clock ?? Date.now
+    const maxFiles = Math.min(options.maxFiles ?? DELETE_FILES_BATCH_MAX, DELETE_FILES_BATCH_MAX)
     const candidates = this.mappedFiles.slice(0, -1)
     const removed: MappedFile[] = []
-    for (let i = 0; i < candidates.length; i++) {
+    for (let i = 0; i < candidates.length && removed.length < maxFiles; i++) {
       const file = candidates[i]
       const liveUntil = file.getLastModifiedTimestamp() + expiredTime
-      if (!(Date.now() >= liveUntil || cleanImmediately)) break
-      if (!file.destroy(intervalForcibly)) break
+      const now = clock()
+      if (!(now >= liveUntil || cleanImmediately)) break
+      const holders = file.getRefCount() - (file.isAvailable() ? 1 : 0)
+      if (!file.destroy(intervalForcibly, now)) break
       removed.push(file)
-      if (removed.length >= DELETE_FILES_BATCH_MAX) break
+      options.onDeleted?.(file, holders)
+      if (removed.length >= maxFiles) break
       if (deleteFilesInterval > 0 && i + 1 < candidates.length) await sleep(deleteFilesInterval)
+      // The queue may have been shut down while this pass slept.
+      if (this.closed || options.shouldStop?.() === true) break
     }
     this.removeFiles(removed)
     return removed.length
@@ -346,7 +368,8 @@ export class MappedFileQueue {
    * Consume-queue expiry: deletes files, oldest first and never the last one, whose last unit
    * points below `minPhysicalOffset` in the commit log.
    */
-  deleteExpiredFileByOffset(minPhysicalOffset: number, unitSize: number): number {
+  deleteExpiredFileByOffset(minPhysicalOffset: number, unitSize: number, options: DeleteOptions = {}): number {
+    const now = (options.clock ?? Date.now)()
     const candidates = this.mappedFiles.slice(0, -1)
     const removed: MappedFile[] = []
     for (const file of candidates) {
@@ -361,19 +384,22 @@ export class MappedFileQueue {
       } else {
         break
       }
-      if (!destroy || !file.destroy(60_000)) break
+      if (!destroy || !file.destroy(60_000, now)) break
       removed.push(file)
+      options.onDeleted?.(file, 0)
     }
     this.removeFiles(removed)
     return removed.length
   }
 
   /** Finishes a destroy of the first file that an earlier pass could not complete. */
-  retryDeleteFirstFile(intervalForcibly: number): boolean {
+  retryDeleteFirstFile(intervalForcibly: number, options: DeleteOptions = {}): boolean {
     const first = this.getFirstMappedFile()
     if (first === null || first.isAvailable()) return false
-    if (!first.destroy(intervalForcibly)) return false
+    const holders = first.getRefCount()
+    if (!first.destroy(intervalForcibly, (options.clock ?? Date.now)())) return false
     this.removeFiles([first])
+    options.onDeleted?.(first, holders)
     return true
   }
 

@@ -405,21 +405,27 @@ export class MappedFile {
     return this.available
   }
 
+  /** When the first shutdown dropped the owner's reference (0 while the file is available). */
+  getFirstShutdownTimestamp(): number {
+    return this.firstShutdownTimestamp
+  }
+
   isCleanupOver(): boolean {
     return this.refCount <= 0 && this.cleanupOver
   }
 
   /**
    * Drops the owner's reference. Called again while readers still hold the file, it forces the
-   * release once `intervalForcibly` ms have passed since the first call.
+   * release once `intervalForcibly` ms have passed since the first call. `now` is the caller's
+   * clock (cleanup passes its injected one, so a test can move past the interval).
    */
-  shutdown(intervalForcibly: number): void {
+  shutdown(intervalForcibly: number, now: number = Date.now()): void {
     if (this.available) {
       this.available = false
-      this.firstShutdownTimestamp = Date.now()
+      this.firstShutdownTimestamp = now
       this.release()
     } else if (this.refCount > 0) {
-      if (Date.now() - this.firstShutdownTimestamp >= intervalForcibly) {
+      if (now - this.firstShutdownTimestamp >= intervalForcibly) {
         this.refCount = -1000 - this.refCount
         this.release()
       }
@@ -442,8 +448,8 @@ export class MappedFile {
   }
 
   /** Shuts down and, once no reader holds it (or the interval forced it), deletes the file. */
-  destroy(intervalForcibly: number): boolean {
-    this.shutdown(intervalForcibly)
+  destroy(intervalForcibly: number, now: number = Date.now()): boolean {
+    this.shutdown(intervalForcibly, now)
     if (!this.isCleanupOver()) return false
     fs.rmSync(this.fileName, { force: true })
     return true

@@ -20,7 +20,7 @@ import { join } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
-import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
+import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue.js'
 import type { SelectMappedBufferResult } from '../mapped/mapped-file.js'
 
 export const CQ_STORE_UNIT_SIZE = 20
@@ -448,8 +448,11 @@ export class ConsumeQueue {
   // ---- expiry and truncation ----------------------------------------------------------------
 
   /**
-   * Moves minLogicOffset to the first unit of the first file that points at or above `minPhy`;
-   * unchanged when no unit there does.
+   * Moves minLogicOffset to the first unit of the first file that points at or above `minPhy`.
+   * When no unit there does and that file is also the last one, every message of the queue is gone
+   * from the commit log: the minimum moves to the queue's end, so that reads answer
+   * OFFSET_TOO_SMALL rather than MESSAGE_WAS_REMOVING (RocketMQ leaves the minimum unchanged).
+   * Otherwise (a later file holds the next units) it is unchanged.
    */
   correctMinOffset(minPhy: number): void {
     const file = this.mappedFileQueue.getFirstMappedFile()
@@ -458,12 +461,16 @@ export class ConsumeQueue {
     if (view === null) return
     try {
       const buffer = view.buffer
+      let found = false
       for (let pos = 0; pos + CQ_STORE_UNIT_SIZE <= view.size; pos += CQ_STORE_UNIT_SIZE) {
         if (ConsumeQueue.readOffset(buffer, pos) >= minPhy) {
           this.minLogicOffset = file.fileFromOffset + pos
+          found = true
           break
         }
       }
+      const end = file.fileFromOffset + view.size - (view.size % CQ_STORE_UNIT_SIZE)
+      if (!found && file === this.mappedFileQueue.getLastMappedFile() && end > this.minLogicOffset) this.minLogicOffset = end
     } finally {
       view.release()
     }
@@ -473,9 +480,9 @@ export class ConsumeQueue {
    * Deletes leading files (never the last) whose last unit points below `minPhy`, then corrects
    * the min offset. Returns the number of files deleted.
    */
-  deleteExpiredFile(minPhy: number): number {
+  deleteExpiredFile(minPhy: number, options: DeleteOptions = {}): number {
     this.assertWritable()
-    const count = this.mappedFileQueue.deleteExpiredFileByOffset(minPhy, CQ_STORE_UNIT_SIZE)
+    const count = this.mappedFileQueue.deleteExpiredFileByOffset(minPhy, CQ_STORE_UNIT_SIZE, options)
     this.correctMinOffset(minPhy)
     return count
   }
