@@ -229,6 +229,7 @@ describe('the command frame', () => {
 
   it('runs verify and demo with output that parses', () => {
     expect(json('verify', dir, '--max-hash-slot-num', '64', '--max-index-num', '256').ok).toBe(true)
+    expect(cli('verify', join(dir, 'nope'), '--debug').code).toBe(2) // --debug is accepted by every command
     const demoDir = join(tempDir('mqstore-cli-demo-'), 'data')
     const demo = json('demo', demoDir)
     expect(demo).toMatchObject({ produced: 6000, consumed: 1500, keysFound: 3, reusedStore: false })
