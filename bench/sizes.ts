@@ -237,7 +237,8 @@ async function main(argv: string[]): Promise<number> {
     series.push({ engine, label: LABELS[engine], points })
   }
   progress.done()
-  const environment = `node ${process.version}, ${os.platform()} ${os.arch()}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model.trim() ?? '?'})`
+  // The load average goes on the plot: on a shared machine it says how far to trust the numbers.
+  const environment = `node ${process.version}, ${os.platform()} ${os.arch()}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model.trim() ?? '?'}), load ${os.loadavg()[0].toFixed(1)}`
   const out = values.out ?? DEFAULT_OUT
   if (out !== '-') {
     const subtitle = `${environment}; ${budgetMiB} MiB of bodies per point (${MIN_COUNT}..${MAX_COUNT} messages), puts not waiting for fsync`
