@@ -149,24 +149,34 @@ export class StoreReader implements Disposable {
   }
 
   private walkLastFile(): number {
-    const last = this.commitLog[this.commitLog.length - 1]
-    if (last === undefined) return 0
+    // The writer may have created the next file before writing to it: an empty last file sends
+    // the walk back to the one before, whose blank tail (if it is full) ends where this one starts.
+    for (let i = this.commitLog.length - 1; i >= 0; i--) {
+      const file = this.commitLog[i]
+      const end = this.walkFile(file)
+      if (end > 0 || i === 0) return file.offset + end
+    }
+    return 0
+  }
+
+  /** Bytes of data at the start of `file`: the whole file when a blank record closes it. */
+  private walkFile(file: Segment): number {
     let pos = 0
     let chunk: Buffer = Buffer.alloc(0)
     let chunkAt = 0
-    while (pos + 8 <= last.size) {
+    while (pos + 8 <= file.size) {
       if (pos < chunkAt || pos + 8 > chunkAt + chunk.length) {
         chunkAt = pos
-        chunk = this.read(last.path, pos, Math.min(WALK_CHUNK, last.size - pos))
+        chunk = this.read(file.path, pos, Math.min(WALK_CHUNK, file.size - pos))
         if (chunk.length < 8) break
       }
       const size = chunk.readInt32BE(pos - chunkAt)
       const magic = chunk.readInt32BE(pos - chunkAt + 4)
-      if (magic === BLANK_MAGIC_CODE) return last.offset + last.size
-      if (magic !== MESSAGE_MAGIC_CODE || size < MIN_RECORD_LENGTH || pos + size > last.size) break
+      if (magic === BLANK_MAGIC_CODE) return file.size
+      if (magic !== MESSAGE_MAGIC_CODE || size < MIN_RECORD_LENGTH || pos + size > file.size) break
       pos += size
     }
-    return last.offset + pos
+    return pos
   }
 
   private maxListedOffset(): number {
