@@ -1,5 +1,6 @@
 // The `mqstore` command, run as a real child process on real store directories.
 import { spawn, spawnSync } from 'node:child_process'
+import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
@@ -236,6 +237,26 @@ describe('the command frame', () => {
     const demoDir = join(tempDir('mqstore-cli-demo-'), 'data')
     const demo = json('demo', demoDir)
     expect(demo).toMatchObject({ produced: 6000, consumed: 1500, keysFound: 3, reusedStore: false })
+  })
+
+  // `script` (util-linux) runs the command on a pseudo-terminal, as a user at a terminal would.
+  const hasScript = spawnSync('script', ['--version'], { encoding: 'utf8' }).status === 0
+  it.skipIf(!hasScript)('shows recovery progress on a terminal and nothing when piped (needs util-linux script for a pty)', async () => {
+    // Copies of a store taken while it is open look crashed: opening them recovers with progress.
+    const base = tempDir('mqstore-cli-progress-')
+    const store = await MessageStore.open(join(base, 'live'), SMALL)
+    for (let i = 0; i < 50; i++) await store.putMessage({ topic: 'p', body: `message ${i}` })
+    fs.cpSync(join(base, 'live'), join(base, 'tty'), { recursive: true })
+    fs.cpSync(join(base, 'live'), join(base, 'piped'), { recursive: true })
+    await store.close()
+    const command = [process.execPath, CLI, 'stats', join(base, 'tty'), '--open', '--json'].map((a) => `'${a}'`).join(' ')
+    const tty = spawnSync('script', ['-qec', command, '/dev/null'], { encoding: 'utf8', timeout: 60_000 })
+    expect(tty.status).toBe(0)
+    expect(tty.stdout).toMatch(/\rrecovering \[#+\] 100%\r\x1b\[K/)
+    const piped = spawnSync(process.execPath, [CLI, 'stats', join(base, 'piped'), '--open', '--json'], { encoding: 'utf8', timeout: 60_000 })
+    expect(piped.status).toBe(0)
+    expect(piped.stderr).toBe('')
+    expect(JSON.parse(piped.stdout).lastExitOK).toBe(false)
   })
 
   it('draws a progress bar on a TTY only', () => {
