@@ -126,6 +126,10 @@ describe('mqstore tail', () => {
     expect(since[0].body).toBe('message 100')
     expect(ndjson('tail', dir, '--topic', 'payments', '--limit', '3').map((m) => m.body)).toEqual(['message 120', 'message 121', 'message 122'])
     expect(ndjson('tail', dir, '--topic', 'orders', '--from', 'latest')).toEqual([])
+    const missing = cli('tail', dir, '--topic', 'nothing')
+    expect(missing.code).toBe(4)
+    expect(missing.stderr).toBe('mqstore tail: no topic nothing in this store (--follow waits for it)\n')
+    expect(cli('tail', dir, '--topic', 'orders', '--queue', '7').code).toBe(4)
   })
 
   it('prints a body that is not UTF-8 as base64 or hex', () => {

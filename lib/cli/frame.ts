@@ -14,7 +14,7 @@ export const EXIT = {
   USAGE: 2,
   /** The command needs the store's lock and another process has the store open. */
   LOCKED: 3,
-  /** Nothing matched (get: no message with that key or offset). */
+  /** Nothing matched (get: no message with that key or offset; tail: no such topic or queue). */
   NOT_FOUND: 4,
 } as const
 
@@ -23,7 +23,7 @@ export const EXIT_CODES_TEXT = `exit codes:
   1  failure at run time (I/O error, damaged data; verify: problems found)
   2  usage error, unknown command, or not a store directory
   3  the store is open in another process (a command that needs its lock)
-  4  nothing found (get)
+  4  nothing found (get; tail of a topic or queue that does not exist)
 `
 
 /** An error the frame prints as one line, exiting with `exitCode`. */

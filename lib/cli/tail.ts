@@ -2,7 +2,7 @@
 // topic's queues, read-only. With --follow it keeps polling the queues for new units until stopped.
 import type { DecodedMessage } from '../store/commitlog/record.js'
 import { CQ_STORE_UNIT_SIZE } from '../store/queue/consume-queue.js'
-import { EXIT, intOption, requireOption, stringOption, UsageError, type Command, type CommandContext } from './frame.js'
+import { CliError, EXIT, intOption, requireOption, stringOption, UsageError, type Command, type CommandContext } from './frame.js'
 import { StoreReader, type QueueRef } from './store-reader.js'
 
 /** How often --follow looks for new units: the writer is another process, so there is no event. */
@@ -116,7 +116,7 @@ earliest (the default), latest (only new messages, with --follow), a queue offse
 
 --follow keeps watching the queues (every ${FOLLOW_POLL_MS} ms) and prints new messages until
 interrupted (Ctrl-C, SIGTERM), then exits 0. Read-only: no lock is taken, so it follows a store that
-another process is writing.`,
+another process is writing. Exit code 4 when the topic (or queue) does not exist, without --follow.`,
   positionals: [1, 1],
   options: {
     topic: { type: 'string', value: 'T', description: 'the topic (required)' },
@@ -137,6 +137,10 @@ another process is writing.`,
     const print = (m: DecodedMessage) => ctx.line(ctx.json ? JSON.stringify(messageJson(m, encoding)) : messageLine(m, encoding))
     const queues = (): QueueRef[] =>
       queueId === undefined ? reader.queues().filter((q) => q.topic === topic) : [reader.queue(topic, queueId)]
+    if (!follow && queues().every((q) => q.segments.length === 0)) {
+      const what = queueId === undefined ? `topic ${topic}` : `queue ${topic}/${queueId}`
+      throw new CliError(`no ${what} in this store (--follow waits for it)`, EXIT.NOT_FOUND)
+    }
     const positions = new Map<number, number>()
     let printed = 0
     for (;;) {
