@@ -85,6 +85,11 @@ export async function typeTests(): Promise<void> {
   const stats: MessageStoreStats = store.stats()
   assertType<Equal<typeof stats.lastExitOK, boolean>>()
   assertType<Equal<typeof stats.commitLogMaxOffset, number>>()
+  assertType<Equal<typeof stats.runningFlags.value, number>>()
+  const flagReasons: string[] = stats.runningFlags.flags.map((f) => f.reason)
+  void flagReasons
+  // Retention: a manual request returns nothing to await.
+  assertType<Equal<ReturnType<typeof store.executeDeleteFilesManually>, void>>()
   try {
     await store.close()
   } catch (error) {
