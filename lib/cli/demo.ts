@@ -6,16 +6,27 @@ import { resolve } from 'node:path'
 import { describeCommitLogPlan } from '../store/cleanup/commit-log-policy.js'
 import { percent } from '../store/cleanup/disk-policy.js'
 import { MessageStore } from '../store/message-store.js'
+import { EXIT, type Command } from './frame.js'
 
 const TOPICS = ['orders', 'payments', 'shipments']
 const QUEUES = 4
 const PER_TOPIC = 2000
 
-function line(text = ''): void {
-  process.stdout.write(`${text}\n`)
+export interface DemoSummary {
+  dir: string
+  reusedStore: boolean
+  produced: number
+  consumed: number
+  keysFound: number
+  commitLogMaxOffset: number
+  elapsedMs: number
 }
 
-export async function runDemo(dir: string): Promise<void> {
+/** Runs the tour on `dir`, telling what it does through `line` (stdout by default). */
+export async function runDemo(dir: string, line: (text?: string) => void = (text = '') => process.stdout.write(`${text}\n`)): Promise<DemoSummary> {
+  let produced = 0
+  let consumed = 0
+  let keysFound = 0
   const began = Date.now()
   line(`mqstore demo — store directory ${dir}`)
   const reused = fs.existsSync(dir)
@@ -52,6 +63,7 @@ export async function runDemo(dir: string): Promise<void> {
     }
     const results = await store.putMessages(batch)
     const ok = results.filter((r) => r.status === 'PUT_OK').length
+    produced += ok
     const last = results[results.length - 1]
     line(`   ${topic.padEnd(10)} ${ok}/${batch.length} PUT_OK, last at commit-log offset ${last.wroteOffset}, msgId ${last.msgId}`)
   }
@@ -72,6 +84,7 @@ export async function runDemo(dir: string): Promise<void> {
       if (sample === '') sample = message.body.toString()
       if (subscription.position >= max) break
     }
+    consumed += count
     line(`   ${topic.padEnd(10)} ${count} messages (${priority} tagged priority), committed offset ${store.queryOffset('demo-group', topic, 0)} of ${max}`)
     line(`   ${''.padEnd(10)} first: ${sample}`)
   }
@@ -85,6 +98,7 @@ export async function runDemo(dir: string): Promise<void> {
     const topic = key.split('-')[0]
     const found = store.queryMessage(topic, key, 32, 0, Date.now() + 1000)
     const m = found.messages[0]
+    keysFound += found.messages.length
     line(`   by key ${key}: ${found.messages.length} found, queue ${m?.queueId} offset ${m?.queueOffset}`)
   }
   const middle = store.getMessageStoreTimeStamp('orders', 1, Math.floor(store.getMaxOffsetInQueue('orders', 1) / 2))
@@ -131,6 +145,23 @@ export async function runDemo(dir: string): Promise<void> {
   line(`   config/consumerOffset.json, checkpoint, lock`)
   line()
   line(`done in ${Date.now() - began} ms — run again to append to the same store (rm -rf ${dir} to start over)`)
+  return { dir, reusedStore: reused, produced, consumed, keysFound, commitLogMaxOffset: stats.commitLogMaxOffset, elapsedMs: Date.now() - began }
+}
+
+export const demoCommand: Command = {
+  name: 'demo',
+  summary: 'write, consume, query and close a store in dir (default ./data)',
+  synopsis: 'demo [dir]',
+  description: `A short tour: produces 6,000 messages over three topics, consumes queue 0 of each as a group
+(committing offsets), queries by key and by time, prints stats and closes cleanly. Running it again
+appends to the same store. Takes the store's lock (exit code 3 when another process has it open).
+With --json, prints only a summary object.`,
+  positionals: [0, 1],
+  async run(ctx) {
+    const summary = await runDemo(resolve(ctx.positionals[0] ?? 'data'), ctx.json ? () => {} : ctx.line)
+    if (ctx.json) ctx.emitJson(summary)
+    return EXIT.OK
+  },
 }
 
 const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${resolve(process.argv[1])}`).href

@@ -1,0 +1,110 @@
+// Type tests of the published declarations: this file imports the package by its name, so it is
+// checked against dist/lib/*.d.ts (what users get), by `tsc --noEmit` in `npm test`. A line under an
+// expect-error directive must not compile; if it ever does, tsc fails on the unused directive.
+import {
+  MessageStore,
+  MQStoreError,
+  ERROR_CODES,
+  PutMessageResult,
+  type ErrorCode,
+  type GetMessageResult,
+  type GetMessageStatus,
+  type Message,
+  type MessageExt,
+  type MessageStoreStats,
+  type OpenOptions,
+  type PutMessageStatus,
+  type QueryMessageResult,
+  type Subscription,
+} from 'mqstore'
+import type { MappedFile } from 'mqstore/internals'
+
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false
+function assertType<T extends true>(): T | undefined {
+  return undefined
+}
+
+export async function typeTests(): Promise<void> {
+  // open() takes a directory and options, and resolves to a store.
+  const options: OpenOptions = { flushDiskType: 'SYNC_FLUSH', mappedFileSizeCommitLog: 1 << 20, logger: (level, text) => void [level, text] }
+  const store = await MessageStore.open('./data', options)
+  assertType<Equal<typeof store, MessageStore>>()
+  // @ts-expect-error flushDiskType is one of two strings
+  void ({ flushDiskType: 'SOMETIMES' } satisfies OpenOptions)
+  // @ts-expect-error an unknown option is a type error
+  void ({ flushEveryMessage: true } satisfies OpenOptions)
+
+  // putMessage: only topic and body are required; body is bytes or text.
+  const message: Message = { topic: 'orders', body: 'hello' }
+  const bytes: Message = { topic: 'orders', body: new Uint8Array([1, 2]), keys: ['a', 'b'], tags: 't', queueId: 1, properties: { a: 'b' } }
+  // @ts-expect-error body is required
+  void ({ topic: 'orders' } satisfies Message)
+  // @ts-expect-error a body is bytes or a string, not a number
+  void ({ topic: 'orders', body: 42 } satisfies Message)
+  const result = await store.putMessage(message)
+  assertType<Equal<typeof result, PutMessageResult>>()
+  assertType<Equal<typeof result.status, PutMessageStatus>>()
+  const status: PutMessageStatus = 'PUT_OK'
+  // @ts-expect-error statuses are RocketMQ's names
+  const wrong: PutMessageStatus = 'OK'
+  void [status, wrong]
+  const many = await store.putMessages([message, bytes])
+  assertType<Equal<typeof many, PutMessageResult[]>>()
+  assertType<Equal<typeof result.wroteOffset, number>>()
+  assertType<Equal<typeof result.msgId, string>>()
+
+  // Reads.
+  const got: GetMessageResult = store.getMessage('group', 'orders', 0, 0, 32, { tags: ['t'] })
+  assertType<Equal<typeof got.status, GetMessageStatus>>()
+  assertType<Equal<(typeof got.messages)[number], MessageExt>>()
+  const first: MessageExt | undefined = got.messages[0]
+  if (first !== undefined) {
+    assertType<Equal<typeof first.body, Buffer>>()
+    assertType<Equal<typeof first.keys, string[]>>()
+    assertType<Equal<typeof first.tags, string | undefined>>()
+  }
+  const found: QueryMessageResult = store.queryMessage('orders', 'a', 32, 0, Date.now())
+  void found.messages.length
+  const one: MessageExt | null = store.lookMessageByOffset(0)
+  void one
+  // @ts-expect-error getMessage needs the group first
+  store.getMessage('orders', 0, 0, 32)
+
+  // consume(): an async iterable of MessageExt with a position and commit().
+  const subscription: Subscription = store.consume({ group: 'g', topic: 'orders', queueId: 0, from: 'earliest', signal: new AbortController().signal })
+  for await (const m of subscription) {
+    assertType<Equal<typeof m, MessageExt>>()
+    subscription.commit()
+    break
+  }
+  assertType<Equal<typeof subscription.position, number>>()
+  // @ts-expect-error from is 'committed', 'earliest', 'latest' or an offset
+  store.consume({ group: 'g', topic: 'orders', queueId: 0, from: 'newest' })
+
+  // stats() and errors.
+  const stats: MessageStoreStats = store.stats()
+  assertType<Equal<typeof stats.lastExitOK, boolean>>()
+  assertType<Equal<typeof stats.commitLogMaxOffset, number>>()
+  assertType<Equal<typeof stats.runningFlags.value, number>>()
+  const flagReasons: string[] = stats.runningFlags.flags.map((f) => f.reason)
+  void flagReasons
+  // Retention: a manual request returns nothing to await.
+  assertType<Equal<ReturnType<typeof store.executeDeleteFilesManually>, void>>()
+  try {
+    await store.close()
+  } catch (error) {
+    if (error instanceof MQStoreError) assertType<Equal<typeof error.code, ErrorCode>>()
+  }
+  const code: ErrorCode = ERROR_CODES[0]
+  // @ts-expect-error codes are a closed set
+  const unknown: ErrorCode = 'EVERYTHING_IS_FINE'
+  void [code, unknown]
+  await using disposable = await MessageStore.open('./data')
+  void disposable
+
+  // Internals are a separate entry point, not on the package root.
+  const mapped: typeof MappedFile | undefined = undefined
+  void mapped
+  // @ts-expect-error MappedFile is not exported from the package root
+  type NotPublic = import('mqstore').MappedFile
+}
