@@ -15,13 +15,14 @@ import {
   OFFSET_MAGIC,
   OFFSET_SYSFLAG,
   storeTimestampOffset,
-  SysFlag,
   writeBlank,
   writeRecord,
   type DispatchRequest,
   type HostAddress,
   type PreparedRecord,
 } from './record.js'
+import { isQueuedRecord } from './sys-flag.js'
+import { DataViewCache, readUInt64BE } from '../bytes.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
@@ -184,6 +185,8 @@ export class CommitLog {
   readonly topicQueueTable = new QueueOffsetTable()
   private readonly config: MessageStoreConfig
   private readonly storeHost: HostAddress
+  /** The DataView of the file being appended to; cleared at shutdown so no mapping outlives it. */
+  private readonly views = new DataViewCache()
 
   // The pending append, kept in fields so the append callback is one bound function.
   private pendingRecord: PreparedRecord | null = null
@@ -197,11 +200,11 @@ export class CommitLog {
   private readonly appendCallback = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => {
     const record = this.pendingRecord!
     if (record.length + END_FILE_MIN_BLANK_LENGTH > maxBlank) {
-      writeBlank(target, pos, maxBlank)
+      writeBlank(target, pos, maxBlank, this.views)
       this.pendingEndOfFile = true
       return { wroteBytes: maxBlank }
     }
-    writeRecord(target, pos, record, this.pendingQueueOffset, fileFromOffset + pos, this.pendingTimestamp)
+    writeRecord(target, pos, record, this.pendingQueueOffset, fileFromOffset + pos, this.pendingTimestamp, this.views)
     this.pendingEndOfFile = false
     return { wroteBytes: record.length }
   }
@@ -231,8 +234,7 @@ export class CommitLog {
    * `now` is the store timestamp (taken by the caller so that a batch can share a clock read).
    */
   append(record: PreparedRecord, now: number): PutMessageResult {
-    const tranType = record.sysFlag & SysFlag.TRANSACTION_MASK
-    const counted = tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT
+    const counted = isQueuedRecord(record.sysFlag)
     const queueOffset = counted ? this.topicQueueTable.get(record.topic, record.queueId) : 0
 
     let file = this.mappedFileQueue.getLastMappedFile()
@@ -318,7 +320,7 @@ export class CommitLog {
       if (buffer.length < OFFSET_SYSFLAG + 4) return -1
       const at = storeTimestampOffset(buffer.readInt32BE(OFFSET_SYSFLAG))
       if (at + 8 > buffer.length) return -1
-      return buffer.readUInt32BE(at) * 2 ** 32 + buffer.readUInt32BE(at + 4)
+      return readUInt64BE(buffer, at)
     } finally {
       view.release()
     }
@@ -477,7 +479,7 @@ export class CommitLog {
     const buffer = file.readableBuffer()
     if (buffer.length < 64 || buffer.readInt32BE(OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return false
     const at = storeTimestampOffset(buffer.readInt32BE(OFFSET_SYSFLAG))
-    const storeTimestamp = buffer.readUInt32BE(at) * 2 ** 32 + buffer.readUInt32BE(at + 4)
+    const storeTimestamp = readUInt64BE(buffer, at)
     if (storeTimestamp === 0) return false
     return storeTimestamp <= minTimestamp
   }
@@ -496,6 +498,7 @@ export class CommitLog {
   }
 
   shutdown(): void {
+    this.views.clear()
     this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
   }
 }

@@ -12,6 +12,7 @@ import { formatOffsetName, parseOffsetName } from './segment-name.js'
 import { syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import type { TransientStorePool } from './transient-store-pool.js'
+import { readInt64BE } from '../bytes.js'
 
 /** RocketMQ deletes at most this many files in one expiry pass. */
 export const DELETE_FILES_BATCH_MAX = 10
@@ -376,7 +377,7 @@ export class MappedFileQueue {
       let destroy: boolean
       const last = file.selectMappedBuffer(this.mappedFileSize - unitSize)
       if (last !== null) {
-        const physicalOffset = Number(last.buffer.readBigInt64BE(0))
+        const physicalOffset = readInt64BE(last.buffer, 0)
         last.release()
         destroy = physicalOffset < minPhysicalOffset
       } else if (!file.isAvailable()) {
