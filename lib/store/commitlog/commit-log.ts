@@ -17,16 +17,24 @@ import {
   storeTimestampOffset,
   writeBlank,
   writeRecord,
-  type DispatchRequest,
   type HostAddress,
   type PreparedRecord,
 } from './record.js'
+import {
+  scanRecords,
+  type RecoveredRecordHandler,
+  type RecoveryOutcome,
+  type RecoveryProgress,
+  type ScanSource,
+} from './recovery-scan.js'
 import { isQueuedRecord } from './sys-flag.js'
 import { DataViewCache, readUInt64BE } from '../bytes.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
+
+export type { RecoveredRecordHandler, RecoveryDamage, RecoveryOutcome, RecoveryProgress } from './recovery-scan.js'
 
 export type PutMessageStatus =
   | 'PUT_OK'
@@ -84,39 +92,6 @@ export class PutMessageResult {
       storeTimestamp: this.storeTimestamp,
     }
   }
-}
-
-/** Called for every valid record a recovery walks over (abnormal recovery re-dispatches them). */
-export type RecoveredRecordHandler = (request: DispatchRequest) => void
-
-/** Where a recovery scan met a record that failed its checks. */
-export interface RecoveryDamage {
-  /** torn: only zeros follow (an append cut short); corrupt: data follows the bad record. */
-  kind: 'torn' | 'corrupt'
-  /** Commit-log offset of the bad record, and the bytes it claims (at least 8). */
-  offset: number
-  length: number
-  reason: string
-}
-
-/** Progress of a recovery scan: bytes checked so far, of the bytes it may have to check. */
-export type RecoveryProgress = (scannedBytes: number, totalBytes: number) => void
-
-/** Report progress about every this many bytes. */
-const PROGRESS_STEP_BYTES = 64 * 1024 * 1024
-
-/** What the store learns from a recovery scan. */
-export interface RecoveryOutcome {
-  /** Where valid data ends: the commit log is truncated here. */
-  processOffset: number
-  /** The record that stopped the scan before the end of the data, if one did. */
-  damage: RecoveryDamage | null
-  /** The same as damage (kept for stats consumers). */
-  stoppedAt: RecoveryDamage | null
-  /** Bytes scanned (0 for a clean open from the shutdown record). */
-  scannedBytes: number
-  /** Offset of the last valid record, -1 when the log is empty. */
-  lastRecordOffset: number
 }
 
 /**
@@ -328,88 +303,21 @@ export class CommitLog {
 
   // ---- recovery -----------------------------------------------------------------------------
 
-  /**
-   * Walks records from the start of `files[startIndex]` while they are valid, handing each to
-   * `onRecord`; stops at the first invalid record or after the last file's blank. Nothing is
-   * truncated here: the caller applies its corruption policy to the outcome first.
-   */
+  /** The mapped files from `files[startIndex]` on, as the recovery scan reads them. */
+  private scanSource(): ScanSource {
+    const files = this.mappedFileQueue.mappedFiles
+    return {
+      fileCount: files.length,
+      fileSize: this.config.mappedFileSizeCommitLog,
+      fileStart: (index) => files[index].fileFromOffset,
+      read: (index, from, to) => files[index].readableBuffer().subarray(from, to),
+    }
+  }
+
   private scanFrom(startIndex: number, onRecord: RecoveredRecordHandler | null, onProgress: RecoveryProgress | null): RecoveryOutcome {
-    const files = this.mappedFileQueue.mappedFiles
-    const fileSize = this.config.mappedFileSizeCommitLog
-    const checkCRC = this.config.checkCRCOnRecover
-    const totalBytes = (files.length - startIndex) * fileSize
-    let index = startIndex
-    let file: MappedFile = files[index]
-    let buffer = file.readableBuffer()
-    let pos = 0
-    let scannedBytes = 0
-    let nextReport = PROGRESS_STEP_BYTES
-    let lastRecordOffset = -1
-    let damage: RecoveryDamage | null = null
-    onProgress?.(0, totalBytes)
-    for (;;) {
-      const request = checkRecord(buffer, pos, fileSize, checkCRC)
-      if (request.status === 'OK' && request.commitLogOffset !== file.fileFromOffset + pos) {
-        // Each record names its own position: a mismatch is a damaged header (not covered by
-        // the body CRC) or a record that is not where it was written.
-        damage = this.classifyDamage(index, pos, `header: physical offset ${request.commitLogOffset} at position ${file.fileFromOffset + pos}`)
-        break
-      }
-      if (request.status === 'OK' && request.size > 0) {
-        if (onRecord !== null) onRecord(request)
-        lastRecordOffset = file.fileFromOffset + pos
-        pos += request.size
-        scannedBytes += request.size
-        if (scannedBytes >= nextReport) {
-          onProgress?.(scannedBytes, totalBytes)
-          nextReport = scannedBytes + PROGRESS_STEP_BYTES
-        }
-        continue
-      }
-      if (request.status === 'BLANK') {
-        scannedBytes += fileSize - pos
-        if (index + 1 >= files.length) break
-        index += 1
-        file = files[index]
-        buffer = file.readableBuffer()
-        pos = 0
-        continue
-      }
-      // Zeros after the last record are the normal end of the log; anything else is damage.
-      if (!isZeroFrom(buffer, pos, Math.min(fileSize, pos + 8))) {
-        damage = this.classifyDamage(index, pos, request.reason ?? request.status)
-      }
-      break
-    }
-    onProgress?.(totalBytes, totalBytes)
-    this.lastRecordOffset = lastRecordOffset
-    return { processOffset: file.fileFromOffset + pos, damage, stoppedAt: damage, scannedBytes, lastRecordOffset }
-  }
-
-  /**
-   * A bad record whose claimed extent is followed by nothing but zeros (to the end of its file,
-   * with no data in later files) is a torn write: the tail of an append that never fully reached
-   * the disk. Anything else is corruption, and so is a claimed extent that hides a valid record
-   * (its length field may itself be the damage).
-   */
-  private classifyDamage(index: number, pos: number, reason: string): RecoveryDamage {
-    const files = this.mappedFileQueue.mappedFiles
-    const fileSize = this.config.mappedFileSizeCommitLog
-    const file = files[index]
-    const buffer = file.readableBuffer()
-    const claimed = pos + 4 <= buffer.length ? buffer.readInt32BE(pos) : 0
-    const claimedEnd = claimed >= 8 && pos + claimed <= fileSize ? pos + claimed : pos + 8
-    let torn = isZeroFrom(buffer, claimedEnd, fileSize) && !this.hidesRecord(buffer, pos + 8, claimedEnd)
-    for (let i = index + 1; torn && i < files.length; i++) torn = isZeroFrom(files[i].readableBuffer(), 0, fileSize)
-    return { kind: torn ? 'torn' : 'corrupt', offset: file.fileFromOffset + pos, length: claimedEnd - pos, reason }
-  }
-
-  /** True when a valid record starts somewhere in buffer[from, to). */
-  private hidesRecord(buffer: Buffer, from: number, to: number): boolean {
-    for (let at = buffer.indexOf(MAGIC_BYTES, from); at >= 0 && at < to; at = buffer.indexOf(MAGIC_BYTES, at + 1)) {
-      if (at >= 4 && checkRecord(buffer, at - 4, buffer.length, true).status === 'OK') return true
-    }
-    return false
+    const outcome = scanRecords(this.scanSource(), startIndex, this.config.checkCRCOnRecover, onRecord, onProgress, this.views)
+    this.lastRecordOffset = outcome.lastRecordOffset
+    return outcome
   }
 
   /**
@@ -501,18 +409,4 @@ export class CommitLog {
     this.views.clear()
     this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
   }
-}
-
-const ZEROS = Buffer.alloc(64 * 1024)
-const MAGIC_BYTES = Buffer.alloc(4)
-MAGIC_BYTES.writeInt32BE(MESSAGE_MAGIC_CODE)
-
-/** True when buffer[from, to) holds only zeros (compared natively, a chunk at a time). */
-function isZeroFrom(buffer: Buffer, from: number, to: number): boolean {
-  const end = Math.min(to, buffer.length)
-  for (let at = from; at < end; at += ZEROS.length) {
-    const n = Math.min(ZEROS.length, end - at)
-    if (buffer.compare(ZEROS, 0, n, at, at + n) !== 0) return false
-  }
-  return true
 }
