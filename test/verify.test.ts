@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { spawnSync } from 'node:child_process'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { verifyStore, NotAStoreError, type VerifyProblem, type VerifyReport } from '../lib/cli/verify.js'
+import { verifyStore, NotAStoreError, type VerifyProblem, type VerifyReport } from '../lib/cli/verify/index.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type Message, type OpenOptions } from '../lib/store/message-store.js'
 import { repoRoot, tempDir } from './helpers/tmp.js'
