@@ -7,6 +7,7 @@ import {
   CHECKPOINT_TIMESTAMPS_SIZE,
   decodeCheckpointTimestamps,
 } from '../../store/store-checkpoint.js'
+import { CHECKPOINT_FILE } from '../../store/store-paths.js'
 import { errorCode, readFully } from './files.js'
 import { Problems, type CheckpointReport } from './report.js'
 
@@ -22,7 +23,7 @@ export function checkCheckpoint(dir: string, maxProblems: number): CheckpointRep
     moreProblems: 0,
   }
   try {
-    const fd = fs.openSync(join(dir, 'checkpoint'), 'r')
+    const fd = fs.openSync(join(dir, CHECKPOINT_FILE), 'r')
     try {
       const size = fs.fstatSync(fd).size
       const head = Buffer.alloc(CHECKPOINT_TIMESTAMPS_SIZE)
@@ -31,7 +32,7 @@ export function checkCheckpoint(dir: string, maxProblems: number): CheckpointRep
       report.size = size
       Object.assign(report, decodeCheckpointTimestamps(head))
       if (size !== CHECKPOINT_FILE_SIZE) {
-        problems.add({ file: 'checkpoint', offset: 0, reason: `wrong size: ${size} bytes, a checkpoint is ${CHECKPOINT_FILE_SIZE}` })
+        problems.add({ file: CHECKPOINT_FILE, offset: 0, reason: `wrong size: ${size} bytes, a checkpoint is ${CHECKPOINT_FILE_SIZE}` })
       }
     } finally {
       fs.closeSync(fd)

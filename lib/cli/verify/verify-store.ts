@@ -7,6 +7,7 @@ import { isQueuedRecord } from '../../store/commitlog/sys-flag.js'
 import { isIndexFileName } from '../../store/index/index-layout.js'
 import { isTempSegmentName } from '../../store/mapped/segment-name.js'
 import { CQ_STORE_UNIT_SIZE } from '../../store/queue/cq-unit.js'
+import { ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR } from '../../store/store-paths.js'
 import { checkCheckpoint } from './checkpoint-check.js'
 import { walkCommitLog } from './commit-log-walk.js'
 import {
@@ -26,7 +27,7 @@ import { QueueStream, type CqContext } from './queue-stream.js'
 import { CommitLogReader } from './record-reader.js'
 import { NotAStoreError, Problems, type IndexFileReport, type VerifyOptions, type VerifyReport } from './report.js'
 
-const STORE_ENTRIES = ['commitlog', 'consumequeue', 'index', 'checkpoint']
+const STORE_ENTRIES = [COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR, CHECKPOINT_FILE]
 /** At most this much memory for unit buffers, however many queues there are. */
 const CQ_BUFFER_BUDGET = 32 * 1024 * 1024
 
@@ -45,20 +46,20 @@ function tempNote(rel: string): string {
 /** The consume-queue folders: `consumequeue/<topic>/<queueId>/`. */
 function listQueues(dir: string, problems: Problems, notes: string[]): QueueFiles[] {
   const queues: QueueFiles[] = []
-  const root = join(dir, 'consumequeue')
+  const root = join(dir, CONSUME_QUEUE_DIR)
   for (const topic of (listDir(root) ?? []).sort()) {
     if (!isDirectory(join(root, topic))) {
-      notes.push(`consumequeue/${topic}: not a directory, ignored`)
+      notes.push(`${CONSUME_QUEUE_DIR}/${topic}: not a directory, ignored`)
       continue
     }
     for (const name of (listDir(join(root, topic)) ?? []).sort()) {
       if (!/^\d{1,10}$/.test(name) || Number(name) > 0x7fffffff) {
-        notes.push(`consumequeue/${topic}/${name}: not a queue id, ignored (as the store does)`)
+        notes.push(`${CONSUME_QUEUE_DIR}/${topic}/${name}: not a queue id, ignored (as the store does)`)
         continue
       }
       const queueDir = join(root, topic, name)
       if (!isDirectory(queueDir)) continue
-      const rel = `consumequeue/${topic}/${name}`
+      const rel = `${CONSUME_QUEUE_DIR}/${topic}/${name}`
       queues.push({ topic, queueId: Number(name), dir: queueDir, rel, files: listSegments(queueDir, rel, problems, notes) })
     }
   }
@@ -75,9 +76,9 @@ interface IndexFiles {
 /** Index files: names, dimensions and hash chains; their entries become pointer streams. */
 function checkIndexFiles(dir: string, options: VerifyOptions, context: IndexContext, notes: string[]): IndexFiles {
   const out: IndexFiles = { files: 0, entries: 0, details: [], streams: [] }
-  const ixDir = join(dir, 'index')
+  const ixDir = join(dir, INDEX_DIR)
   for (const name of (listDir(ixDir) ?? []).sort()) {
-    const rel = `index/${name}`
+    const rel = `${INDEX_DIR}/${name}`
     if (isTempSegmentName(name)) {
       notes.push(tempNote(rel))
       continue
@@ -123,8 +124,8 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
 
   // ---- commit-log files
   const clProblems = new Problems(maxProblems)
-  const clDir = join(dir, 'commitlog')
-  const clFiles = listSegments(clDir, 'commitlog', clProblems, notes)
+  const clDir = join(dir, COMMITLOG_DIR)
+  const clFiles = listSegments(clDir, COMMITLOG_DIR, clProblems, notes)
   const clFileSize = inferFileSize(clFiles)
   const clGaps = checkSegmentLayout(clFiles, clFileSize, clProblems, 'commit-log')
   const minOffset = clFiles.length > 0 ? clFiles[0].start : 0
@@ -152,7 +153,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   const index = checkIndexFiles(dir, options, ixContext, notes)
 
   // ---- the walk, with every pointer stream merged in
-  const reader = new CommitLogReader(clFiles, () => listSegments(clDir, 'commitlog', new Problems(0), []))
+  const reader = new CommitLogReader(clFiles, () => listSegments(clDir, COMMITLOG_DIR, new Problems(0), []))
   const merge = new PointerMerge(reader, minOffset)
   const queueStreams = new Map<string, QueueStream>()
   for (const q of queues) {
@@ -187,7 +188,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   } finally {
     reader.close()
   }
-  const cleanShutdown = !fs.existsSync(join(dir, 'abort'))
+  const cleanShutdown = !fs.existsSync(join(dir, ABORT_FILE))
 
   // ---- every dispatched record must have its unit: a queue may not end before its records do
   let missing = 0
@@ -201,7 +202,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
       have === 0 ? 'has no units' : `ends at queue offset ${have}`
     }: ${seen.next - have} messages cannot be consumed`
     if (cleanShutdown) {
-      const file = stream !== undefined && stream.endRel !== '' ? stream.endRel : `consumequeue/${name}`
+      const file = stream !== undefined && stream.endRel !== '' ? stream.endRel : `${CONSUME_QUEUE_DIR}/${name}`
       cqProblems.add({ file, offset: stream?.endPos ?? 0, queueOffset: have, reason: what })
     } else {
       notes.push(`${what} (the store is open or was not shut down cleanly; its next open dispatches them)`)
