@@ -130,6 +130,8 @@ export class CommitLogReader {
   private file: MappedFile | null = null
   /** The readable bytes of the held file; record positions from locate() index into it. */
   data: Buffer = EMPTY
+  /** The DataView of `data` for the record decoders; dropped with the file at close(). */
+  readonly views = new DataViewCache()
 
   constructor(private readonly queue: MappedFileQueue) {}
 
@@ -151,6 +153,7 @@ export class CommitLogReader {
     if (this.file !== null) this.file.release()
     this.file = null
     this.data = EMPTY
+    this.views.clear()
   }
 }
 
