@@ -30,6 +30,7 @@ import {
 import { isQueuedRecord } from './sys-flag.js'
 import { DataViewCache, readUInt64BE } from '../bytes.js'
 import type { MessageStoreConfig } from '../config.js'
+import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
@@ -190,7 +191,7 @@ export class CommitLog {
   constructor(storeRoot: string, config: MessageStoreConfig, storeHost: HostAddress, pool: TransientStorePool | null, readOnly = false) {
     this.config = config
     this.storeHost = storeHost
-    this.mappedFileQueue = new MappedFileQueue(join(storeRoot, 'commitlog'), config.mappedFileSizeCommitLog, {
+    this.mappedFileQueue = new MappedFileQueue(join(storeRoot, COMMITLOG_DIR), config.mappedFileSizeCommitLog, {
       preallocateNext: !readOnly,
       // Fault new files in off the JS thread, so appends never take a first-touch page fault
       // (about 20 times the cost of encoding a 256-byte record); warmMapedFileEnable adds mlock.
