@@ -337,6 +337,23 @@ describe('verifyStore finds damage where it is', () => {
     expect(forward.find((p) => p.entry === 9)!.reason).toMatch(/links to entry 12; a chain may only link to an earlier entry/)
   })
 
+  it('an index file whose header overlaps the file before it: a problem, as open rebuilds the index', async () => {
+    await buildStore()
+    const [, second] = indexFiles()
+    patch(join(dir, 'index', second), 16, long(0))
+
+    const r = await verify()
+    expect(r.index.problems).toHaveLength(1)
+    expect(r.index.problems[0]).toMatchObject({ file: `index/${second}`, offset: 16 })
+    expect(r.index.problems[0].reason).toMatch(/does not follow the end \(\d+\) of the file before it: open deletes the index and rebuilds it/)
+    const store = await MessageStore.open(dir, SMALL)
+    try {
+      expect(store.stats().repairs.map((x) => x.action)).toContain('deleted the index to rebuild it')
+    } finally {
+      await store.close()
+    }
+  })
+
   it('a truncated commit-log file', async () => {
     const { puts } = await buildStore()
     const first = commitLogFile(0)

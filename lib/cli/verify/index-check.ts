@@ -17,6 +17,7 @@ import {
   indexFileSize,
   readIndexEntry,
   readIndexHeader,
+  type IndexCoverage,
 } from '../../store/index/index-layout.js'
 import { indexKeyHashesOf, indexKeysOf } from '../../store/index/index-keys.js'
 import { errorCode, readFully } from './files.js'
@@ -50,24 +51,26 @@ function dataView(buf: Buffer): DataView {
   return new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
 }
 
-/** Reads the header's indexCount as the store reads it, clipped to the file's entries. */
-function readCount(fd: number, header: Buffer): number {
+/** Reads the header as the store reads it (the count made effective). */
+function readHeader(fd: number, header: Buffer): IndexCoverage {
   readFully(fd, header, 0, INDEX_HEADER_SIZE, 0)
-  return effectiveIndexCount(readIndexHeader(dataView(header)).indexCount)
+  const decoded = readIndexHeader(dataView(header))
+  return { beginPhyOffset: decoded.beginPhyOffset, endPhyOffset: decoded.endPhyOffset, indexCount: effectiveIndexCount(decoded.indexCount) }
 }
 
 /**
  * Checks one index file's hash chains: each entry must link to the previous entry of its slot
  * (always an earlier one), and each slot must hold the newest entry of its chain. Returns the
- * number of entries (indexCount - 1).
+ * number of entries (indexCount - 1) and what the header says the file covers.
  */
-export function checkIndexChains(path: string, rel: string, dims: IndexDims, problems: Problems): number {
+export function checkIndexChains(path: string, rel: string, dims: IndexDims, problems: Problems): { entries: number; coverage: IndexCoverage } {
   const { hashSlotNum, indexNum } = dims
   const entriesStart = indexEntriesStart(hashSlotNum)
   const fd = fs.openSync(path, 'r')
   try {
     const header = Buffer.alloc(INDEX_HEADER_SIZE)
-    let count = readCount(fd, header)
+    const coverage = readHeader(fd, header)
+    let count = coverage.indexCount
     if (count > indexNum) {
       problems.add({ file: rel, offset: INDEX_COUNT_OFFSET, reason: `indexCount ${count} exceeds the file's ${indexNum} entries` })
       count = indexNum
@@ -101,7 +104,7 @@ export function checkIndexChains(path: string, rel: string, dims: IndexDims, pro
       first += got
     }
     // A live store may have added entries since the header was read: slots may point at them.
-    const liveCount = Math.max(count, Math.min(indexNum, readCount(fd, header)))
+    const liveCount = Math.max(count, Math.min(indexNum, readHeader(fd, header).indexCount))
     for (let s = 0; s < hashSlotNum; s++) {
       const head = slots.readInt32BE(s * HASH_SLOT_SIZE)
       if (head === newest[s]) continue
@@ -114,7 +117,7 @@ export function checkIndexChains(path: string, rel: string, dims: IndexDims, pro
             : `slot ${s} points at entry ${head}, but its newest entry is ${newest[s]}`
       problems.add({ file: rel, offset: INDEX_HEADER_SIZE + s * HASH_SLOT_SIZE, reason })
     }
-    return count - 1
+    return { entries: count - 1, coverage }
   } finally {
     fs.closeSync(fd)
   }

@@ -4,7 +4,12 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 
 import { isQueuedRecord } from '../../store/commitlog/sys-flag.js'
-import { isIndexFileName } from '../../store/index/index-layout.js'
+import {
+  BEGIN_PHY_OFFSET_OFFSET,
+  indexCoverageBreak,
+  isIndexFileName,
+  type IndexCoverage,
+} from '../../store/index/index-layout.js'
 import { isTempSegmentName } from '../../store/mapped/segment-name.js'
 import { CQ_STORE_UNIT_SIZE } from '../../store/queue/cq-unit.js'
 import { ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR } from '../../store/store-paths.js'
@@ -77,6 +82,7 @@ interface IndexFiles {
 function checkIndexFiles(dir: string, options: VerifyOptions, context: IndexContext, notes: string[]): IndexFiles {
   const out: IndexFiles = { files: 0, entries: 0, details: [], streams: [] }
   const ixDir = join(dir, INDEX_DIR)
+  const covered: { rel: string; coverage: IndexCoverage }[] = []
   for (const name of (listDir(ixDir) ?? []).sort()) {
     const rel = `${INDEX_DIR}/${name}`
     if (isTempSegmentName(name)) {
@@ -103,10 +109,23 @@ function checkIndexFiles(dir: string, options: VerifyOptions, context: IndexCont
       out.details.push({ file: rel, hashSlotNum: 0, indexNum: 0, entries: 0 })
       continue
     }
-    const entries = checkIndexChains(path, rel, dims, context.problems)
+    const { entries, coverage } = checkIndexChains(path, rel, dims, context.problems)
+    covered.push({ rel, coverage })
     out.entries += entries
     out.details.push({ file: rel, ...dims, entries })
     out.streams.push(new IndexStream(context, rel, path, dims.hashSlotNum, entries + 1))
+  }
+  // The store's coverage rule over the files it would load: breaking it makes open rebuild the index.
+  const broken = indexCoverageBreak(covered.map((c) => c.coverage))
+  if (broken !== null) {
+    const { rel, coverage } = covered[broken.index]
+    context.problems.add({
+      file: rel,
+      offset: BEGIN_PHY_OFFSET_OFFSET,
+      reason:
+        `the header says the file covers commit-log offsets ${coverage.beginPhyOffset}..${coverage.endPhyOffset}, ` +
+        `which does not follow the end (${broken.previousEnd}) of the file before it: open deletes the index and rebuilds it`,
+    })
   }
   return out
 }

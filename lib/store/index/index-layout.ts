@@ -162,3 +162,28 @@ export function readIndexEntry(view: DataView, pos: number): IndexEntry {
     prevIndex: view.getInt32(pos + ENTRY_PREV_INDEX_OFFSET),
   }
 }
+
+/** What the coverage rule reads of each index file. */
+export interface IndexCoverage {
+  beginPhyOffset: number
+  endPhyOffset: number
+  /** The effective count (see effectiveIndexCount). */
+  indexCount: number
+}
+
+/**
+ * The coverage rule of an index: its files that hold entries, in name order, cover the commit log
+ * in order without overlapping (each begins at or after the end of the one before, and does not
+ * end before it begins). Files a rebuild cut short break it; they cannot be searched or extended
+ * correctly. Returns the first file that breaks the rule and the end of the file before it, or null.
+ */
+export function indexCoverageBreak(files: readonly IndexCoverage[]): { index: number; previousEnd: number } | null {
+  let previousEnd = -1
+  for (let index = 0; index < files.length; index++) {
+    const file = files[index]
+    if (file.indexCount <= 1) continue
+    if (file.beginPhyOffset < previousEnd || file.endPhyOffset < file.beginPhyOffset) return { index, previousEnd }
+    previousEnd = file.endPhyOffset
+  }
+  return null
+}

@@ -12,6 +12,7 @@ import { basename, join } from 'node:path'
 import { ioError, MQStoreError } from '../../errors.js'
 import {
   formatIndexFileName,
+  indexCoverageBreak,
   IndexFile,
   indexFileSize,
   indexKeyHash,
@@ -149,19 +150,22 @@ export class IndexService {
     if (doomed.length > 0) syncDirectory(doomed[0].fileName)
     // Files must cover the commit log in order without overlapping; anything else (left by a
     // rebuild cut short) cannot be searched or extended correctly, and the store rebuilds it.
-    let previousEnd = -1
-    for (const file of loaded) {
-      if (file.getIndexCount() <= 1) continue
-      if (file.getBeginPhyOffset() < previousEnd || file.getEndPhyOffset() < file.getBeginPhyOffset()) {
-        for (const each of loaded) each.shutdown()
-        throw new MQStoreError(
-          'CORRUPTION',
-          `${file.fileName} covers commit-log offsets from ${file.getBeginPhyOffset()}, before the end (${previousEnd}) of the file before it`,
-        )
-      }
-      previousEnd = file.getEndPhyOffset()
-      this.lastIndexedOffset = previousEnd
+    const broken = indexCoverageBreak(
+      loaded.map((file) => ({
+        beginPhyOffset: file.getBeginPhyOffset(),
+        endPhyOffset: file.getEndPhyOffset(),
+        indexCount: file.getIndexCount(),
+      })),
+    )
+    if (broken !== null) {
+      const file = loaded[broken.index]
+      for (const each of loaded) each.shutdown()
+      throw new MQStoreError(
+        'CORRUPTION',
+        `${file.fileName} covers commit-log offsets from ${file.getBeginPhyOffset()}, before the end (${broken.previousEnd}) of the file before it`,
+      )
     }
+    for (const file of loaded) if (file.getIndexCount() > 1) this.lastIndexedOffset = file.getEndPhyOffset()
     this.files.push(...loaded)
     const last = this.lastFile()
     if (last !== null) this.noteName(last.fileName)
