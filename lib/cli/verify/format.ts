@@ -32,7 +32,7 @@ export function formatVerifyReport(r: VerifyReport): string {
   const lines = [
     `store ${r.dir}: ${r.ok ? 'OK' : `${plural(r.problemCount, 'problem')} found`} (${r.elapsedMs} ms)`,
     `commit log: ${plural(cl.files, 'file')} of ${cl.fileSize} bytes, ${plural(cl.records, 'record')} (${cl.bytes} bytes), ` +
-      `offsets ${cl.minOffset}..${cl.validEnd}, walk stopped at ${end[cl.endReason]}`,
+      `offsets ${cl.minOffset}..${cl.validEnd}, walk stopped at ${end[cl.endReason]}${cl.damage === null ? '' : ` (${cl.damage.kind})`}`,
     `consume queues: ${plural(cq.queues, 'queue')}, ${plural(cq.files, 'file')}, ${plural(cq.units, 'unit')} (${cq.expired} expired)` +
       (cq.missing > 0 ? `, ${plural(cq.missing, 'record')} without a unit` : ''),
     `index: ${plural(ix.files, 'file')}, ${plural(ix.entries, 'entry', 'entries')} (${ix.expired} expired)`,
