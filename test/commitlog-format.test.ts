@@ -1,4 +1,5 @@
 import { crc32 } from 'node:zlib'
+import { spawnSync } from 'node:child_process'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
@@ -748,5 +749,36 @@ describe('batches and delay levels', () => {
   it('property names the store uses', () => {
     expect(PropertyName.UNIQ_KEY).toBe('UNIQ_KEY')
     expect(PropertyName.DELAY).toBe('DELAY')
+  })
+})
+
+describe('no buffer outlives its use in the codec', () => {
+  // A module-level cache of the last buffer written or read would keep a closed store's mapping
+  // reachable. The codec's callers own their DataView caches; called without one, it keeps nothing.
+  it('a buffer written, checked and decoded without a cache can be collected (child process, --expose-gc)', () => {
+    const record = new URL('../dist/lib/store/commitlog/record.js', import.meta.url).href
+    const script = `
+      const { prepareRecord, writeRecord, writeBlank, checkRecord, decodeMessage } = await import(${JSON.stringify(record)})
+      const collected = new Set()
+      const registry = new FinalizationRegistry((name) => collected.add(name))
+      const rec = prepareRecord({ topic: 't', queueId: 0, body: Buffer.from('x'), flag: 0, sysFlag: 0, bornTimestamp: 1,
+        bornHost: { address: '10.0.0.1', port: 1 }, storeHost: { address: '10.0.0.2', port: 2 }, reconsumeTimes: 0,
+        preparedTransactionOffset: 0, propertiesString: '' }, 1 << 20)
+      ;(() => {
+        const a = Buffer.alloc(4096)
+        writeRecord(a, 0, rec, 0, 0, 1)
+        writeBlank(a, rec.length, 4096 - rec.length)
+        if (checkRecord(a, 0, 4096, true).status !== 'OK' || decodeMessage(a, 0, false) === null) throw new Error('bad record')
+        registry.register(a.buffer, 'buffer')
+      })()
+      for (let i = 0; i < 100 && !collected.has('buffer'); i++) {
+        globalThis.gc()
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+      console.log(collected.has('buffer') ? 'collected' : 'kept')
+    `
+    const child = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 })
+    expect(child.stderr).toBe('')
+    expect(child.stdout.trim()).toBe('collected')
   })
 })

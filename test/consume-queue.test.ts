@@ -9,6 +9,17 @@ import {
   ConsumeQueue,
   type CommitLogView,
 } from '../lib/store/queue/consume-queue.js'
+import {
+  isBlankUnit,
+  isEndUnit,
+  isExtAddress,
+  isValidUnit,
+  queueOffsetAt,
+  readUnitOffset,
+  readUnitSize,
+  readUnitTagsCode,
+  writeUnit,
+} from '../lib/store/queue/cq-unit.js'
 import { tempDir } from './helpers/tmp.js'
 
 const UNITS_PER_FILE = 10
@@ -640,5 +651,28 @@ describe('ConsumeQueue.recoverClean (after a clean shutdown)', () => {
     expect(again.recoverClean()).toBe(false)
     again.recover()
     expect(again.getMaxOffsetInQueue()).toBe(22)
+  })
+})
+
+describe('the 20-byte unit codec', () => {
+  it('writes and reads every field, negative tags codes and offsets past 2^32 included', () => {
+    const buf = Buffer.alloc(40)
+    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
+    writeUnit(view, 20, 2 ** 40 + 3, 4 * 1024 * 1024, -2)
+    expect([readUnitOffset(buf, 20), readUnitSize(buf, 20), readUnitTagsCode(buf, 20)]).toEqual([2 ** 40 + 3, 4 * 1024 * 1024, -2])
+    expect(buf.readBigInt64BE(20)).toBe(2n ** 40n + 3n)
+    expect(queueOffsetAt(20)).toBe(1)
+  })
+
+  it('validity: data while offset >= 0 and size > 0; a pre-fill blank is valid; zeros end the data', () => {
+    expect(isValidUnit(0, 1)).toBe(true)
+    expect(isValidUnit(-1, 1)).toBe(false)
+    expect(isValidUnit(5, 0)).toBe(false)
+    expect(isValidUnit(0, CQ_BLANK_UNIT_SIZE) && isBlankUnit(0, CQ_BLANK_UNIT_SIZE)).toBe(true)
+    expect(isBlankUnit(1, CQ_BLANK_UNIT_SIZE)).toBe(false)
+    expect(isEndUnit(0, 0, 0)).toBe(true)
+    expect(isEndUnit(0, 0, 1)).toBe(false)
+    expect(isExtAddress(-2147483649)).toBe(true)
+    expect(isExtAddress(-2147483648)).toBe(false)
   })
 })

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { spawnSync } from 'node:child_process'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { verifyStore, NotAStoreError, type VerifyProblem, type VerifyReport } from '../lib/cli/verify.js'
+import { verifyStore, NotAStoreError, type VerifyProblem, type VerifyReport } from '../lib/cli/verify/index.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type Message, type OpenOptions } from '../lib/store/message-store.js'
 import { repoRoot, tempDir } from './helpers/tmp.js'
@@ -337,6 +337,23 @@ describe('verifyStore finds damage where it is', () => {
     expect(forward.find((p) => p.entry === 9)!.reason).toMatch(/links to entry 12; a chain may only link to an earlier entry/)
   })
 
+  it('an index file whose header overlaps the file before it: a problem, as open rebuilds the index', async () => {
+    await buildStore()
+    const [, second] = indexFiles()
+    patch(join(dir, 'index', second), 16, long(0))
+
+    const r = await verify()
+    expect(r.index.problems).toHaveLength(1)
+    expect(r.index.problems[0]).toMatchObject({ file: `index/${second}`, offset: 16 })
+    expect(r.index.problems[0].reason).toMatch(/does not follow the end \(\d+\) of the file before it: open deletes the index and rebuilds it/)
+    const store = await MessageStore.open(dir, SMALL)
+    try {
+      expect(store.stats().repairs.map((x) => x.action)).toContain('deleted the index to rebuild it')
+    } finally {
+      await store.close()
+    }
+  })
+
   it('a truncated commit-log file', async () => {
     const { puts } = await buildStore()
     const first = commitLogFile(0)
@@ -382,6 +399,74 @@ describe('verifyStore finds damage where it is', () => {
     expect(r.commitLog.problems).toHaveLength(1)
     expect(r.commitLog.problems[0].file).toBe(where.rel)
     expect(r.commitLog.problems[0].reason).toMatch(/non-zero bytes after the end of the data/)
+  })
+
+  it('noise after the end of the data that holds no record is a note, not a problem (open ignores it)', async () => {
+    const { puts } = await buildStore()
+    const last = puts[puts.length - 1]
+    const where = commitLogFile(last.offset + last.size + 500)
+    patch(where.path, where.pos, Buffer.from([0x5a]))
+
+    const r = await verify()
+    expect(r.ok).toBe(true)
+    expect(r.commitLog.validEnd).toBe(last.offset + last.size)
+    expect(r.notes.some((n) => n.includes(`${where.rel} @${where.pos}: non-zero bytes after the end of the data`))).toBe(true)
+  })
+
+  // Regression: verify used to report this and walk on, where recovery stops.
+  it('a record whose PHYSICALOFFSET names another position stops the walk, where recovery stops', async () => {
+    const { puts } = await buildStore()
+    const victim = puts[200]
+    const where = commitLogFile(victim.offset)
+    patch(where.path, where.pos + 28, long(victim.offset + 1))
+
+    const r = await verify()
+    expect(r.commitLog.validEnd).toBe(victim.offset)
+    expect(r.commitLog.damage).toMatchObject({ kind: 'corrupt', offset: victim.offset })
+    expect(r.commitLog.problems[0]).toMatchObject({ file: where.rel, offset: where.pos, phyOffset: victim.offset })
+    expect(r.commitLog.problems[0].reason).toMatch(new RegExp(`physical offset ${victim.offset + 1} at position ${victim.offset}.*corrupt`))
+    fs.writeFileSync(join(dir, 'abort'), '')
+    const store = await MessageStore.open(dir, SMALL)
+    try {
+      expect(store.stats().recovery).toMatchObject({ processOffset: victim.offset, damage: { kind: 'corrupt', offset: victim.offset } })
+    } finally {
+      await store.close()
+    }
+  })
+
+  // Regression: verify used to call this torn (zeros follow the claimed extent), where recovery
+  // calls it corrupt (the extent hides a valid record: the length field is the damage).
+  it('a TOTALSIZE grown over the last record is corruption, not a torn write, as recovery classes it', async () => {
+    const { puts } = await buildStore()
+    const [victim, last] = puts.slice(-2)
+    const where = commitLogFile(victim.offset)
+    expect(commitLogFile(last.offset).path).toBe(where.path)
+    patch(where.path, where.pos, int(victim.size + last.size))
+
+    const r = await verify()
+    expect(r.commitLog.validEnd).toBe(victim.offset)
+    expect(r.commitLog.damage).toMatchObject({ kind: 'corrupt', offset: victim.offset, length: victim.size + last.size })
+    expect(r.commitLog.problems[0].reason).toMatch(/corrupt: data follows/)
+    fs.writeFileSync(join(dir, 'abort'), '')
+    await expect(MessageStore.open(dir, { ...SMALL, corruptionPolicy: 'strict' })).rejects.toMatchObject({ code: 'CORRUPTION' })
+    const store = await MessageStore.open(dir, SMALL)
+    try {
+      expect(store.stats().recovery).toMatchObject({ processOffset: victim.offset, damage: { kind: 'corrupt', offset: victim.offset } })
+    } finally {
+      await store.close()
+    }
+  })
+
+  it('a record torn at the tail: torn, as recovery classes it', async () => {
+    const { puts } = await buildStore()
+    const last = puts[puts.length - 1]
+    const where = commitLogFile(last.offset)
+    patch(where.path, where.pos + 60, Buffer.alloc(last.size - 60))
+
+    const r = await verify()
+    expect(r.commitLog.validEnd).toBe(last.offset)
+    expect(r.commitLog.damage).toMatchObject({ kind: 'torn', offset: last.offset })
+    expect(r.commitLog.problems[0].reason).toMatch(/a torn write: only zeros follow; open truncates here/)
   })
 
   it('keeps at most 100 problems per section and counts the rest', async () => {

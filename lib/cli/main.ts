@@ -13,7 +13,7 @@ import { getCommand } from './get.js'
 import { inspectCommand } from './inspect.js'
 import { statsCommand } from './stats.js'
 import { tailCommand } from './tail.js'
-import { runVerify } from './verify.js'
+import { runVerify } from './verify/index.js'
 
 const verifyCommand: Command = {
   name: 'verify',

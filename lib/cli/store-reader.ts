@@ -10,21 +10,32 @@ import { decodeMessage, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MIN_RECORD_LENGTH,
 import { EMBEDDED_DEFAULTS, ROCKETMQ_SIZES } from '../store/config.js'
 import { parseLenientJson } from '../store/consumer-offsets.js'
 import {
-  ENTRY_PHY_OFFSET_OFFSET,
-  ENTRY_PREV_INDEX_OFFSET,
+  effectiveIndexCount,
   HASH_SLOT_SIZE,
-  INDEX_COUNT_OFFSET,
+  hashSlotPosition,
   INDEX_ENTRY_SIZE,
   INDEX_HEADER_SIZE,
+  indexEntryPosition,
   indexKeyHash,
   isIndexFileName,
-} from '../store/index/index-file.js'
+  readIndexEntry,
+  readIndexHeader,
+} from '../store/index/index-layout.js'
 import { parseOffsetName } from '../store/mapped/segment-name.js'
-import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from '../store/queue/consume-queue.js'
+import {
+  CQ_BLANK_UNIT_SIZE,
+  CQ_STORE_UNIT_SIZE,
+  isEndUnit,
+  isValidUnit,
+  queueOffsetAt,
+  readUnitOffset,
+  readUnitSize,
+  readUnitTagsCode,
+} from '../store/queue/cq-unit.js'
+import { CHECKPOINT_TIMESTAMPS_SIZE, decodeCheckpointTimestamps } from '../store/store-checkpoint.js'
 import { StorePaths } from '../store/store-paths.js'
 import { CliError, EXIT } from './frame.js'
 
-const TWO_POW_32 = 4294967296
 const WALK_CHUNK = 4 * 1024 * 1024
 /** A record longer than this is damage (maxMessageSize is at most a few MiB plus headroom). */
 const MAX_RECORD_LENGTH = 64 * 1024 * 1024
@@ -51,10 +62,6 @@ export interface QueueRef {
   topic: string
   queueId: number
   segments: Segment[]
-}
-
-function readLong(buf: Buffer, at: number): number {
-  return buf.readInt32BE(at) * TWO_POW_32 + buf.readUInt32BE(at + 4)
 }
 
 function listNames(path: string): string[] {
@@ -250,7 +257,7 @@ export class StoreReader implements Disposable {
     while (lo < hi) {
       const mid = (lo + hi) >> 1
       const unit = this.read(segment.path, mid * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
-      if (unit.length === CQ_STORE_UNIT_SIZE && !unit.every((b) => b === 0)) lo = mid + 1
+      if (unit.length === CQ_STORE_UNIT_SIZE && !isEndUnit(readUnitOffset(unit, 0), readUnitSize(unit, 0), readUnitTagsCode(unit, 0))) lo = mid + 1
       else hi = mid
     }
     return lo
@@ -261,7 +268,7 @@ export class StoreReader implements Disposable {
     for (let i = queue.segments.length - 1; i >= 0; i--) {
       const s = queue.segments[i]
       const units = this.unitsIn(s)
-      if (units > 0 || i === 0) return s.offset / CQ_STORE_UNIT_SIZE + units
+      if (units > 0 || i === 0) return queueOffsetAt(s.offset) + units
     }
     return 0
   }
@@ -274,7 +281,7 @@ export class StoreReader implements Disposable {
     const max = this.maxOffset(queue)
     const first = queue.segments[0]
     if (first === undefined) return 0
-    let offset = first.offset / CQ_STORE_UNIT_SIZE
+    let offset = queueOffsetAt(first.offset)
     const minPhy = this.minPhyOffset
     while (offset < max) {
       const batch = this.readUnits(queue, offset, Math.min(1024, max - offset))
@@ -297,10 +304,10 @@ export class StoreReader implements Disposable {
     const buf = this.read(segment.path, within, length)
     const units: Unit[] = []
     for (let pos = 0; pos + CQ_STORE_UNIT_SIZE <= buf.length; pos += CQ_STORE_UNIT_SIZE) {
-      const commitLogOffset = readLong(buf, pos)
-      const size = buf.readInt32BE(pos + 8)
-      if (size <= 0 || commitLogOffset < 0) break
-      units.push({ queueOffset: queueOffset + units.length, commitLogOffset, size, tagsCode: readLong(buf, pos + 12) })
+      const commitLogOffset = readUnitOffset(buf, pos)
+      const size = readUnitSize(buf, pos)
+      if (!isValidUnit(commitLogOffset, size)) break
+      units.push({ queueOffset: queueOffset + units.length, commitLogOffset, size, tagsCode: readUnitTagsCode(buf, pos) })
     }
     return units
   }
@@ -337,7 +344,8 @@ export class StoreReader implements Disposable {
   /** Entries written in an index file (its header's indexCount - 1), 0 when unreadable. */
   indexEntries(file: Segment): number {
     const header = this.read(file.path, 0, INDEX_HEADER_SIZE)
-    return header.length < INDEX_HEADER_SIZE ? 0 : Math.max(0, header.readInt32BE(INDEX_COUNT_OFFSET) - 1)
+    if (header.length < INDEX_HEADER_SIZE) return 0
+    return effectiveIndexCount(readIndexHeader(new DataView(header.buffer, header.byteOffset, header.byteLength)).indexCount) - 1
   }
 
   /**
@@ -352,15 +360,14 @@ export class StoreReader implements Disposable {
       const slots = slotCount(file.size, dims)
       if (slots === null) return null
       const entries = this.indexEntries(file)
-      const slotAt = INDEX_HEADER_SIZE + (hash % slots) * HASH_SLOT_SIZE
-      let entry = this.read(file.path, slotAt, HASH_SLOT_SIZE).readInt32BE(0)
+      let entry = this.read(file.path, hashSlotPosition(hash, slots), HASH_SLOT_SIZE).readInt32BE(0)
       // A chain never has more links than entries; the bound keeps a damaged chain from looping.
       for (let steps = 0; entry > 0 && entry <= entries && steps <= entries; steps++) {
-        const at = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE + entry * INDEX_ENTRY_SIZE
-        const buf = this.read(file.path, at, INDEX_ENTRY_SIZE)
+        const buf = this.read(file.path, indexEntryPosition(entry, slots), INDEX_ENTRY_SIZE)
         if (buf.length < INDEX_ENTRY_SIZE) break
-        if (buf.readInt32BE(0) === hash) found.add(readLong(buf, ENTRY_PHY_OFFSET_OFFSET))
-        entry = buf.readInt32BE(ENTRY_PREV_INDEX_OFFSET)
+        const decoded = readIndexEntry(new DataView(buf.buffer, buf.byteOffset, buf.byteLength), 0)
+        if (decoded.keyHash === hash) found.add(decoded.phyOffset)
+        entry = decoded.prevIndex
       }
     }
     return [...found].sort((a, b) => a - b)
@@ -394,9 +401,9 @@ export class StoreReader implements Disposable {
   /** The checkpoint's three timestamps, or null when the file is missing or short. */
   checkpoint(): { physicMsgTimestamp: number; logicsMsgTimestamp: number; indexMsgTimestamp: number } | null {
     if (!fs.existsSync(this.paths.checkpoint)) return null
-    const buf = this.read(this.paths.checkpoint, 0, 24)
-    if (buf.length < 24) return null
-    return { physicMsgTimestamp: readLong(buf, 0), logicsMsgTimestamp: readLong(buf, 8), indexMsgTimestamp: readLong(buf, 16) }
+    const buf = this.read(this.paths.checkpoint, 0, CHECKPOINT_TIMESTAMPS_SIZE)
+    if (buf.length < CHECKPOINT_TIMESTAMPS_SIZE) return null
+    return decodeCheckpointTimestamps(buf)
   }
 
   /** True when the abort file is absent: the last process closed the store cleanly. */

@@ -1,7 +1,8 @@
 // Where a dispatched record goes: its consume-queue unit (committed and non-transactional records
 // only), its index entries, and a wake-up for the consumers waiting on its queue.
 import type { PutMessageResult } from './commitlog/commit-log.js'
-import { SCHEDULE_TOPIC, SysFlag, tagsCodeOf, type DispatchRequest, type PreparedRecord } from './commitlog/record.js'
+import { SCHEDULE_TOPIC, tagsCodeOf, type DispatchRequest, type PreparedRecord } from './commitlog/record.js'
+import { isQueuedRecord } from './commitlog/sys-flag.js'
 import type { MessageStoreConfig } from './config.js'
 import type { IndexService } from './index/index-service.js'
 import type { ConsumeQueue } from './queue/consume-queue.js'
@@ -33,8 +34,7 @@ export class DispatchTargets {
   dispatch(request: DispatchRequest, index = true): boolean {
     const { config, queues } = this.deps
     const buildIndex = index && config.messageIndexEnable
-    const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
-    if (tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT) {
+    if (isQueuedRecord(request.sysFlag)) {
       const queue = queues.findOrCreate(request.topic, request.queueId)
       const max = queue.getMaxOffsetInQueue()
       if (max > 0 && request.queueOffset > max) {

@@ -4,6 +4,7 @@
 // (a microtask, so an awaited put is visible to the next read) and before every read.
 import { checkRecord, type DispatchRequest } from './commitlog/record.js'
 import type { CommitLog } from './commitlog/commit-log.js'
+import { DataViewCache } from './bytes.js'
 
 /** Builds the derived entries of one record; false (or a throw) when that failed. */
 export type DispatchHandler = (request: DispatchRequest) => boolean
@@ -71,6 +72,8 @@ export class Dispatcher {
   doReput(): number {
     const commitLog = this.commitLog
     let dispatched = 0
+    // One DataView per file walked, dropped when the pass ends (never kept past a close).
+    const views = new DataViewCache()
     const minOffset = commitLog.getMinOffset()
     if (this.reputFromOffset < minOffset) this.reputFromOffset = minOffset
     while (this.reputFromOffset < commitLog.getMaxOffset()) {
@@ -83,7 +86,7 @@ export class Dispatcher {
         const limit = view.size
         let pos = 0
         while (pos < limit) {
-          const request = checkRecord(buffer, pos, limit, false)
+          const request = checkRecord(buffer, pos, limit, false, undefined, views)
           if (request.status === 'OK' && request.commitLogOffset !== this.reputFromOffset) {
             request.status = 'BAD'
             request.reason = `header: physical offset ${request.commitLogOffset} at position ${this.reputFromOffset}`

@@ -19,6 +19,7 @@
 import * as fs from 'node:fs'
 import * as zlib from 'node:zlib'
 
+import { readInt64BE, writeInt64BE } from './bytes.js'
 import { MappedFile } from './mapped/mapped-file.js'
 
 export const CHECKPOINT_FILE_SIZE = 4096
@@ -33,6 +34,8 @@ const OFFSET_SHUTDOWN_UNIT_SUM = 88
 const OFFSET_SHUTDOWN_CRC = 96
 const SHUTDOWN_RECORD_END = 100
 const SHUTDOWN_MAGIC = 0x4d515344 // 'MQSD'
+/** The bytes that hold the three timestamps. */
+export const CHECKPOINT_TIMESTAMPS_SIZE = 24
 
 export interface ShutdownRecord {
   endOffset: number
@@ -40,6 +43,38 @@ export interface ShutdownRecord {
   /** How many consume queues there were, and the sum of their max offsets. */
   queueCount: number
   queueUnitSum: number
+}
+
+export interface CheckpointTimestamps {
+  physicMsgTimestamp: number
+  logicsMsgTimestamp: number
+  indexMsgTimestamp: number
+}
+
+/**
+ * The three timestamps from the first 24 bytes of a checkpoint. A value that is not a positive
+ * safe integer (a damaged or fresh file) reads as 0, which makes recovery start from the beginning.
+ */
+export function decodeCheckpointTimestamps(buffer: Buffer): CheckpointTimestamps {
+  return {
+    physicMsgTimestamp: readTimestamp(buffer, OFFSET_PHYSIC_MSG_TIMESTAMP),
+    logicsMsgTimestamp: readTimestamp(buffer, OFFSET_LOGICS_MSG_TIMESTAMP),
+    indexMsgTimestamp: readTimestamp(buffer, OFFSET_INDEX_MSG_TIMESTAMP),
+  }
+}
+
+/** The clean-shutdown record of a whole checkpoint file's bytes, or null when there is none or it fails its CRC. */
+export function decodeShutdownRecord(b: Buffer): ShutdownRecord | null {
+  if (b.length < SHUTDOWN_RECORD_END) return null
+  if (b.readInt32BE(OFFSET_SHUTDOWN_MAGIC) !== SHUTDOWN_MAGIC) return null
+  const crc = zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC))
+  if (b.readUInt32BE(OFFSET_SHUTDOWN_CRC) !== crc) return null
+  const endOffset = readInt64BE(b, OFFSET_SHUTDOWN_END)
+  const lastRecordOffset = readInt64BE(b, OFFSET_SHUTDOWN_LAST_RECORD)
+  const queueCount = b.readInt32BE(OFFSET_SHUTDOWN_QUEUE_COUNT)
+  const queueUnitSum = readInt64BE(b, OFFSET_SHUTDOWN_UNIT_SUM)
+  if (!Number.isSafeInteger(endOffset) || endOffset < 0 || !Number.isSafeInteger(lastRecordOffset)) return null
+  return { endOffset, lastRecordOffset, queueCount, queueUnitSum }
 }
 
 export class StoreCheckpoint {
@@ -64,11 +99,12 @@ export class StoreCheckpoint {
       ? MappedFile.open(path, CHECKPOINT_FILE_SIZE, { fileFromOffset: 0, readOnly })
       : MappedFile.create(path, CHECKPOINT_FILE_SIZE, { fileFromOffset: 0 })
     this.file.setPositions(CHECKPOINT_FILE_SIZE)
-    const view = this.file.selectMappedBuffer(0, 24)!
+    const view = this.file.selectMappedBuffer(0, CHECKPOINT_TIMESTAMPS_SIZE)!
     try {
-      this.physicMsgTimestamp = readLong(view.buffer, OFFSET_PHYSIC_MSG_TIMESTAMP)
-      this.logicsMsgTimestamp = readLong(view.buffer, OFFSET_LOGICS_MSG_TIMESTAMP)
-      this.indexMsgTimestamp = readLong(view.buffer, OFFSET_INDEX_MSG_TIMESTAMP)
+      const timestamps = decodeCheckpointTimestamps(view.buffer)
+      this.physicMsgTimestamp = timestamps.physicMsgTimestamp
+      this.logicsMsgTimestamp = timestamps.logicsMsgTimestamp
+      this.indexMsgTimestamp = timestamps.indexMsgTimestamp
     } finally {
       view.release()
     }
@@ -86,9 +122,9 @@ export class StoreCheckpoint {
   /** Stores the fields into the mapping and forces them to disk. */
   flush(): void {
     const buffer = this.file.mappedBuffer()
-    writeLong(buffer, OFFSET_PHYSIC_MSG_TIMESTAMP, this.physicMsgTimestamp)
-    writeLong(buffer, OFFSET_LOGICS_MSG_TIMESTAMP, this.logicsMsgTimestamp)
-    writeLong(buffer, OFFSET_INDEX_MSG_TIMESTAMP, this.indexMsgTimestamp)
+    writeInt64BE(buffer, OFFSET_PHYSIC_MSG_TIMESTAMP, Math.trunc(this.physicMsgTimestamp))
+    writeInt64BE(buffer, OFFSET_LOGICS_MSG_TIMESTAMP, Math.trunc(this.logicsMsgTimestamp))
+    writeInt64BE(buffer, OFFSET_INDEX_MSG_TIMESTAMP, Math.trunc(this.indexMsgTimestamp))
     this.file.flushedPosition = 0
     this.file.flush(0)
   }
@@ -98,16 +134,7 @@ export class StoreCheckpoint {
     const view = this.file.selectMappedBuffer(0, CHECKPOINT_FILE_SIZE)
     if (view === null) return null
     try {
-      const b = view.buffer
-      if (b.readInt32BE(OFFSET_SHUTDOWN_MAGIC) !== SHUTDOWN_MAGIC) return null
-      const crc = zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC))
-      if (b.readUInt32BE(OFFSET_SHUTDOWN_CRC) !== crc) return null
-      const endOffset = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_END))
-      const lastRecordOffset = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_LAST_RECORD))
-      const queueCount = b.readInt32BE(OFFSET_SHUTDOWN_QUEUE_COUNT)
-      const queueUnitSum = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_UNIT_SUM))
-      if (!Number.isSafeInteger(endOffset) || endOffset < 0 || !Number.isSafeInteger(lastRecordOffset)) return null
-      return { endOffset, lastRecordOffset, queueCount, queueUnitSum }
+      return decodeShutdownRecord(view.buffer)
     } finally {
       view.release()
     }
@@ -117,10 +144,10 @@ export class StoreCheckpoint {
   writeShutdownRecord(record: ShutdownRecord): void {
     const b = this.file.mappedBuffer()
     b.writeInt32BE(SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_MAGIC)
-    b.writeBigInt64BE(BigInt(record.endOffset), OFFSET_SHUTDOWN_END)
-    b.writeBigInt64BE(BigInt(record.lastRecordOffset), OFFSET_SHUTDOWN_LAST_RECORD)
+    writeInt64BE(b, OFFSET_SHUTDOWN_END, record.endOffset)
+    writeInt64BE(b, OFFSET_SHUTDOWN_LAST_RECORD, record.lastRecordOffset)
     b.writeInt32BE(record.queueCount, OFFSET_SHUTDOWN_QUEUE_COUNT)
-    b.writeBigInt64BE(BigInt(record.queueUnitSum), OFFSET_SHUTDOWN_UNIT_SUM)
+    writeInt64BE(b, OFFSET_SHUTDOWN_UNIT_SUM, record.queueUnitSum)
     b.writeUInt32BE(zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC)), OFFSET_SHUTDOWN_CRC)
     this.flush()
   }
@@ -136,11 +163,7 @@ export class StoreCheckpoint {
   }
 }
 
-function readLong(buffer: Buffer, offset: number): number {
-  const value = Number(buffer.readBigInt64BE(offset))
+function readTimestamp(buffer: Buffer, offset: number): number {
+  const value = readInt64BE(buffer, offset)
   return Number.isSafeInteger(value) && value > 0 ? value : 0
-}
-
-function writeLong(buffer: Buffer, offset: number, value: number): void {
-  buffer.writeBigInt64BE(BigInt(Math.trunc(value)), offset)
 }

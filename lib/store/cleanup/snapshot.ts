@@ -8,7 +8,8 @@ import type { CommitLog } from '../commitlog/commit-log.js'
 import type { DiskUsageSource } from '../environment.js'
 import type { IndexService } from '../index/index-service.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
-import { CQ_STORE_UNIT_SIZE, type ConsumeQueue } from '../queue/consume-queue.js'
+import type { ConsumeQueue } from '../queue/consume-queue.js'
+import { CQ_STORE_UNIT_SIZE, readUnitOffset } from '../queue/cq-unit.js'
 import type { CommitLogFileInfo } from './commit-log-policy.js'
 import type { ConsumeQueueFilesInfo, IndexFileInfo } from './derived-policy.js'
 import type { DiskReading } from './disk-policy.js'
@@ -37,7 +38,7 @@ export function consumeQueueFiles(queue: ConsumeQueue): ConsumeQueueFilesInfo {
     let lastUnitPhyOffset: number | null = null
     const last = file.selectMappedBuffer(file.fileSize - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
     if (last !== null) {
-      lastUnitPhyOffset = Number(last.buffer.readBigInt64BE(0))
+      lastUnitPhyOffset = readUnitOffset(last.buffer, 0)
       last.release()
     }
     return {

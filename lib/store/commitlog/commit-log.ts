@@ -15,17 +15,27 @@ import {
   OFFSET_MAGIC,
   OFFSET_SYSFLAG,
   storeTimestampOffset,
-  SysFlag,
   writeBlank,
   writeRecord,
-  type DispatchRequest,
   type HostAddress,
   type PreparedRecord,
 } from './record.js'
+import {
+  scanRecords,
+  type RecoveredRecordHandler,
+  type RecoveryOutcome,
+  type RecoveryProgress,
+  type ScanSource,
+} from './recovery-scan.js'
+import { isQueuedRecord } from './sys-flag.js'
+import { DataViewCache, readUInt64BE } from '../bytes.js'
 import type { MessageStoreConfig } from '../config.js'
+import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
+
+export type { RecoveredRecordHandler, RecoveryDamage, RecoveryOutcome, RecoveryProgress } from './recovery-scan.js'
 
 export type PutMessageStatus =
   | 'PUT_OK'
@@ -85,39 +95,6 @@ export class PutMessageResult {
   }
 }
 
-/** Called for every valid record a recovery walks over (abnormal recovery re-dispatches them). */
-export type RecoveredRecordHandler = (request: DispatchRequest) => void
-
-/** Where a recovery scan met a record that failed its checks. */
-export interface RecoveryDamage {
-  /** torn: only zeros follow (an append cut short); corrupt: data follows the bad record. */
-  kind: 'torn' | 'corrupt'
-  /** Commit-log offset of the bad record, and the bytes it claims (at least 8). */
-  offset: number
-  length: number
-  reason: string
-}
-
-/** Progress of a recovery scan: bytes checked so far, of the bytes it may have to check. */
-export type RecoveryProgress = (scannedBytes: number, totalBytes: number) => void
-
-/** Report progress about every this many bytes. */
-const PROGRESS_STEP_BYTES = 64 * 1024 * 1024
-
-/** What the store learns from a recovery scan. */
-export interface RecoveryOutcome {
-  /** Where valid data ends: the commit log is truncated here. */
-  processOffset: number
-  /** The record that stopped the scan before the end of the data, if one did. */
-  damage: RecoveryDamage | null
-  /** The same as damage (kept for stats consumers). */
-  stoppedAt: RecoveryDamage | null
-  /** Bytes scanned (0 for a clean open from the shutdown record). */
-  scannedBytes: number
-  /** Offset of the last valid record, -1 when the log is empty. */
-  lastRecordOffset: number
-}
-
 /**
  * The next queue offset per (topic, queueId): RocketMQ's topicQueueTable. Arrays indexed by queue
  * id under a per-topic map, so the append path builds no `topic-queueId` key string.
@@ -154,6 +131,8 @@ export class CommitLogReader {
   private file: MappedFile | null = null
   /** The readable bytes of the held file; record positions from locate() index into it. */
   data: Buffer = EMPTY
+  /** The DataView of `data` for the record decoders; dropped with the file at close(). */
+  readonly views = new DataViewCache()
 
   constructor(private readonly queue: MappedFileQueue) {}
 
@@ -175,6 +154,7 @@ export class CommitLogReader {
     if (this.file !== null) this.file.release()
     this.file = null
     this.data = EMPTY
+    this.views.clear()
   }
 }
 
@@ -184,6 +164,8 @@ export class CommitLog {
   readonly topicQueueTable = new QueueOffsetTable()
   private readonly config: MessageStoreConfig
   private readonly storeHost: HostAddress
+  /** The DataView of the file being appended to; cleared at shutdown so no mapping outlives it. */
+  private readonly views = new DataViewCache()
 
   // The pending append, kept in fields so the append callback is one bound function.
   private pendingRecord: PreparedRecord | null = null
@@ -197,11 +179,11 @@ export class CommitLog {
   private readonly appendCallback = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => {
     const record = this.pendingRecord!
     if (record.length + END_FILE_MIN_BLANK_LENGTH > maxBlank) {
-      writeBlank(target, pos, maxBlank)
+      writeBlank(target, pos, maxBlank, this.views)
       this.pendingEndOfFile = true
       return { wroteBytes: maxBlank }
     }
-    writeRecord(target, pos, record, this.pendingQueueOffset, fileFromOffset + pos, this.pendingTimestamp)
+    writeRecord(target, pos, record, this.pendingQueueOffset, fileFromOffset + pos, this.pendingTimestamp, this.views)
     this.pendingEndOfFile = false
     return { wroteBytes: record.length }
   }
@@ -209,7 +191,7 @@ export class CommitLog {
   constructor(storeRoot: string, config: MessageStoreConfig, storeHost: HostAddress, pool: TransientStorePool | null, readOnly = false) {
     this.config = config
     this.storeHost = storeHost
-    this.mappedFileQueue = new MappedFileQueue(join(storeRoot, 'commitlog'), config.mappedFileSizeCommitLog, {
+    this.mappedFileQueue = new MappedFileQueue(join(storeRoot, COMMITLOG_DIR), config.mappedFileSizeCommitLog, {
       preallocateNext: !readOnly,
       // Fault new files in off the JS thread, so appends never take a first-touch page fault
       // (about 20 times the cost of encoding a 256-byte record); warmMapedFileEnable adds mlock.
@@ -231,8 +213,7 @@ export class CommitLog {
    * `now` is the store timestamp (taken by the caller so that a batch can share a clock read).
    */
   append(record: PreparedRecord, now: number): PutMessageResult {
-    const tranType = record.sysFlag & SysFlag.TRANSACTION_MASK
-    const counted = tranType === SysFlag.TRANSACTION_NOT_TYPE || tranType === SysFlag.TRANSACTION_COMMIT
+    const counted = isQueuedRecord(record.sysFlag)
     const queueOffset = counted ? this.topicQueueTable.get(record.topic, record.queueId) : 0
 
     let file = this.mappedFileQueue.getLastMappedFile()
@@ -318,7 +299,7 @@ export class CommitLog {
       if (buffer.length < OFFSET_SYSFLAG + 4) return -1
       const at = storeTimestampOffset(buffer.readInt32BE(OFFSET_SYSFLAG))
       if (at + 8 > buffer.length) return -1
-      return buffer.readUInt32BE(at) * 2 ** 32 + buffer.readUInt32BE(at + 4)
+      return readUInt64BE(buffer, at)
     } finally {
       view.release()
     }
@@ -326,88 +307,21 @@ export class CommitLog {
 
   // ---- recovery -----------------------------------------------------------------------------
 
-  /**
-   * Walks records from the start of `files[startIndex]` while they are valid, handing each to
-   * `onRecord`; stops at the first invalid record or after the last file's blank. Nothing is
-   * truncated here: the caller applies its corruption policy to the outcome first.
-   */
+  /** The mapped files from `files[startIndex]` on, as the recovery scan reads them. */
+  private scanSource(): ScanSource {
+    const files = this.mappedFileQueue.mappedFiles
+    return {
+      fileCount: files.length,
+      fileSize: this.config.mappedFileSizeCommitLog,
+      fileStart: (index) => files[index].fileFromOffset,
+      read: (index, from, to) => files[index].readableBuffer().subarray(from, to),
+    }
+  }
+
   private scanFrom(startIndex: number, onRecord: RecoveredRecordHandler | null, onProgress: RecoveryProgress | null): RecoveryOutcome {
-    const files = this.mappedFileQueue.mappedFiles
-    const fileSize = this.config.mappedFileSizeCommitLog
-    const checkCRC = this.config.checkCRCOnRecover
-    const totalBytes = (files.length - startIndex) * fileSize
-    let index = startIndex
-    let file: MappedFile = files[index]
-    let buffer = file.readableBuffer()
-    let pos = 0
-    let scannedBytes = 0
-    let nextReport = PROGRESS_STEP_BYTES
-    let lastRecordOffset = -1
-    let damage: RecoveryDamage | null = null
-    onProgress?.(0, totalBytes)
-    for (;;) {
-      const request = checkRecord(buffer, pos, fileSize, checkCRC)
-      if (request.status === 'OK' && request.commitLogOffset !== file.fileFromOffset + pos) {
-        // Each record names its own position: a mismatch is a damaged header (not covered by
-        // the body CRC) or a record that is not where it was written.
-        damage = this.classifyDamage(index, pos, `header: physical offset ${request.commitLogOffset} at position ${file.fileFromOffset + pos}`)
-        break
-      }
-      if (request.status === 'OK' && request.size > 0) {
-        if (onRecord !== null) onRecord(request)
-        lastRecordOffset = file.fileFromOffset + pos
-        pos += request.size
-        scannedBytes += request.size
-        if (scannedBytes >= nextReport) {
-          onProgress?.(scannedBytes, totalBytes)
-          nextReport = scannedBytes + PROGRESS_STEP_BYTES
-        }
-        continue
-      }
-      if (request.status === 'BLANK') {
-        scannedBytes += fileSize - pos
-        if (index + 1 >= files.length) break
-        index += 1
-        file = files[index]
-        buffer = file.readableBuffer()
-        pos = 0
-        continue
-      }
-      // Zeros after the last record are the normal end of the log; anything else is damage.
-      if (!isZeroFrom(buffer, pos, Math.min(fileSize, pos + 8))) {
-        damage = this.classifyDamage(index, pos, request.reason ?? request.status)
-      }
-      break
-    }
-    onProgress?.(totalBytes, totalBytes)
-    this.lastRecordOffset = lastRecordOffset
-    return { processOffset: file.fileFromOffset + pos, damage, stoppedAt: damage, scannedBytes, lastRecordOffset }
-  }
-
-  /**
-   * A bad record whose claimed extent is followed by nothing but zeros (to the end of its file,
-   * with no data in later files) is a torn write: the tail of an append that never fully reached
-   * the disk. Anything else is corruption, and so is a claimed extent that hides a valid record
-   * (its length field may itself be the damage).
-   */
-  private classifyDamage(index: number, pos: number, reason: string): RecoveryDamage {
-    const files = this.mappedFileQueue.mappedFiles
-    const fileSize = this.config.mappedFileSizeCommitLog
-    const file = files[index]
-    const buffer = file.readableBuffer()
-    const claimed = pos + 4 <= buffer.length ? buffer.readInt32BE(pos) : 0
-    const claimedEnd = claimed >= 8 && pos + claimed <= fileSize ? pos + claimed : pos + 8
-    let torn = isZeroFrom(buffer, claimedEnd, fileSize) && !this.hidesRecord(buffer, pos + 8, claimedEnd)
-    for (let i = index + 1; torn && i < files.length; i++) torn = isZeroFrom(files[i].readableBuffer(), 0, fileSize)
-    return { kind: torn ? 'torn' : 'corrupt', offset: file.fileFromOffset + pos, length: claimedEnd - pos, reason }
-  }
-
-  /** True when a valid record starts somewhere in buffer[from, to). */
-  private hidesRecord(buffer: Buffer, from: number, to: number): boolean {
-    for (let at = buffer.indexOf(MAGIC_BYTES, from); at >= 0 && at < to; at = buffer.indexOf(MAGIC_BYTES, at + 1)) {
-      if (at >= 4 && checkRecord(buffer, at - 4, buffer.length, true).status === 'OK') return true
-    }
-    return false
+    const outcome = scanRecords(this.scanSource(), startIndex, this.config.checkCRCOnRecover, onRecord, onProgress, this.views)
+    this.lastRecordOffset = outcome.lastRecordOffset
+    return outcome
   }
 
   /**
@@ -477,7 +391,7 @@ export class CommitLog {
     const buffer = file.readableBuffer()
     if (buffer.length < 64 || buffer.readInt32BE(OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return false
     const at = storeTimestampOffset(buffer.readInt32BE(OFFSET_SYSFLAG))
-    const storeTimestamp = buffer.readUInt32BE(at) * 2 ** 32 + buffer.readUInt32BE(at + 4)
+    const storeTimestamp = readUInt64BE(buffer, at)
     if (storeTimestamp === 0) return false
     return storeTimestamp <= minTimestamp
   }
@@ -496,20 +410,7 @@ export class CommitLog {
   }
 
   shutdown(): void {
+    this.views.clear()
     this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
   }
-}
-
-const ZEROS = Buffer.alloc(64 * 1024)
-const MAGIC_BYTES = Buffer.alloc(4)
-MAGIC_BYTES.writeInt32BE(MESSAGE_MAGIC_CODE)
-
-/** True when buffer[from, to) holds only zeros (compared natively, a chunk at a time). */
-function isZeroFrom(buffer: Buffer, from: number, to: number): boolean {
-  const end = Math.min(to, buffer.length)
-  for (let at = from; at < end; at += ZEROS.length) {
-    const n = Math.min(ZEROS.length, end - at)
-    if (buffer.compare(ZEROS, 0, n, at, at + n) !== 0) return false
-  }
-  return true
 }

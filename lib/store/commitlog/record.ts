@@ -1,6 +1,7 @@
 // The commit-log record, version 1 (the only version RocketMQ 4.x writes): encoding, validation and
 // decoding. Pure functions over buffers, no I/O. The encoder is the store's hot path, so it writes
-// through a DataView, keeps per-topic and per-host bytes in small caches, and copies the body once.
+// through a DataView, keeps per-topic bytes in small caches, and copies the body once. Host
+// addresses are in host-address.ts, the sysFlag bits in sys-flag.ts.
 //
 // Record layout. All integers are big-endian and signed. B / S = width of the born / store host
 // field: 8 for IPv4 (4 address bytes + int32 port), 20 for IPv6 (16 + 4), selected by the sysFlag
@@ -36,7 +37,34 @@
 // The constants below are the only place these offsets appear.
 
 import { crc32 } from 'node:zlib'
-import { isIPv4, isIPv6 } from 'node:net'
+
+import {
+  continueJavaBytesHash,
+  dataViewOf,
+  getInt64,
+  javaStringHashCode,
+  setInt64,
+  TWO_POW_32,
+  type DataViewCache,
+} from '../bytes.js'
+import {
+  formatIPv4,
+  formatIPv6,
+  hex8,
+  ipOf,
+  IPV4_HOST_LENGTH,
+  IPV6_HOST_LENGTH,
+  readHost,
+  validPort,
+  writeHost,
+  type Ip,
+  type HostAddress,
+} from './host-address.js'
+import { SysFlag } from './sys-flag.js'
+
+export { SysFlag } from './sys-flag.js'
+export { javaStringHashCode } from '../bytes.js'
+export type { HostAddress } from './host-address.js'
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -46,18 +74,6 @@ export const MESSAGE_MAGIC_CODE = -626843481 // 0xDAA320A7
 export const MESSAGE_MAGIC_CODE_V2 = -626843477 // 0xDAA320AB
 export const BLANK_MAGIC_CODE = -875286124 // 0xCBD43194
 export const END_FILE_MIN_BLANK_LENGTH = 8
-
-export const SysFlag = {
-  COMPRESSED: 0x1,
-  MULTI_TAGS: 0x2,
-  TRANSACTION_MASK: 0xc,
-  TRANSACTION_NOT_TYPE: 0,
-  TRANSACTION_PREPARED: 0x4,
-  TRANSACTION_COMMIT: 0x8,
-  TRANSACTION_ROLLBACK: 0xc,
-  BORNHOST_V6: 0x10,
-  STOREHOST_V6: 0x20,
-} as const
 
 export const MAX_TOPIC_LENGTH = 127
 export const MAX_PROPERTIES_LENGTH = 32767
@@ -112,19 +128,12 @@ const REL_PROPERTIES = 2
 /** Bytes of a record besides the two hosts, the body, the topic and the properties. */
 const FIXED_LENGTH = OFFSET_BORNHOST + REL_STOREHOST + REL_BODY + REL_TOPIC + REL_PROPERTIES // 75
 
-const IPV4_ADDRESS_LENGTH = 4
-const IPV6_ADDRESS_LENGTH = 16
-const PORT_LENGTH = 4
-const IPV4_HOST_LENGTH = IPV4_ADDRESS_LENGTH + PORT_LENGTH // 8
-const IPV6_HOST_LENGTH = IPV6_ADDRESS_LENGTH + PORT_LENGTH // 20
-
 /** The smallest possible record: two IPv4 hosts, empty body, topic and properties (91 bytes). */
 export const MIN_RECORD_LENGTH = FIXED_LENGTH + 2 * IPV4_HOST_LENGTH
 
 /** Headroom over maxMessageSize a whole record may use (topic, properties, fixed fields). */
 const RECORD_HEADROOM = 64 * 1024
 const INT32_MAX = 0x7fffffff
-const TWO_POW_32 = 4294967296
 
 export function bornHostLength(sysFlag: number): number {
   return (sysFlag & SysFlag.BORNHOST_V6) !== 0 ? IPV6_HOST_LENGTH : IPV4_HOST_LENGTH
@@ -160,185 +169,7 @@ export function recordLength(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hosts
-
-export interface HostAddress {
-  /** An IPv4 dotted quad or an IPv6 literal (an IPv4-mapped IPv6 address is stored as IPv4). */
-  address: string
-  port: number
-}
-
-/** A parsed IP address as big-endian int32 words: one word for IPv4, four for IPv6. */
-interface Ip {
-  readonly v6: boolean
-  readonly w0: number
-  readonly w1: number
-  readonly w2: number
-  readonly w3: number
-  /** Upper-case hex of the address bytes, the first part of a msgId. */
-  readonly hex: string
-}
-
-const MAX_HOST_CACHE = 1024
-const hostCache = new Map<string, Ip>()
-
-const HEX_BYTE: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toString(16).toUpperCase().padStart(2, '0'))
-
-/** Upper-case hex of an int32 as 8 digits. */
-function hex8(word: number): string {
-  return (
-    HEX_BYTE[(word >>> 24) & 0xff] + HEX_BYTE[(word >>> 16) & 0xff] + HEX_BYTE[(word >>> 8) & 0xff] + HEX_BYTE[word & 0xff]
-  )
-}
-
-function makeIp(v6: boolean, w0: number, w1: number, w2: number, w3: number): Ip {
-  const hex = v6 ? hex8(w0) + hex8(w1) + hex8(w2) + hex8(w3) : hex8(w0)
-  return { v6, w0: w0 | 0, w1: w1 | 0, w2: w2 | 0, w3: w3 | 0, hex }
-}
-
-function dottedToWord(dotted: string): number {
-  const p = dotted.split('.')
-  return ((Number(p[0]) << 24) | (Number(p[1]) << 16) | (Number(p[2]) << 8) | Number(p[3])) | 0
-}
-
-function hextetsOf(part: string): number[] {
-  if (part === '') return []
-  const out: number[] = []
-  for (const g of part.split(':')) {
-    if (g.includes('.')) {
-      const w = dottedToWord(g)
-      out.push(w >>> 16, w & 0xffff)
-    } else {
-      out.push(parseInt(g, 16))
-    }
-  }
-  return out
-}
-
-/** Parses an address literal; null when it is neither IPv4 nor IPv6. */
-function parseIp(address: string): Ip | null {
-  if (isIPv4(address)) return makeIp(false, dottedToWord(address), 0, 0, 0)
-  if (!isIPv6(address)) return null
-  const zone = address.indexOf('%')
-  const a = zone >= 0 ? address.slice(0, zone) : address
-  const gap = a.indexOf('::')
-  let h: number[]
-  if (gap >= 0) {
-    const head = hextetsOf(a.slice(0, gap))
-    const tail = hextetsOf(a.slice(gap + 2))
-    const zeros = 8 - head.length - tail.length
-    if (zeros < 0) return null
-    h = head.concat(new Array<number>(zeros).fill(0), tail)
-  } else {
-    h = hextetsOf(a)
-  }
-  if (h.length !== 8 || h.some((x) => !(x >= 0 && x <= 0xffff))) return null
-  const w0 = (h[0] << 16) | h[1]
-  const w1 = (h[2] << 16) | h[3]
-  const w2 = (h[4] << 16) | h[5]
-  const w3 = (h[6] << 16) | h[7]
-  // Java turns an IPv4-mapped address (::ffff:a.b.c.d) into a 4-byte address; so do we, so that a
-  // dual-stack socket's view of an IPv4 client encodes as RocketMQ would encode it.
-  if (w0 === 0 && w1 === 0 && w2 === 0xffff) return makeIp(false, w3, 0, 0, 0)
-  return makeIp(true, w0, w1, w2, w3)
-}
-
-// The two most recent lookups: usually the store host and the current born host.
-let recentAddress0 = ''
-let recentIp0: Ip | null = null
-let recentAddress1 = ''
-let recentIp1: Ip | null = null
-
-function ipOf(address: string): Ip | null {
-  if (address === recentAddress0) return recentIp0
-  if (address === recentAddress1) {
-    const ip = recentIp1
-    recentAddress1 = recentAddress0
-    recentIp1 = recentIp0
-    recentAddress0 = address
-    recentIp0 = ip
-    return ip
-  }
-  const ip = mapIpOf(address)
-  if (ip !== null) {
-    recentAddress1 = recentAddress0
-    recentIp1 = recentIp0
-    recentAddress0 = address
-    recentIp0 = ip
-  }
-  return ip
-}
-
-function mapIpOf(address: string): Ip | null {
-  let ip = hostCache.get(address)
-  if (ip === undefined) {
-    if (typeof address !== 'string') return null
-    const parsed = parseIp(address)
-    if (parsed === null) return null
-    if (hostCache.size >= MAX_HOST_CACHE) hostCache.clear()
-    hostCache.set(address, parsed)
-    ip = parsed
-  }
-  return ip
-}
-
-function validPort(port: number): boolean {
-  return Number.isInteger(port) && port >= 0 && port <= 0xffff
-}
-
-function formatIPv4(w: number): string {
-  return `${w >>> 24}.${(w >>> 16) & 0xff}.${(w >>> 8) & 0xff}.${w & 0xff}`
-}
-
-/** RFC 5952 text: lower-case, longest run (≥ 2) of zero groups as '::', IPv4-mapped as dotted. */
-function formatIPv6(w0: number, w1: number, w2: number, w3: number): string {
-  if (w0 === 0 && w1 === 0 && w2 === 0xffff) return `::ffff:${formatIPv4(w3)}`
-  const h = [w0 >>> 16, w0 & 0xffff, w1 >>> 16, w1 & 0xffff, w2 >>> 16, w2 & 0xffff, w3 >>> 16, w3 & 0xffff]
-  let bestStart = -1
-  let bestLen = 1
-  for (let i = 0; i < 8; ) {
-    if (h[i] !== 0) {
-      i++
-      continue
-    }
-    let j = i
-    while (j < 8 && h[j] === 0) j++
-    if (j - i > bestLen) {
-      bestStart = i
-      bestLen = j - i
-    }
-    i = j
-  }
-  const hex = (from: number, to: number): string =>
-    h
-      .slice(from, to)
-      .map((x) => x.toString(16))
-      .join(':')
-  if (bestStart < 0) return hex(0, 8)
-  return `${hex(0, bestStart)}::${hex(bestStart + bestLen, 8)}`
-}
-
-const ipv4TextCache = new Map<number, string>()
-
-function ipv4Text(w: number): string {
-  let s = ipv4TextCache.get(w)
-  if (s === undefined) {
-    s = formatIPv4(w)
-    if (ipv4TextCache.size >= MAX_HOST_CACHE) ipv4TextCache.clear()
-    ipv4TextCache.set(w, s)
-  }
-  return s
-}
-
-// ---------------------------------------------------------------------------------------------
 // Strings, hashes, properties
-
-/** Java's String.hashCode: 31-based polynomial over UTF-16 code units, in signed 32 bits. */
-export function javaStringHashCode(s: string): number {
-  let h = 0
-  for (let i = 0; i < s.length; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0
-  return h
-}
 
 /** The consume-queue tag code of a TAGS value: its Java hash, 0 when absent or empty. */
 export function tagsCodeOf(tags: string | undefined): number {
@@ -626,6 +457,9 @@ class EncodedRecord implements PreparedRecord {
   }
 }
 
+// Module-level caches (topic bytes here, decoded topics and checked topics below) are shared by
+// every store in the process. That is safe: they hold topic text and small copies of its bytes,
+// never a view of a mapping, are bounded (cleared when full), and a stale entry is still correct.
 const MAX_TOPIC_CACHE = 4096
 /** Valid topics seen so far → their bytes (ASCII, so one byte per character). */
 const topicCache = new Map<string, Uint8Array>()
@@ -735,53 +569,8 @@ export function prepareRecord(input: RecordInput, maxMessageSize: number): Prepa
   )
 }
 
-// One-entry DataView caches: the writer appends into one segment for a long time and the
-// dispatcher reads one segment for a long time. Separate caches so the two never evict each other.
-let writeTarget: Uint8Array | null = null
-let writeDv: DataView = new DataView(new ArrayBuffer(0))
-let readTarget: Uint8Array | null = null
-let readDv: DataView = new DataView(new ArrayBuffer(0))
-
-function writeViewOf(target: Uint8Array): DataView {
-  if (target !== writeTarget) {
-    writeDv = new DataView(target.buffer, target.byteOffset, target.byteLength)
-    writeTarget = target
-  }
-  return writeDv
-}
-
-function readViewOf(buf: Uint8Array): DataView {
-  if (buf !== readTarget) {
-    readDv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
-    readTarget = buf
-  }
-  return readDv
-}
-
-/** Writes a safe integer as a big-endian int64 from its two 32-bit halves. */
-function setLong(dv: DataView, at: number, v: number): void {
-  dv.setInt32(at, Math.floor(v / TWO_POW_32))
-  dv.setUint32(at + 4, v >>> 0)
-}
-
-function getLong(dv: DataView, at: number): number {
-  return dv.getInt32(at) * TWO_POW_32 + dv.getUint32(at + 4)
-}
-
-/** Writes a host field (address words, then port); returns the offset after it. */
-function setHost(dv: DataView, at: number, ip: Ip, port: number): number {
-  dv.setInt32(at, ip.w0)
-  if (!ip.v6) {
-    dv.setInt32(at + IPV4_ADDRESS_LENGTH, port)
-    return at + IPV4_HOST_LENGTH
-  }
-  dv.setInt32(at + 4, ip.w1)
-  dv.setInt32(at + 8, ip.w2)
-  dv.setInt32(at + 12, ip.w3)
-  dv.setInt32(at + IPV6_ADDRESS_LENGTH, port)
-  return at + IPV6_HOST_LENGTH
-}
-
+// The DataViews over the buffers below come from the caller's DataViewCache (one per owner of a
+// mapping, cleared when it lets go of it); without one, each call builds its own view.
 type Latin1Write = (this: Uint8Array, s: string, offset: number, length: number) => number
 // Buffer's own one-byte string writer (a straight copy for ASCII strings); the public form otherwise.
 const latin1Write: Latin1Write =
@@ -801,6 +590,7 @@ export function writeRecord(
   queueOffset: number,
   physicalOffset: number,
   storeTimestamp: number,
+  views?: DataViewCache,
 ): void {
   if (!(rec instanceof EncodedRecord)) throw new TypeError('writeRecord needs a record made by prepareRecord')
   const length = rec.length
@@ -814,20 +604,20 @@ export function writeRecord(
   ) {
     throw new RangeError('queueOffset, physicalOffset and storeTimestamp must be safe integers')
   }
-  const dv = writeViewOf(target)
+  const dv = dataViewOf(target, views)
   dv.setInt32(pos + OFFSET_TOTALSIZE, length)
   dv.setInt32(pos + OFFSET_BODYCRC, rec.bodyCRC)
   dv.setInt32(pos + OFFSET_QUEUEID, rec.queueId)
   dv.setInt32(pos + OFFSET_FLAG, rec.flag)
-  setLong(dv, pos + OFFSET_QUEUEOFFSET, queueOffset)
-  setLong(dv, pos + OFFSET_PHYSICALOFFSET, physicalOffset)
+  setInt64(dv, pos + OFFSET_QUEUEOFFSET, queueOffset)
+  setInt64(dv, pos + OFFSET_PHYSICALOFFSET, physicalOffset)
   dv.setInt32(pos + OFFSET_SYSFLAG, rec.sysFlag)
-  setLong(dv, pos + OFFSET_BORNTIMESTAMP, rec.bornTimestamp)
-  const bornEnd = setHost(dv, pos + OFFSET_BORNHOST, rec.bornIp, rec.bornPort)
-  setLong(dv, bornEnd + REL_STORETIMESTAMP, storeTimestamp)
-  const storeEnd = setHost(dv, bornEnd + REL_STOREHOST, rec.storeIp, rec.storePort)
+  setInt64(dv, pos + OFFSET_BORNTIMESTAMP, rec.bornTimestamp)
+  const bornEnd = writeHost(dv, pos + OFFSET_BORNHOST, rec.bornIp, rec.bornPort)
+  setInt64(dv, bornEnd + REL_STORETIMESTAMP, storeTimestamp)
+  const storeEnd = writeHost(dv, bornEnd + REL_STOREHOST, rec.storeIp, rec.storePort)
   dv.setInt32(storeEnd + REL_RECONSUMETIMES, rec.reconsumeTimes)
-  setLong(dv, storeEnd + REL_PREPAREDTXOFFSET, rec.preparedTransactionOffset)
+  setInt64(dv, storeEnd + REL_PREPAREDTXOFFSET, rec.preparedTransactionOffset)
   const body = rec.body
   dv.setInt32(storeEnd + REL_BODYLENGTH, body.length)
   const bodyAt = storeEnd + REL_BODY
@@ -854,14 +644,14 @@ export function writeRecord(
  * Writes the 8-byte blank header that closes a segment: TOTALSIZE = maxBlank (the bytes left in
  * the file), MAGICCODE = BLANK_MAGIC_CODE. The rest of the tail is left as it is.
  */
-export function writeBlank(target: Buffer, pos: number, maxBlank: number): void {
+export function writeBlank(target: Buffer, pos: number, maxBlank: number, views?: DataViewCache): void {
   if (!isInt32(maxBlank) || maxBlank < END_FILE_MIN_BLANK_LENGTH) {
     throw new RangeError(`a blank needs at least ${END_FILE_MIN_BLANK_LENGTH} bytes, got ${maxBlank}`)
   }
   if (!(Number.isInteger(pos) && pos >= 0 && pos + END_FILE_MIN_BLANK_LENGTH <= target.length)) {
     throw new RangeError(`blank header at ${pos} does not fit in a buffer of ${target.length}`)
   }
-  const dv = writeViewOf(target)
+  const dv = dataViewOf(target, views)
   dv.setInt32(pos + OFFSET_TOTALSIZE, maxBlank)
   dv.setInt32(pos + OFFSET_MAGIC, BLANK_MAGIC_CODE)
 }
@@ -933,6 +723,7 @@ const topicTextCache = new Map<number, string>()
 const checkedTopics = new Set<string>()
 
 function readTopic(buf: Buffer, start: number, length: number): string {
+  // A cache key: the Java hash of the (ASCII) bytes, computed in the same pass as the ASCII test.
   let h = 0
   let high = 0
   for (let i = start, end = start + length; i < end; i++) {
@@ -1016,12 +807,13 @@ export function checkRecord(
   limit: number,
   checkCRC: boolean,
   delayLevelTable: readonly number[] = DEFAULT_DELAY_TABLE,
+  views?: DataViewCache,
 ): DispatchRequest {
   const end = limit < buf.length ? limit : buf.length
   if (!Number.isInteger(pos) || pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > end) {
     return failed('BAD', -1, 'bounds: no record header before the limit')
   }
-  const dv = readViewOf(buf)
+  const dv = dataViewOf(buf, views)
   const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
   const magic = dv.getInt32(pos + OFFSET_MAGIC)
   if (magic !== MESSAGE_MAGIC_CODE) {
@@ -1043,11 +835,11 @@ export function checkRecord(
   if (bodyAt > end) return failed('BAD', -1, 'bounds: header runs past the limit')
   const bodyCRC = dv.getInt32(pos + OFFSET_BODYCRC)
   const queueId = dv.getInt32(pos + OFFSET_QUEUEID)
-  const queueOffset = getLong(dv, pos + OFFSET_QUEUEOFFSET)
-  const commitLogOffset = getLong(dv, pos + OFFSET_PHYSICALOFFSET)
-  const bornTimestamp = getLong(dv, pos + OFFSET_BORNTIMESTAMP)
-  const storeTimestamp = getLong(dv, bornEnd + REL_STORETIMESTAMP)
-  const preparedTransactionOffset = getLong(dv, storeEnd + REL_PREPAREDTXOFFSET)
+  const queueOffset = getInt64(dv, pos + OFFSET_QUEUEOFFSET)
+  const commitLogOffset = getInt64(dv, pos + OFFSET_PHYSICALOFFSET)
+  const bornTimestamp = getInt64(dv, pos + OFFSET_BORNTIMESTAMP)
+  const storeTimestamp = getInt64(dv, bornEnd + REL_STORETIMESTAMP)
+  const preparedTransactionOffset = getInt64(dv, storeEnd + REL_PREPAREDTXOFFSET)
   const bodyLength = dv.getInt32(storeEnd + REL_BODYLENGTH)
 
   let bodyEnd = bodyAt
@@ -1144,9 +936,7 @@ export function checkRecord(
     if (uniqAt >= 0) uniqKey = readText(buf, uniqAt, uniqEnd, uniqAscii)
     if (tagsAt >= 0) {
       if (tagsAscii) {
-        let h = 0
-        for (let k = tagsAt; k < tagsEnd; k++) h = (Math.imul(31, h) + buf[k]) | 0
-        tagsCode = h
+        tagsCode = continueJavaBytesHash(0, buf, tagsAt, tagsEnd)
       } else {
         tagsCode = javaStringHashCode(utf8Slice.call(buf, tagsAt, tagsEnd))
       }
@@ -1213,15 +1003,6 @@ export interface DecodedMessage {
   preparedTransactionOffset: number
 }
 
-function readHost(dv: DataView, at: number, v6: boolean): HostAddress {
-  const w0 = dv.getInt32(at)
-  if (!v6) return { address: ipv4Text(w0), port: dv.getInt32(at + IPV4_ADDRESS_LENGTH) }
-  return {
-    address: formatIPv6(w0, dv.getInt32(at + 4), dv.getInt32(at + 8), dv.getInt32(at + 12)),
-    port: dv.getInt32(at + IPV6_ADDRESS_LENGTH),
-  }
-}
-
 /** Upper-case hex of the int32 words in [from, to), to a multiple of 4 bytes. */
 function hexWords(dv: DataView, from: number, to: number): string {
   let out = ''
@@ -1233,9 +1014,9 @@ function hexWords(dv: DataView, from: number, to: number): string {
  * Decodes the whole record at buf[pos] (the body is not decompressed and its CRC not checked).
  * Null when the bytes there are not a complete, self-consistent message record.
  */
-export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean): DecodedMessage | null {
+export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean, views?: DataViewCache): DecodedMessage | null {
   if (!Number.isInteger(pos) || pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > buf.length) return null
-  const dv = readViewOf(buf)
+  const dv = dataViewOf(buf, views)
   const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
   if (dv.getInt32(pos + OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return null
   if (totalSize < MIN_RECORD_LENGTH || totalSize > buf.length - pos) return null
@@ -1264,15 +1045,15 @@ export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean): Deco
   return {
     topic: readTopic(buf, topicAt, topicLength),
     queueId: dv.getInt32(pos + OFFSET_QUEUEID),
-    queueOffset: getLong(dv, pos + OFFSET_QUEUEOFFSET),
-    commitLogOffset: getLong(dv, pos + OFFSET_PHYSICALOFFSET),
+    queueOffset: getInt64(dv, pos + OFFSET_QUEUEOFFSET),
+    commitLogOffset: getInt64(dv, pos + OFFSET_PHYSICALOFFSET),
     storeSize: totalSize,
     body: copyBody ? Buffer.from(view) : view,
     tags: properties[PropertyName.TAGS],
     keys: keysText === undefined ? [] : keysText.split(' ').filter((k) => k !== ''),
     properties,
-    storeTimestamp: getLong(dv, bornEnd + REL_STORETIMESTAMP),
-    bornTimestamp: getLong(dv, pos + OFFSET_BORNTIMESTAMP),
+    storeTimestamp: getInt64(dv, bornEnd + REL_STORETIMESTAMP),
+    bornTimestamp: getInt64(dv, pos + OFFSET_BORNTIMESTAMP),
     bornHost: readHost(dv, pos + OFFSET_BORNHOST, (sysFlag & SysFlag.BORNHOST_V6) !== 0),
     storeHost: readHost(dv, storeAt, (sysFlag & SysFlag.STOREHOST_V6) !== 0),
     // The store host field is address ‖ port, exactly the head of the msgId.
@@ -1281,7 +1062,7 @@ export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean): Deco
     reconsumeTimes: dv.getInt32(storeEnd + REL_RECONSUMETIMES),
     bodyCRC: dv.getInt32(pos + OFFSET_BODYCRC),
     flag: dv.getInt32(pos + OFFSET_FLAG),
-    preparedTransactionOffset: getLong(dv, storeEnd + REL_PREPAREDTXOFFSET),
+    preparedTransactionOffset: getInt64(dv, storeEnd + REL_PREPAREDTXOFFSET),
   }
 }
 

@@ -1,126 +1,34 @@
 // One hash-index file: maps `topic#key` to the physical offsets of the messages that carry it.
-// The byte layout is RocketMQ's, so files move freely between this store and a Java broker.
-//
-// Layout (every integer big-endian; S = hashSlotNum, N = indexNum):
-//
-//   0                40               40 + S*4                               40 + S*4 + N*20
-//   +----------------+----------------+------------------------------------------------+
-//   | header (40 B)  | S slots (4 B)  | N entries (20 B); entry 0 is never used         |
-//   +----------------+----------------+------------------------------------------------+
-//
-//   header:  beginTimestamp long @0 | endTimestamp long @8 | beginPhyOffset long @16 |
-//            endPhyOffset long @24  | hashSlotCount int @32 | indexCount int @36
-//   slot:    int, number of the newest entry of the slot's chain (0 = empty)
-//   entry:   keyHash int @0 | phyOffset long @4 | timeDiff int @12 (seconds after the header's
-//            beginTimestamp) | prevIndex int @16 (older entry of the same slot, 0 = end of chain)
-//
-// The file is named by its creation time in local time, `yyyyMMddHHmmssSSS`. It is full when
-// indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
+// The byte layout (index-layout.ts) is RocketMQ's, so files move freely between this store and a
+// Java broker. It is full when indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
 import { MQStoreError } from '../../errors.js'
 import { MappedFile } from '../mapped/mapped-file.js'
-import { javaStringHashCode } from '../commitlog/record.js'
+import { setInt64 } from '../bytes.js'
+import {
+  ENTRY_KEY_HASH_OFFSET,
+  ENTRY_PHY_OFFSET_OFFSET,
+  ENTRY_PREV_INDEX_OFFSET,
+  ENTRY_TIME_DIFF_OFFSET,
+  effectiveIndexCount,
+  HASH_SLOT_COUNT_OFFSET,
+  INDEX_COUNT_OFFSET,
+  INDEX_ENTRY_SIZE,
+  indexEntriesStart,
+  indexFileSize,
+  indexKeyHash,
+  INVALID_INDEX,
+  readIndexEntry,
+  readIndexHeader,
+  hashSlotPosition,
+  BEGIN_TIMESTAMP_OFFSET,
+  END_TIMESTAMP_OFFSET,
+  BEGIN_PHY_OFFSET_OFFSET,
+  END_PHY_OFFSET_OFFSET,
+} from './index-layout.js'
 
-export const INDEX_HEADER_SIZE = 40
-export const HASH_SLOT_SIZE = 4
-export const INDEX_ENTRY_SIZE = 20
-/** The "no entry" value of a slot or a prevIndex. */
-export const INVALID_INDEX = 0
+export * from './index-layout.js'
 
-// Header field offsets.
-export const BEGIN_TIMESTAMP_OFFSET = 0
-export const END_TIMESTAMP_OFFSET = 8
-export const BEGIN_PHY_OFFSET_OFFSET = 16
-export const END_PHY_OFFSET_OFFSET = 24
-export const HASH_SLOT_COUNT_OFFSET = 32
-export const INDEX_COUNT_OFFSET = 36
-
-// Entry field offsets, relative to the entry.
-export const ENTRY_KEY_HASH_OFFSET = 0
-export const ENTRY_PHY_OFFSET_OFFSET = 4
-export const ENTRY_TIME_DIFF_OFFSET = 12
-export const ENTRY_PREV_INDEX_OFFSET = 16
-
-/** Java maps buffers of at most Integer.MAX_VALUE bytes; a larger index file would not be portable. */
-const MAX_INDEX_FILE_SIZE = 0x7fffffff
 const INT_MAX = 0x7fffffff
-const TWO_POW_32 = 4294967296
-
-/** Length of an index file name (`yyyyMMddHHmmssSSS`). */
-export const INDEX_FILE_NAME_LENGTH = 17
-const INDEX_FILE_NAME = /^\d{17}$/
-
-/** The exact size of an index file with these dimensions. */
-export function indexFileSize(hashSlotNum: number, indexNum: number): number {
-  if (!Number.isSafeInteger(hashSlotNum) || hashSlotNum < 1) {
-    throw new RangeError(`hashSlotNum must be a positive integer, got ${hashSlotNum}`)
-  }
-  if (!Number.isSafeInteger(indexNum) || indexNum < 2) {
-    throw new RangeError(`indexNum must be an integer >= 2, got ${indexNum}`)
-  }
-  const size = INDEX_HEADER_SIZE + hashSlotNum * HASH_SLOT_SIZE + indexNum * INDEX_ENTRY_SIZE
-  if (size > MAX_INDEX_FILE_SIZE) {
-    throw new RangeError(`an index file of ${hashSlotNum} slots and ${indexNum} entries exceeds 2 GiB - 1`)
-  }
-  return size
-}
-
-/** Java's String.hashCode over UTF-16 code units. */
-export { javaStringHashCode }
-
-/**
- * Continues a Java string hash over `s[from, to)`: the hash of `prefix + s.slice(from, to)` given
- * the hash of `prefix`, without building the string.
- */
-export function continueJavaStringHash(h: number, s: string, from: number, to: number): number {
-  for (let i = from; i < to; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0
-  return h
-}
-
-/** Index key hash from a Java string hash: its absolute value, with abs(MIN_VALUE) (negative) as 0. */
-export function toIndexKeyHash(javaHash: number): number {
-  return javaHash === -2147483648 ? 0 : Math.abs(javaHash)
-}
-
-export function indexKeyHash(key: string): number {
-  return toIndexKeyHash(javaStringHashCode(key))
-}
-
-/** `yyyyMMddHHmmssSSS` in local time. */
-export function formatIndexFileName(millis: number): string {
-  const d = new Date(millis)
-  return (
-    String(d.getFullYear()).padStart(4, '0') +
-    String(d.getMonth() + 1).padStart(2, '0') +
-    String(d.getDate()).padStart(2, '0') +
-    String(d.getHours()).padStart(2, '0') +
-    String(d.getMinutes()).padStart(2, '0') +
-    String(d.getSeconds()).padStart(2, '0') +
-    String(d.getMilliseconds()).padStart(3, '0')
-  )
-}
-
-/** The local time an index file name stands for, or null when the name is not one. */
-export function parseIndexFileName(name: string): number | null {
-  if (!INDEX_FILE_NAME.test(name)) return null
-  const n = (from: number, to: number): number => Number(name.slice(from, to))
-  const millis = new Date(n(0, 4), n(4, 6) - 1, n(6, 8), n(8, 10), n(10, 12), n(12, 14), n(14, 17)).getTime()
-  return Number.isFinite(millis) ? millis : null
-}
-
-export function isIndexFileName(name: string): boolean {
-  return INDEX_FILE_NAME.test(name)
-}
-
-function getLong(view: DataView, pos: number): number {
-  return view.getInt32(pos) * TWO_POW_32 + view.getUint32(pos + 4)
-}
-
-/** Writes a safe integer as a big-endian two's-complement long without going through BigInt. */
-function putLong(view: DataView, pos: number, value: number): void {
-  const hi = Math.floor(value / TWO_POW_32)
-  view.setInt32(pos, hi)
-  view.setUint32(pos + 4, value - hi * TWO_POW_32)
-}
 
 export interface IndexFileOpenOptions {
   readOnly?: boolean
@@ -160,7 +68,7 @@ export class IndexFile {
     this.indexNum = indexNum
     this.fileSize = expected
     this.readOnly = mappedFile.readOnly
-    this.entriesStart = INDEX_HEADER_SIZE + hashSlotNum * HASH_SLOT_SIZE
+    this.entriesStart = indexEntriesStart(hashSlotNum)
     let buffer: Buffer
     if (mappedFile.readOnly) {
       mappedFile.setPositions(mappedFile.fileSize)
@@ -223,49 +131,48 @@ export class IndexFile {
   }
 
   private loadHeader(): void {
-    const v = this.view
-    this.beginTimestamp = getLong(v, BEGIN_TIMESTAMP_OFFSET)
-    this.endTimestamp = getLong(v, END_TIMESTAMP_OFFSET)
-    this.beginPhyOffset = getLong(v, BEGIN_PHY_OFFSET_OFFSET)
-    this.endPhyOffset = getLong(v, END_PHY_OFFSET_OFFSET)
-    this.hashSlotCount = v.getInt32(HASH_SLOT_COUNT_OFFSET)
-    const count = v.getInt32(INDEX_COUNT_OFFSET)
-    this.indexCount = count <= 0 ? 1 : count
+    const header = readIndexHeader(this.view)
+    this.beginTimestamp = header.beginTimestamp
+    this.endTimestamp = header.endTimestamp
+    this.beginPhyOffset = header.beginPhyOffset
+    this.endPhyOffset = header.endPhyOffset
+    this.hashSlotCount = header.hashSlotCount
+    this.indexCount = effectiveIndexCount(header.indexCount)
     // A count past the entry table would send readers outside the file: the header is damaged.
     if (this.indexCount > this.indexNum) {
-      throw new MQStoreError('CORRUPTION', `${this.fileName}: index count ${count} exceeds the ${this.indexNum} entries of the file`)
+      throw new MQStoreError('CORRUPTION', `${this.fileName}: index count ${header.indexCount} exceeds the ${this.indexNum} entries of the file`)
     }
   }
 
   /** Writes every header field to the mapping (before a flush, as RocketMQ does). */
   private writeHeader(): void {
     const v = this.view
-    putLong(v, BEGIN_TIMESTAMP_OFFSET, this.beginTimestamp)
-    putLong(v, END_TIMESTAMP_OFFSET, this.endTimestamp)
-    putLong(v, BEGIN_PHY_OFFSET_OFFSET, this.beginPhyOffset)
-    putLong(v, END_PHY_OFFSET_OFFSET, this.endPhyOffset)
+    setInt64(v, BEGIN_TIMESTAMP_OFFSET, this.beginTimestamp)
+    setInt64(v, END_TIMESTAMP_OFFSET, this.endTimestamp)
+    setInt64(v, BEGIN_PHY_OFFSET_OFFSET, this.beginPhyOffset)
+    setInt64(v, END_PHY_OFFSET_OFFSET, this.endPhyOffset)
     v.setInt32(HASH_SLOT_COUNT_OFFSET, this.hashSlotCount)
     v.setInt32(INDEX_COUNT_OFFSET, this.indexCount)
   }
 
   private setBeginTimestamp(value: number): void {
     this.beginTimestamp = value
-    putLong(this.view, BEGIN_TIMESTAMP_OFFSET, value)
+    setInt64(this.view, BEGIN_TIMESTAMP_OFFSET, value)
   }
 
   private setEndTimestamp(value: number): void {
     this.endTimestamp = value
-    putLong(this.view, END_TIMESTAMP_OFFSET, value)
+    setInt64(this.view, END_TIMESTAMP_OFFSET, value)
   }
 
   private setBeginPhyOffset(value: number): void {
     this.beginPhyOffset = value
-    putLong(this.view, BEGIN_PHY_OFFSET_OFFSET, value)
+    setInt64(this.view, BEGIN_PHY_OFFSET_OFFSET, value)
   }
 
   private setEndPhyOffset(value: number): void {
     this.endPhyOffset = value
-    putLong(this.view, END_PHY_OFFSET_OFFSET, value)
+    setInt64(this.view, END_PHY_OFFSET_OFFSET, value)
   }
 
   // ---- header -------------------------------------------------------------------------------
@@ -323,7 +230,7 @@ export class IndexFile {
     if (indexCount >= this.indexNum) return false
     if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
     const v = this.view
-    const slotPos = INDEX_HEADER_SIZE + (keyHash % this.hashSlotNum) * HASH_SLOT_SIZE
+    const slotPos = hashSlotPosition(keyHash, this.hashSlotNum)
     let prev = v.getInt32(slotPos)
     if (prev <= INVALID_INDEX || prev > indexCount) prev = INVALID_INDEX
 
@@ -337,7 +244,7 @@ export class IndexFile {
 
     const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
     v.setInt32(entryPos + ENTRY_KEY_HASH_OFFSET, keyHash)
-    putLong(v, entryPos + ENTRY_PHY_OFFSET_OFFSET, phyOffset)
+    setInt64(v, entryPos + ENTRY_PHY_OFFSET_OFFSET, phyOffset)
     v.setInt32(entryPos + ENTRY_TIME_DIFF_OFFSET, timeDiff)
     v.setInt32(entryPos + ENTRY_PREV_INDEX_OFFSET, prev)
     v.setInt32(slotPos, indexCount)
@@ -393,19 +300,16 @@ export class IndexFile {
     try {
       const v = this.view
       const indexCount = this.indexCount
-      let cur = v.getInt32(INDEX_HEADER_SIZE + (keyHash % this.hashSlotNum) * HASH_SLOT_SIZE)
+      let cur = v.getInt32(hashSlotPosition(keyHash, this.hashSlotNum))
       // Entry numbers run from 1 to indexCount - 1; anything else is a damaged slot.
       if (cur <= INVALID_INDEX || cur >= indexCount || indexCount <= 1) return
       for (;;) {
         if (out.length >= maxNum) return
-        const entryPos = this.entriesStart + cur * INDEX_ENTRY_SIZE
-        const hashRead = v.getInt32(entryPos + ENTRY_KEY_HASH_OFFSET)
-        const phyOffset = getLong(v, entryPos + ENTRY_PHY_OFFSET_OFFSET)
-        const timeDiff = v.getInt32(entryPos + ENTRY_TIME_DIFF_OFFSET)
-        const prev = v.getInt32(entryPos + ENTRY_PREV_INDEX_OFFSET)
-        if (timeDiff < 0) return
-        const time = this.beginTimestamp + timeDiff * 1000
-        if (hashRead === keyHash && time >= begin && time <= end) out.push(phyOffset)
+        const entry = readIndexEntry(v, this.entriesStart + cur * INDEX_ENTRY_SIZE)
+        const prev = entry.prevIndex
+        if (entry.timeDiff < 0) return
+        const time = this.beginTimestamp + entry.timeDiff * 1000
+        if (entry.keyHash === keyHash && time >= begin && time <= end) out.push(entry.phyOffset)
         // A valid chain only goes to older entries; `prev >= cur` (RocketMQ checks only ==) also
         // ends the walk on a damaged chain that would otherwise loop.
         if (prev <= INVALID_INDEX || prev >= cur || time < begin) return

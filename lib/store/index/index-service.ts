@@ -11,15 +11,15 @@ import { basename, join } from 'node:path'
 
 import { ioError, MQStoreError } from '../../errors.js'
 import {
-  continueJavaStringHash,
   formatIndexFileName,
+  indexCoverageBreak,
   IndexFile,
   indexFileSize,
   indexKeyHash,
   isIndexFileName,
   parseIndexFileName,
-  toIndexKeyHash,
 } from './index-file.js'
+import { indexKeyHashesOf } from './index-keys.js'
 import { syncDirectory } from '../mapped/directory.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
@@ -35,12 +35,6 @@ export interface IndexDeleteOptions {
   clock?: () => number
   onDeleted?: (file: IndexFile) => void
 }
-
-/** sysFlag bits of the transaction type, and the value that marks a rolled-back record. */
-const TRANSACTION_TYPE_MASK = 0x3 << 2
-const TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
-
-const HASH_KEY_SEPARATOR = 35 // '#'
 
 export interface IndexServiceOptions {
   /** Slots per file (maxHashSlotNum, 5,000,000 by default in RocketMQ). */
@@ -98,9 +92,8 @@ export class IndexService {
   private readonly rollFlushes = new Set<Promise<void>>()
   private rollChain: Promise<void> = Promise.resolve()
   private closed = false
-  /** The topic of the last record indexed and the Java hash of `topic#`. */
-  private prefixTopic = ''
-  private prefixHash = HASH_KEY_SEPARATOR
+  /** The key hashes of the record being indexed (one array, reused). */
+  private readonly keyHashes: number[] = []
 
   constructor(indexDir: string, options: IndexServiceOptions) {
     indexFileSize(options.maxHashSlotNum, options.maxIndexNum) // validates both
@@ -157,19 +150,22 @@ export class IndexService {
     if (doomed.length > 0) syncDirectory(doomed[0].fileName)
     // Files must cover the commit log in order without overlapping; anything else (left by a
     // rebuild cut short) cannot be searched or extended correctly, and the store rebuilds it.
-    let previousEnd = -1
-    for (const file of loaded) {
-      if (file.getIndexCount() <= 1) continue
-      if (file.getBeginPhyOffset() < previousEnd || file.getEndPhyOffset() < file.getBeginPhyOffset()) {
-        for (const each of loaded) each.shutdown()
-        throw new MQStoreError(
-          'CORRUPTION',
-          `${file.fileName} covers commit-log offsets from ${file.getBeginPhyOffset()}, before the end (${previousEnd}) of the file before it`,
-        )
-      }
-      previousEnd = file.getEndPhyOffset()
-      this.lastIndexedOffset = previousEnd
+    const broken = indexCoverageBreak(
+      loaded.map((file) => ({
+        beginPhyOffset: file.getBeginPhyOffset(),
+        endPhyOffset: file.getEndPhyOffset(),
+        indexCount: file.getIndexCount(),
+      })),
+    )
+    if (broken !== null) {
+      const file = loaded[broken.index]
+      for (const each of loaded) each.shutdown()
+      throw new MQStoreError(
+        'CORRUPTION',
+        `${file.fileName} covers commit-log offsets from ${file.getBeginPhyOffset()}, before the end (${broken.previousEnd}) of the file before it`,
+      )
     }
+    for (const file of loaded) if (file.getIndexCount() > 1) this.lastIndexedOffset = file.getEndPhyOffset()
     this.files.push(...loaded)
     const last = this.lastFile()
     if (last !== null) this.noteName(last.fileName)
@@ -191,36 +187,8 @@ export class IndexService {
     // Replays are no-ops: everything up to the newest indexed record is skipped, that record
     // included (RocketMQ only skips offsets below the end offset, indexing that record twice).
     if (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset) return
-    if ((req.sysFlag & TRANSACTION_TYPE_MASK) === TRANSACTION_ROLLBACK_TYPE) return
-
-    // Hash of `topic#`, continued over each key below: no key strings are built.
-    const topic = req.topic
-    if (topic !== this.prefixTopic) {
-      this.prefixHash = (Math.imul(31, continueJavaStringHash(0, topic, 0, topic.length)) + HASH_KEY_SEPARATOR) | 0
-      this.prefixTopic = topic
-    }
-    const prefixHash = this.prefixHash
     const storeTimestamp = req.storeTimestamp
-
-    const uniqKey = req.uniqKey
-    if (uniqKey != null) {
-      const keyHash = toIndexKeyHash(continueJavaStringHash(prefixHash, uniqKey, 0, uniqKey.length))
-      file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
-    }
-    const keys = req.keys
-    if (keys != null && keys.length > 0) {
-      const length = keys.length
-      let start = 0
-      while (start <= length) {
-        let stop = keys.indexOf(' ', start)
-        if (stop < 0) stop = length
-        if (stop > start) {
-          const keyHash = toIndexKeyHash(continueJavaStringHash(prefixHash, keys, start, stop))
-          file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
-        }
-        start = stop + 1
-      }
-    }
+    for (const keyHash of indexKeyHashesOf(req, this.keyHashes)) file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
   }
 
   /** Puts one key, rolling to a new file as long as the current one is full. */

@@ -8,10 +8,11 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 import { MQStoreError } from '../../errors.js'
-import { formatOffsetName, parseOffsetName } from './segment-name.js'
+import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
 import { syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import type { TransientStorePool } from './transient-store-pool.js'
+import { readInt64BE } from '../bytes.js'
 
 /** RocketMQ deletes at most this many files in one expiry pass. */
 export const DELETE_FILES_BATCH_MAX = 10
@@ -85,7 +86,7 @@ export class MappedFileQueue {
     }
     const segments: { name: string; start: number }[] = []
     for (const name of names) {
-      if (name.endsWith('.tmp')) {
+      if (isTempSegmentName(name)) {
         if (this.options.readOnly !== true) fs.rmSync(join(this.storePath, name), { force: true })
         continue
       }
@@ -96,21 +97,22 @@ export class MappedFileQueue {
       segments.push({ name, start })
     }
     segments.sort((a, b) => a.start - b.start)
-    for (let i = 0; i < segments.length; i++) {
-      const { name, start } = segments[i]
-      if (start % this.mappedFileSize !== 0) {
+    const issue = segmentLayoutIssues(
+      segments.map((segment) => segment.start),
+      this.mappedFileSize,
+    )[0]
+    if (issue !== undefined) {
+      const { name, start } = segments[issue.index]
+      if (issue.kind === 'misaligned') {
         throw new MQStoreError(
           'NON_CONTIGUOUS',
           `${join(this.storePath, name)} starts at ${start}, not a multiple of the file size ${this.mappedFileSize}`,
         )
       }
-      if (i > 0 && start !== segments[i - 1].start + this.mappedFileSize) {
-        throw new MQStoreError(
-          'NON_CONTIGUOUS',
-          `${this.storePath}: ${segments[i - 1].name} is followed by ${name}; ` +
-            `expected ${formatOffsetName(segments[i - 1].start + this.mappedFileSize)}`,
-        )
-      }
+      throw new MQStoreError(
+        'NON_CONTIGUOUS',
+        `${this.storePath}: ${segments[issue.index - 1].name} is followed by ${name}; expected ${formatOffsetName(issue.expected)}`,
+      )
     }
     const loaded: MappedFile[] = []
     try {
@@ -376,7 +378,7 @@ export class MappedFileQueue {
       let destroy: boolean
       const last = file.selectMappedBuffer(this.mappedFileSize - unitSize)
       if (last !== null) {
-        const physicalOffset = Number(last.buffer.readBigInt64BE(0))
+        const physicalOffset = readInt64BE(last.buffer, 0)
         last.release()
         destroy = physicalOffset < minPhysicalOffset
       } else if (!file.isAvailable()) {

@@ -17,3 +17,30 @@ export function parseOffsetName(name: string): number | null {
   const offset = Number(name)
   return Number.isSafeInteger(offset) ? offset : null
 }
+
+/** A file being created (or left by an interrupted creation): loaders delete it, checkers skip it. */
+export function isTempSegmentName(name: string): boolean {
+  return name.endsWith('.tmp')
+}
+
+/** Why a run of segments, sorted by start offset, cannot be loaded as one queue. */
+export type SegmentLayoutIssue =
+  | { kind: 'misaligned'; index: number; start: number }
+  | { kind: 'gap' | 'overlap'; index: number; start: number; expected: number }
+
+/**
+ * The layout rule of a segment queue: every file starts at a multiple of the file size, and each
+ * starts where the previous one ends. Issues in file order (for each file: alignment, then contiguity).
+ */
+export function segmentLayoutIssues(starts: readonly number[], fileSize: number): SegmentLayoutIssue[] {
+  const issues: SegmentLayoutIssue[] = []
+  for (let i = 0; i < starts.length; i++) {
+    const start = starts[i]
+    if (start % fileSize !== 0) issues.push({ kind: 'misaligned', index: i, start })
+    if (i > 0) {
+      const expected = starts[i - 1] + fileSize
+      if (start !== expected) issues.push({ kind: start > expected ? 'gap' : 'overlap', index: i, start, expected })
+    }
+  }
+  return issues
+}

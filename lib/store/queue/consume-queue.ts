@@ -2,37 +2,26 @@
 // array of fixed-size units, one per message, in queue-offset order. Files are named by the logic
 // byte offset (queue offset × 20) of their first unit, like every other segment queue.
 //
-// Unit layout (20 bytes, big-endian):
-//
-//   offset  width  field
-//   0       8      commitLogOffset  physical offset of the record in the commit log (long)
-//   8       4      size             record length, TOTALSIZE (int)
-//   12      8      tagsCode         tag hash, delivery time for the schedule topic (long)
-//
-// A unit is valid while commitLogOffset >= 0 && size > 0; all-zero bytes end the data. A pre-fill
-// blank (offset 0, size 0x7FFFFFFF, tagsCode 0) pads the first file of a queue whose first message
-// does not have queue offset 0; it counts as valid.
-//
-// Longs are kept as JavaScript numbers (offsets are safe integers) and written as two 32-bit
-// halves: the high half signed, the low half unsigned, which is the two's complement encoding for
-// every safe integer, negative ones included.
+// The 20-byte unit and its validity rules are in cq-unit.ts.
 import { join } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
 import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue.js'
 import type { SelectMappedBufferResult } from '../mapped/mapped-file.js'
+import {
+  CQ_BLANK_UNIT_SIZE,
+  CQ_STORE_UNIT_SIZE,
+  isBlankUnit,
+  isValidUnit,
+  readUnitOffset,
+  readUnitSize,
+  readUnitTagsCode,
+  writeUnit,
+} from './cq-unit.js'
 
-export const CQ_STORE_UNIT_SIZE = 20
-const ZERO_UNIT = Buffer.alloc(20)
-const UNIT_OFFSET_COMMIT_LOG_OFFSET = 0
-const UNIT_OFFSET_SIZE = 8
-const UNIT_OFFSET_TAGS_CODE = 12
-
-/** The size field of a pre-fill blank unit (Integer.MAX_VALUE). */
-export const CQ_BLANK_UNIT_SIZE = 0x7fffffff
-
-const TWO_POW_32 = 4294967296
+export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
+const ZERO_UNIT = Buffer.alloc(CQ_STORE_UNIT_SIZE)
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -102,17 +91,17 @@ export class ConsumeQueue {
 
   /** commitLogOffset of the unit at byte `pos` of `view`. */
   static readOffset(view: Buffer, pos: number): number {
-    return view.readInt32BE(pos + UNIT_OFFSET_COMMIT_LOG_OFFSET) * TWO_POW_32 + view.readUInt32BE(pos + 4)
+    return readUnitOffset(view, pos)
   }
 
   /** size of the unit at byte `pos` of `view`. */
   static readSize(view: Buffer, pos: number): number {
-    return view.readInt32BE(pos + UNIT_OFFSET_SIZE)
+    return readUnitSize(view, pos)
   }
 
   /** tagsCode of the unit at byte `pos` of `view`. */
   static readTagsCode(view: Buffer, pos: number): number {
-    return view.readInt32BE(pos + UNIT_OFFSET_TAGS_CODE) * TWO_POW_32 + view.readUInt32BE(pos + UNIT_OFFSET_TAGS_CODE + 4)
+    return readUnitTagsCode(view, pos)
   }
 
   /** The whole unit at byte `pos` of `view` (allocates; prefer the three readers in loops). */
@@ -156,7 +145,7 @@ export class ConsumeQueue {
     const buffer = this.wholeFile(last)
     const valid = (unit: number) => {
       const at = unit * CQ_STORE_UNIT_SIZE
-      return buffer.readInt32BE(at + UNIT_OFFSET_COMMIT_LOG_OFFSET) >= 0 && buffer.readInt32BE(at + UNIT_OFFSET_SIZE) > 0
+      return isValidUnit(readUnitOffset(buffer, at), readUnitSize(buffer, at))
     }
     let low = 0
     let high = size / CQ_STORE_UNIT_SIZE
@@ -176,8 +165,8 @@ export class ConsumeQueue {
     if (lastUnit !== null) {
       const offset = ConsumeQueue.readOffset(lastUnit, 0)
       const unitSize = ConsumeQueue.readSize(lastUnit, 0)
-      if (!(offset >= 0 && unitSize > 0)) return false
-      if (!isBlank(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+      if (!isValidUnit(offset, unitSize)) return false
+      if (!isBlankUnit(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
     }
     this.endRecoveryAt(last.fileFromOffset + end)
     return true
@@ -194,11 +183,10 @@ export class ConsumeQueue {
       const buffer = this.wholeFile(file)
       let end = 0
       while (end < size) {
-        const offsetHigh = buffer.readInt32BE(end + UNIT_OFFSET_COMMIT_LOG_OFFSET)
-        const unitSize = buffer.readInt32BE(end + UNIT_OFFSET_SIZE)
-        if (offsetHigh < 0 || unitSize <= 0) break
-        const offset = ConsumeQueue.readOffset(buffer, end)
-        if (!isBlank(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+        const offset = readUnitOffset(buffer, end)
+        const unitSize = readUnitSize(buffer, end)
+        if (!isValidUnit(offset, unitSize)) break
+        if (!isBlankUnit(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
         end += CQ_STORE_UNIT_SIZE
       }
       processOffset = file.fileFromOffset + end
@@ -296,11 +284,7 @@ export class ConsumeQueue {
     const pos = file.wrotePosition
     if (pos + CQ_STORE_UNIT_SIZE > this.mappedFileSize) return false
     const view = this.writeView!
-    view.setInt32(pos + UNIT_OFFSET_COMMIT_LOG_OFFSET, Math.floor(offset / TWO_POW_32))
-    view.setUint32(pos + UNIT_OFFSET_COMMIT_LOG_OFFSET + 4, offset >>> 0)
-    view.setInt32(pos + UNIT_OFFSET_SIZE, size)
-    view.setInt32(pos + UNIT_OFFSET_TAGS_CODE, Math.floor(tagsCode / TWO_POW_32))
-    view.setUint32(pos + UNIT_OFFSET_TAGS_CODE + 4, tagsCode >>> 0)
+    writeUnit(view, pos, offset, size, tagsCode)
     file.wrotePosition = pos + CQ_STORE_UNIT_SIZE
     return true
   }
@@ -433,7 +417,7 @@ export class ConsumeQueue {
     try {
       const offset = ConsumeQueue.readOffset(view.buffer, 0)
       const size = ConsumeQueue.readSize(view.buffer, 0)
-      return offset >= 0 && size > 0 ? offset + size : -1
+      return isValidUnit(offset, size) ? offset + size : -1
     } finally {
       view.release()
     }
@@ -504,7 +488,7 @@ export class ConsumeQueue {
       file.setPositions(0)
       const firstOffset = ConsumeQueue.readOffset(buffer, 0)
       const firstSize = ConsumeQueue.readSize(buffer, 0)
-      const firstValid = firstOffset >= 0 && firstSize > 0
+      const firstValid = isValidUnit(firstOffset, firstSize)
       // A file that starts with data at or past the cut goes whole. So does an empty tail file
       // when an earlier file exists: the cut may fall inside that earlier file.
       if (firstOffset >= phyOffset || (!firstValid && queue.mappedFiles.length > 1)) {
@@ -515,8 +499,8 @@ export class ConsumeQueue {
       while (end < size) {
         const offset = ConsumeQueue.readOffset(buffer, end)
         const unitSize = ConsumeQueue.readSize(buffer, end)
-        if (offset < 0 || unitSize <= 0 || offset >= phyOffset) break
-        if (!isBlank(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+        if (!isValidUnit(offset, unitSize) || offset >= phyOffset) break
+        if (!isBlankUnit(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
         end += CQ_STORE_UNIT_SIZE
       }
       file.setPositions(end)
@@ -565,13 +549,4 @@ export class ConsumeQueue {
   toString(): string {
     return `ConsumeQueue(${this.topic}/${this.queueId}, min=${this.getMinOffsetInQueue()}, max=${this.getMaxOffsetInQueue()})`
   }
-}
-
-/**
- * A pre-fill blank says nothing about the commit log, so it never sets maxPhysicOffset (RocketMQ
- * lets it, which makes 0x7FFFFFFF the max when a queue holds blanks only, and skips every later
- * put below 2 GiB as a replay).
- */
-function isBlank(offset: number, size: number): boolean {
-  return offset === 0 && size === CQ_BLANK_UNIT_SIZE
 }

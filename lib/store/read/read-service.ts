@@ -111,7 +111,7 @@ export class ReadService {
           skipUntil = this.commitLog.rollNextFile(phy)
           continue
         }
-        const message = decodeMessage(reader.data, at, copyBody)
+        const message = decodeMessage(reader.data, at, copyBody, reader.views)
         if (message === null) continue
         // The unit matched by hash; the tag itself must match too (hash collisions).
         if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) continue
@@ -152,7 +152,7 @@ export class ReadService {
   /** The record starting at `offset`, decoded; decodeMessage checks that its length fits. */
   private readMessageAt(reader: CommitLogReader, offset: number): MessageExt | null {
     const at = reader.locate(offset, 0)
-    return at < 0 ? null : decodeMessage(reader.data, at, this.config.copyMessageBody)
+    return at < 0 ? null : decodeMessage(reader.data, at, this.config.copyMessageBody, reader.views)
   }
 
   /**

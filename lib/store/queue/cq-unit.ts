@@ -1,0 +1,78 @@
+// The 20-byte consume-queue unit, one per message of a (topic, queueId), in queue-offset order:
+//
+//   offset  width  field
+//   0       8      commitLogOffset  physical offset of the record in the commit log (long)
+//   8       4      size             record length, TOTALSIZE (int)
+//   12      8      tagsCode         tag hash, delivery time for the schedule topic (long)
+//
+// A unit is valid while commitLogOffset >= 0 && size > 0; all-zero bytes end the data. A pre-fill
+// blank (offset 0, size 0x7FFFFFFF, tagsCode 0) pads the first file of a queue whose first message
+// does not have queue offset 0; it counts as valid. The queue offset of a unit is its logic byte
+// offset (file start + position) divided by 20. The consume queue, the store's checks and
+// `mqstore verify` all decode units through these functions.
+import { readInt64BE, setInt64 } from '../bytes.js'
+
+export const CQ_STORE_UNIT_SIZE = 20
+const UNIT_OFFSET_COMMIT_LOG_OFFSET = 0
+const UNIT_OFFSET_SIZE = 8
+const UNIT_OFFSET_TAGS_CODE = 12
+
+/** The size field of a pre-fill blank unit (Integer.MAX_VALUE). */
+export const CQ_BLANK_UNIT_SIZE = 0x7fffffff
+
+/**
+ * Tags codes at or below this are consume-queue extension addresses (Integer.MIN_VALUE - 1 and
+ * down, RocketMQ's ConsumeQueueExt), not tag hashes.
+ */
+export const CQ_EXT_MAX_ADDRESS = -2147483649
+
+/** commitLogOffset of the unit at byte `pos` of `buf`. */
+export function readUnitOffset(buf: Buffer, pos: number): number {
+  return readInt64BE(buf, pos + UNIT_OFFSET_COMMIT_LOG_OFFSET)
+}
+
+/** size of the unit at byte `pos` of `buf`. */
+export function readUnitSize(buf: Buffer, pos: number): number {
+  return buf.readInt32BE(pos + UNIT_OFFSET_SIZE)
+}
+
+/** tagsCode of the unit at byte `pos` of `buf`. */
+export function readUnitTagsCode(buf: Buffer, pos: number): number {
+  return readInt64BE(buf, pos + UNIT_OFFSET_TAGS_CODE)
+}
+
+/** Writes a unit at byte `pos` of `view`. */
+export function writeUnit(view: DataView, pos: number, offset: number, size: number, tagsCode: number): void {
+  setInt64(view, pos + UNIT_OFFSET_COMMIT_LOG_OFFSET, offset)
+  view.setInt32(pos + UNIT_OFFSET_SIZE, size)
+  setInt64(view, pos + UNIT_OFFSET_TAGS_CODE, tagsCode)
+}
+
+/** The validity rule: a unit the store reads as data (blanks included). */
+export function isValidUnit(offset: number, size: number): boolean {
+  return offset >= 0 && size > 0
+}
+
+/**
+ * A pre-fill blank: valid, but says nothing about the commit log, so it never sets a queue's max
+ * physical offset (RocketMQ lets it, which makes 0x7FFFFFFF the max when a queue holds blanks only,
+ * and skips every later put below 2 GiB as a replay).
+ */
+export function isBlankUnit(offset: number, size: number): boolean {
+  return offset === 0 && size === CQ_BLANK_UNIT_SIZE
+}
+
+/** An all-zero unit: the end of a queue's data. */
+export function isEndUnit(offset: number, size: number, tagsCode: number): boolean {
+  return offset === 0 && size === 0 && tagsCode === 0
+}
+
+/** True when a tags code holds an extension address rather than a tag hash. */
+export function isExtAddress(tagsCode: number): boolean {
+  return tagsCode <= CQ_EXT_MAX_ADDRESS
+}
+
+/** The queue offset of the unit at logic byte offset `logicOffset` (file start + position). */
+export function queueOffsetAt(logicOffset: number): number {
+  return logicOffset / CQ_STORE_UNIT_SIZE
+}
