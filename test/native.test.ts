@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { native } from '../lib/native.js'
 import { distInternals, runNodeScript, tempDir } from './helpers/tmp.js'
+import { mountTmpfs, tmpfs, unmountTmpfs } from './helpers/tmpfs.js'
 
 let dir: string
 beforeEach(() => {
@@ -327,14 +328,12 @@ describe('native errors and async work at the edges', () => {
   )
 })
 
-// Linux as root: a real, tiny tmpfs proves that a full disk is an error at preallocation, never a
-// SIGBUS when a page of a sparse file is first touched.
-const canMountTmpfs = process.platform === 'linux' && process.getuid?.() === 0
-describe.runIf(canMountTmpfs)('full disk (tmpfs, Linux as root)', () => {
+// A real, tiny tmpfs proves that a full disk is an error at preallocation, never a SIGBUS when a
+// page of a sparse file is first touched.
+describe.runIf(tmpfs.ok)('full disk (tmpfs)', () => {
   it('preallocating past the free space fails with ENOSPC as an error, not a SIGBUS', () => {
     const mount = tempDir('mqstore-tmpfs-')
-    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount])
-    expect(mounted.status).toBe(0)
+    mountTmpfs(mount, '1m')
     try {
       const fd = fs.openSync(join(mount, 'big'), 'w+')
       let error: NodeJS.ErrnoException | undefined
@@ -347,13 +346,13 @@ describe.runIf(canMountTmpfs)('full disk (tmpfs, Linux as root)', () => {
       expect(error?.syscall).toBe('posix_fallocate')
       fs.closeSync(fd)
     } finally {
-      spawnSync('umount', [mount])
+      unmountTmpfs(mount)
       fs.rmSync(mount, { recursive: true, force: true })
     }
   })
 })
-describe.runIf(!canMountTmpfs)('full disk (skipped: mounting a tmpfs needs Linux and root)', () => {
-  it('is skipped on this platform because it cannot mount a tmpfs', () => {
-    expect(canMountTmpfs).toBe(false)
+describe.runIf(!tmpfs.ok)(`full disk (skipped: ${tmpfs.reason})`, () => {
+  it(`is skipped because ${tmpfs.reason}`, () => {
+    expect(tmpfs.ok).toBe(false)
   })
 })

@@ -262,3 +262,29 @@ describe('npm tarball', () => {
     expect(report.binding.startsWith(join(report.pkgDir, 'build', 'Release') + sep)).toBe(true)
   }, 300_000)
 })
+
+// The release workflow runs this check on every Linux prebuild; here it runs on the local build.
+const objdump = spawnSync('objdump', ['--version']).status === 0
+const localBuild = join(root, 'build', 'Release', 'mqstore.node')
+const canCheckFloor = process.platform === 'linux' && objdump && existsSync(localBuild)
+describe.runIf(canCheckFloor)('symbol floor check (Linux, objdump)', () => {
+  const check = (...args: string[]) =>
+    spawnSync(process.execPath, [join(root, 'scripts', 'check-symbol-floor.mjs'), localBuild, ...args], { encoding: 'utf8' })
+
+  it('passes a binary whose glibc, libstdc++ and C++ ABI versions are all at or below the floors', () => {
+    const result = check('--glibc', '99', '--glibcxx', '3.4.999', '--cxxabi', '1.3.999')
+    expect(result.status, result.stderr).toBe(0)
+    expect(result.stdout).toMatch(/highest GLIBCXX_ symbol: 3\.4\.\d+/)
+  })
+
+  it('fails naming the symbols when the libstdc++ floor is below what the binary needs', () => {
+    const result = check('--glibc', '99', '--glibcxx', '3.4', '--cxxabi', '1.3.999')
+    expect(result.status).toBe(1)
+    expect(result.stderr).toMatch(/needs GLIBCXX_3\.4\.\d+, above the 3\.4 floor: \S+/)
+  })
+})
+describe.runIf(!canCheckFloor)('symbol floor check (skipped: needs Linux, objdump and a local build/Release)', () => {
+  it('is skipped because objdump or the local build is missing, or this is not Linux', () => {
+    expect(canCheckFloor).toBe(false)
+  })
+})
