@@ -485,7 +485,39 @@ Napi::Value Map(const Napi::CallbackInfo& info) {
   return data->map_handle_ctor.New({external});
 }
 
+#if defined(__APPLE__)
+// Writes zeros into every hole of [from, to) of fd (SEEK_HOLE / SEEK_DATA); returns 0 or an errno.
+// Where the file system cannot report holes (EINVAL), every block is treated as data.
+int FillHoles(int fd, off_t from, off_t to) {
+  static const char zeros[65536] = {0};
+  off_t pos = from;
+  while (pos < to) {
+    off_t hole = lseek(fd, pos, SEEK_HOLE);
+    if (hole < 0) return errno == EINVAL || errno == ENXIO ? 0 : errno;
+    if (hole >= to) return 0;
+    off_t data = lseek(fd, hole, SEEK_DATA);
+    if (data < 0) {
+      if (errno != ENXIO) return errno;
+      data = to;  // a hole up to the end of the file
+    }
+    if (data > to) data = to;
+    for (off_t at = hole; at < data;) {
+      size_t chunk = static_cast<size_t>(data - at < static_cast<off_t>(sizeof zeros) ? data - at : sizeof zeros);
+      ssize_t wrote = pwrite(fd, zeros, chunk, at);
+      if (wrote < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      at += wrote;
+    }
+    pos = data;
+  }
+  return 0;
+}
+#endif
+
 // allocate(fd, offset, length): reserve disk blocks so a later page fault cannot hit a full disk.
+// Safe on a file that already holds data: only unreserved space (holes, or past the end) changes.
 Napi::Value Allocate(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
@@ -496,21 +528,35 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
   if (length == 0) return env.Undefined();
 #if defined(__APPLE__)
   const off_t end = static_cast<off_t>(offset + length);
-  fstore_t store = {F_ALLOCATECONTIG | F_ALLOCATEALL, F_PEOFPOSMODE, 0, end, 0};
-  if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
-    store.fst_flags = F_ALLOCATEALL;
-    if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
-      ErrnoError(env, errno, "fcntl(F_PREALLOCATE)").ThrowAsJavaScriptException();
-      return env.Undefined();
-    }
-  }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     ErrnoError(env, errno, "fstat").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  if (st.st_size < end && ftruncate(fd, end) != 0) {
-    ErrnoError(env, errno, "ftruncate").ThrowAsJavaScriptException();
+  // F_PREALLOCATE only reserves space past the file's physical end; it cannot fill the holes of a
+  // sparse file (a copy, a restore). Those are filled with written zeros; data is never touched.
+  const off_t existing = st.st_size < end ? st.st_size : end;
+  int err = FillHoles(fd, static_cast<off_t>(offset), existing);
+  if (err != 0) {
+    ErrnoError(env, err, "pwrite", "filling a hole").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  if (st.st_size < end) {
+    // fst_length counts from the physical end: reserve what the file does not have yet.
+    const off_t physical = static_cast<off_t>(st.st_blocks) * 512;
+    if (physical < end) {
+      fstore_t store = {F_ALLOCATECONTIG | F_ALLOCATEALL, F_PEOFPOSMODE, 0, end - physical, 0};
+      if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
+        store.fst_flags = F_ALLOCATEALL;
+        if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
+          ErrnoError(env, errno, "fcntl(F_PREALLOCATE)").ThrowAsJavaScriptException();
+          return env.Undefined();
+        }
+      }
+    }
+    if (ftruncate(fd, end) != 0) {
+      ErrnoError(env, errno, "ftruncate").ThrowAsJavaScriptException();
+    }
   }
 #else
   int err = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(length));

@@ -210,6 +210,18 @@ describe('blocks are reserved when a segment is opened for writing', () => {
     file.shutdown(0)
   })
 
+  it('opening for writing keeps the modification time retention reads the file age from, sparse or not', () => {
+    const old = new Date(Date.now() - 100 * 3600_000)
+    for (const sparse of [false, true]) {
+      const name = join(dir, `0000000000000000000${sparse ? 1 : 0}`)
+      fs.writeFileSync(name, sparse ? '' : Buffer.alloc(1 << 20, 1))
+      if (sparse) fs.truncateSync(name, 1 << 20)
+      fs.utimesSync(name, old, old)
+      MappedFile.open(name, 1 << 20, { fileFromOffset: 0 }).shutdown(0)
+      expect(Math.round(fs.statSync(name).mtimeMs / 1000)).toBe(Math.round(old.getTime() / 1000))
+    }
+  })
+
   it('reserving keeps the data already in the file', () => {
     const name = join(dir, '00000000000000000000')
     fs.writeFileSync(name, '')
