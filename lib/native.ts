@@ -41,8 +41,13 @@ export interface NativeBinding {
   map(fd: number, length: number, writable: boolean): MapHandle
   /** Reserves disk blocks for [offset, offset + length): posix_fallocate / F_PREALLOCATE. */
   allocate(fd: number, offset: number, length: number): void
-  /** Exclusive non-blocking flock; throws EAGAIN / EWOULDBLOCK when held elsewhere. */
+  /**
+   * Exclusive non-blocking flock plus an fcntl write lock on the whole file (what a RocketMQ
+   * broker's FileChannel.tryLock takes; an open-file-description lock on Linux). Throws EAGAIN /
+   * EWOULDBLOCK / EACCES when either is held elsewhere, and then holds neither.
+   */
   lockFile(fd: number): void
+  /** Drops both locks. */
   unlockFile(fd: number): void
   /** The `code` the addon's errors carry for an errno (libuv's spelling; "UNKNOWN" if none). */
   errnoName(errno: number): string

@@ -565,8 +565,40 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// lockFile(fd): exclusive, non-blocking flock. Throws EAGAIN/EWOULDBLOCK when another open file
-// description holds it.
+// A write lock on the whole file through fcntl: what Java's FileChannel.tryLock takes, so a
+// RocketMQ broker and mqstore exclude each other. On Linux it is an open-file-description lock
+// (F_OFD_SETLK, 3.15+): owned by this descriptor like flock, so closing some other descriptor of
+// the same file in this process does not drop it, yet it conflicts with a broker's classic POSIX
+// lock. Elsewhere (macOS) it is a classic POSIX lock, owned by the process.
+#if defined(__linux__) && !defined(F_OFD_SETLK)
+#define F_OFD_SETLK 37  // uapi fcntl.h; glibc headers before 2.20 lack it
+#endif
+
+int RecordLock(int fd, short type) {
+  struct flock lock;
+  memset(&lock, 0, sizeof lock);
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 0;
+  lock.l_len = 0;  // to the end of the file, however long it grows
+  int rc;
+#if defined(__linux__)
+  do {
+    rc = fcntl(fd, F_OFD_SETLK, &lock);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 || errno != EINVAL) return rc == 0 ? 0 : errno;
+  // A kernel before 3.15: classic POSIX lock.
+  lock.l_pid = 0;
+#endif
+  do {
+    rc = fcntl(fd, F_SETLK, &lock);
+  } while (rc != 0 && errno == EINTR);
+  return rc == 0 ? 0 : errno;
+}
+
+// lockFile(fd): exclusive, non-blocking flock, then the fcntl write lock above. Throws EAGAIN /
+// EWOULDBLOCK (flock) or EAGAIN / EACCES (fcntl) when another holder has either; takes neither
+// then.
 Napi::Value LockFile(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
@@ -575,15 +607,29 @@ Napi::Value LockFile(const Napi::CallbackInfo& info) {
   do {
     rc = flock(fd, LOCK_EX | LOCK_NB);
   } while (rc != 0 && errno == EINTR);
-  if (rc != 0) ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  if (rc != 0) {
+    ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  int err = RecordLock(fd, F_WRLCK);
+  if (err != 0) {
+    flock(fd, LOCK_UN);
+    ErrnoError(env, err, "fcntl", "F_SETLK").ThrowAsJavaScriptException();
+  }
   return env.Undefined();
 }
 
+// unlockFile(fd): drops both locks.
 Napi::Value UnlockFile(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
   if (!ReadFd(info, &fd)) return env.Undefined();
-  if (flock(fd, LOCK_UN) != 0) ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  int err = RecordLock(fd, F_UNLCK);
+  if (flock(fd, LOCK_UN) != 0) {
+    ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  } else if (err != 0) {
+    ErrnoError(env, err, "fcntl", "F_UNLCK").ThrowAsJavaScriptException();
+  }
   return env.Undefined();
 }
 
