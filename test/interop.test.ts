@@ -86,3 +86,83 @@ describe.runIf(!python)('mutual exclusion with a broker (skipped: python3 with f
     expect(python).toBe(false)
   })
 })
+
+describe('a shutdown record does not outlive another writer', () => {
+  const options: OpenOptions = { ...SMALL, messageIndexEnable: true }
+  const bodies = async (path: string): Promise<{ bodies: string[]; repairs: string[] }> => {
+    const store = await MessageStore.open(path, options)
+    try {
+      const got = store.getMessage('g', 't', 0, 0, 32).messages.map((m) => m.body.toString())
+      return { bodies: got, repairs: store.stats().repairs.map((r) => r.action) }
+    } finally {
+      await store.close()
+    }
+  }
+
+  /**
+   * A broker's run after mqstore's clean close: mqstore's close left `before`; the broker appended
+   * records and dispatched them, flushed, and closed cleanly. Its files are those of `after` (the
+   * same store written further), except that the broker never touches mqstore's shutdown record,
+   * so the checkpoint keeps the record of `before` behind the broker's timestamps.
+   */
+  function brokerWrote(before: string, after: string, target: string, updateCheckpoint: boolean): void {
+    fs.cpSync(before, target, { recursive: true })
+    for (const part of ['commitlog', 'consumequeue', 'index']) {
+      fs.rmSync(join(target, part), { recursive: true, force: true })
+      fs.cpSync(join(after, part), join(target, part), { recursive: true })
+    }
+    if (updateCheckpoint) {
+      const checkpoint = fs.readFileSync(join(target, 'checkpoint'))
+      const later = fs.readFileSync(join(after, 'checkpoint'))
+      later.copy(checkpoint, 0, 0, 24)
+      // The broker's flush records its own last store time: never the one mqstore left.
+      const physic = checkpoint.readBigInt64BE(0)
+      const before0 = fs.readFileSync(join(before, 'checkpoint')).readBigInt64BE(0)
+      if (physic <= before0) checkpoint.writeBigInt64BE(before0 + 1n, 0)
+      fs.writeFileSync(join(target, 'checkpoint'), checkpoint)
+    }
+    fs.rmSync(join(target, 'abort'), { force: true })
+  }
+
+  async function writeBeforeAndAfter(): Promise<{ before: string; after: string }> {
+    const live = join(dir, 'live')
+    let store = await MessageStore.open(live, options)
+    expect((await store.putMessage({ topic: 't', queueId: 0, body: 'mqstore-1', keys: ['k1'] })).status).toBe('PUT_OK')
+    await store.close()
+    const before = join(dir, 'before')
+    fs.cpSync(live, before, { recursive: true })
+    store = await MessageStore.open(live, options)
+    for (const body of ['broker-2', 'broker-3']) {
+      expect((await store.putMessage({ topic: 't', queueId: 0, body, keys: ['k2'] })).status).toBe('PUT_OK')
+    }
+    await store.close()
+    return { before, after: live }
+  }
+
+  it('records a broker appended and flushed after a clean close are kept, not truncated', async () => {
+    const { before, after } = await writeBeforeAndAfter()
+    const target = join(dir, 'handed-back')
+    brokerWrote(before, after, target, true)
+    const seen = await bodies(target)
+    expect(seen.bodies).toEqual(['mqstore-1', 'broker-2', 'broker-3'])
+    expect(seen.repairs).toContain('ignored the shutdown record and scanned the commit log tail')
+    // Puts continue after the broker's records.
+    const store = await MessageStore.open(target, options)
+    expect((await store.putMessage({ topic: 't', queueId: 0, body: 'mqstore-4' })).queueOffset).toBe(3)
+    await store.close()
+  })
+
+  it('records found after the recorded end are kept even when the checkpoint looks untouched', async () => {
+    const { before, after } = await writeBeforeAndAfter()
+    const target = join(dir, 'handed-back')
+    brokerWrote(before, after, target, false)
+    expect((await bodies(target)).bodies).toEqual(['mqstore-1', 'broker-2', 'broker-3'])
+  })
+
+  it('an untouched store still opens from its shutdown record, without a scan', async () => {
+    const { before } = await writeBeforeAndAfter()
+    const seen = await bodies(before)
+    expect(seen.bodies).toEqual(['mqstore-1'])
+    expect(seen.repairs).toEqual([])
+  })
+})

@@ -5,17 +5,22 @@
 //   8       8      logicsMsgTimestamp  store time of the last message whose consume-queue unit is flushed
 //   16      8      indexMsgTimestamp   end time of the last index file known complete and flushed
 //   24..63  -      zeros (RocketMQ 5 uses 24 and 32)
-//   64      4      shutdown record magic 'MQSD' (mqstore only; RocketMQ ignores these bytes)
+//   64      4      shutdown record magic 'MQS2' (mqstore only; RocketMQ ignores these bytes)
 //   68      8      commit-log end offset at the last clean close
 //   76      8      offset of the last record then (-1: empty log)
 //   84      4      number of consume queues then
 //   88      8      sum of their max offsets (units written)
-//   96      4      CRC-32 of bytes 64..95
-//   100..   -      zeros
+//   96      8      physicMsgTimestamp as written at that close
+//   104     8      logicsMsgTimestamp as written then
+//   112     8      indexMsgTimestamp as written then
+//   120     4      CRC-32 of bytes 64..119
+//   124..   -      zeros
 //
 // The shutdown record lets a clean open trust the commit log's end without scanning. It is
-// written by close() after everything is flushed and erased by open(), so it only ever describes
-// a store that was closed cleanly and not written since.
+// written by close() after everything is flushed and erased by open(). Another writer (a RocketMQ
+// broker given the directory) leaves it in place, so open trusts it only while the checkpoint's
+// timestamps are still the ones it recorded and no record follows its end (recovery/
+// shutdown-record.ts). Records of the first layout ('MQSD', no timestamps) are not trusted.
 import * as fs from 'node:fs'
 import * as zlib from 'node:zlib'
 
@@ -30,9 +35,12 @@ const OFFSET_SHUTDOWN_END = 68
 const OFFSET_SHUTDOWN_LAST_RECORD = 76
 const OFFSET_SHUTDOWN_QUEUE_COUNT = 84
 const OFFSET_SHUTDOWN_UNIT_SUM = 88
-const OFFSET_SHUTDOWN_CRC = 96
-const SHUTDOWN_RECORD_END = 100
-const SHUTDOWN_MAGIC = 0x4d515344 // 'MQSD'
+const OFFSET_SHUTDOWN_PHYSIC_TIMESTAMP = 96
+const OFFSET_SHUTDOWN_LOGICS_TIMESTAMP = 104
+const OFFSET_SHUTDOWN_INDEX_TIMESTAMP = 112
+const OFFSET_SHUTDOWN_CRC = 120
+const SHUTDOWN_RECORD_END = 124
+const SHUTDOWN_MAGIC = 0x4d515332 // 'MQS2'
 
 export interface ShutdownRecord {
   endOffset: number
@@ -40,6 +48,18 @@ export interface ShutdownRecord {
   /** How many consume queues there were, and the sum of their max offsets. */
   queueCount: number
   queueUnitSum: number
+}
+
+/** The checkpoint's three timestamps, as a shutdown record saw them written. */
+export interface CheckpointTimestamps {
+  physicMsgTimestamp: number
+  logicsMsgTimestamp: number
+  indexMsgTimestamp: number
+}
+
+/** A shutdown record as read back, with the checkpoint it was written with. */
+export interface StoredShutdownRecord extends ShutdownRecord {
+  checkpointAtClose: CheckpointTimestamps
 }
 
 export class StoreCheckpoint {
@@ -94,7 +114,7 @@ export class StoreCheckpoint {
   }
 
   /** The clean-shutdown record, or null when there is none or it fails its CRC. */
-  readShutdownRecord(): ShutdownRecord | null {
+  readShutdownRecord(): StoredShutdownRecord | null {
     const view = this.file.selectMappedBuffer(0, CHECKPOINT_FILE_SIZE)
     if (view === null) return null
     try {
@@ -107,7 +127,12 @@ export class StoreCheckpoint {
       const queueCount = b.readInt32BE(OFFSET_SHUTDOWN_QUEUE_COUNT)
       const queueUnitSum = Number(b.readBigInt64BE(OFFSET_SHUTDOWN_UNIT_SUM))
       if (!Number.isSafeInteger(endOffset) || endOffset < 0 || !Number.isSafeInteger(lastRecordOffset)) return null
-      return { endOffset, lastRecordOffset, queueCount, queueUnitSum }
+      const checkpointAtClose = {
+        physicMsgTimestamp: readLong(b, OFFSET_SHUTDOWN_PHYSIC_TIMESTAMP),
+        logicsMsgTimestamp: readLong(b, OFFSET_SHUTDOWN_LOGICS_TIMESTAMP),
+        indexMsgTimestamp: readLong(b, OFFSET_SHUTDOWN_INDEX_TIMESTAMP),
+      }
+      return { endOffset, lastRecordOffset, queueCount, queueUnitSum, checkpointAtClose }
     } finally {
       view.release()
     }
@@ -121,8 +146,20 @@ export class StoreCheckpoint {
     b.writeBigInt64BE(BigInt(record.lastRecordOffset), OFFSET_SHUTDOWN_LAST_RECORD)
     b.writeInt32BE(record.queueCount, OFFSET_SHUTDOWN_QUEUE_COUNT)
     b.writeBigInt64BE(BigInt(record.queueUnitSum), OFFSET_SHUTDOWN_UNIT_SUM)
+    writeLong(b, OFFSET_SHUTDOWN_PHYSIC_TIMESTAMP, this.physicMsgTimestamp)
+    writeLong(b, OFFSET_SHUTDOWN_LOGICS_TIMESTAMP, this.logicsMsgTimestamp)
+    writeLong(b, OFFSET_SHUTDOWN_INDEX_TIMESTAMP, this.indexMsgTimestamp)
     b.writeUInt32BE(zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC)), OFFSET_SHUTDOWN_CRC)
     this.flush()
+  }
+
+  /** The timestamps as read at open (before this run changed any). */
+  timestamps(): CheckpointTimestamps {
+    return {
+      physicMsgTimestamp: this.physicMsgTimestamp,
+      logicsMsgTimestamp: this.logicsMsgTimestamp,
+      indexMsgTimestamp: this.indexMsgTimestamp,
+    }
   }
 
   /** Erases the clean-shutdown record and forces that to disk: the store is about to change. */
