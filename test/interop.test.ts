@@ -1,6 +1,7 @@
 // Handing a store directory to a RocketMQ broker and back: the directory lock excludes a broker
 // (whose lock is Java's FileChannel.tryLock, an fcntl lock), and a shutdown record written by
 // mqstore never outlives another writer's changes.
+import { createHash } from 'node:crypto'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { spawn, spawnSync } from 'node:child_process'
@@ -164,5 +165,108 @@ describe('a shutdown record does not outlive another writer', () => {
     const seen = await bodies(before)
     expect(seen.bodies).toEqual(['mqstore-1'])
     expect(seen.repairs).toEqual([])
+  })
+})
+
+describe('file sizes come from the store', () => {
+  // Sizes no default or preset uses.
+  const WRITTEN: OpenOptions = {
+    mappedFileSizeCommitLog: 256 * 1024,
+    mappedFileSizeConsumeQueue: 20 * 500,
+    maxHashSlotNum: 1000,
+    maxIndexNum: 4000,
+  }
+
+  /** Every file under the store with its size and a digest of its bytes. */
+  function snapshot(root: string, part: string): Record<string, string> {
+    const out: Record<string, string> = {}
+    const walk = (path: string): void => {
+      if (!fs.existsSync(path)) return
+      for (const entry of fs.readdirSync(path, { withFileTypes: true })) {
+        const full = join(path, entry.name)
+        if (entry.isDirectory()) walk(full)
+        else out[full.slice(root.length)] = createHash('sha256').update(fs.readFileSync(full)).digest('hex')
+      }
+    }
+    walk(join(root, part))
+    return out
+  }
+
+  async function writeStore(): Promise<void> {
+    const store = await MessageStore.open(dir, WRITTEN)
+    for (let i = 0; i < 40; i++) {
+      expect((await store.putMessage({ topic: 't', queueId: i % 2, body: Buffer.alloc(10_000, i), keys: [`k${i}`] })).status).toBe('PUT_OK')
+    }
+    await store.close()
+  }
+
+  async function expectReadable(options: OpenOptions = {}): Promise<void> {
+    const store = await MessageStore.open(dir, options)
+    try {
+      expect(store.config.mappedFileSizeCommitLog).toBe(WRITTEN.mappedFileSizeCommitLog)
+      expect(store.config.mappedFileSizeConsumeQueue).toBe(WRITTEN.mappedFileSizeConsumeQueue)
+      expect(store.config.maxHashSlotNum).toBe(WRITTEN.maxHashSlotNum)
+      expect(store.config.maxIndexNum).toBe(WRITTEN.maxIndexNum)
+      expect(store.getMessage('g', 't', 0, 0, 64).messages).toHaveLength(20)
+      expect(store.queryMessage('t', 'k7', 8, 0, Date.now() + 1000).messages.map((m) => m.body[0])).toEqual([7])
+      expect(store.stats().repairs).toEqual([])
+    } finally {
+      await store.close()
+    }
+  }
+
+  it('a store written with other sizes opens without options, from the sizes it recorded', async () => {
+    await writeStore()
+    await expectReadable()
+    await expectReadable({ preset: 'rocketmq' })
+  })
+
+  it('a store with no record (written by RocketMQ or an older mqstore) takes them from its files, then records them', async () => {
+    await writeStore()
+    fs.rmSync(join(dir, 'config', 'storeSizes.json'))
+    const before = { ...snapshot(dir, 'consumequeue'), ...snapshot(dir, 'index') }
+    // Index files alone do not tell slots from entries: open asks for them by name.
+    await expect(MessageStore.open(dir)).rejects.toMatchObject({ code: 'INVALID_OPTION', message: expect.stringMatching(/maxHashSlotNum.*maxIndexNum/) })
+    expect({ ...snapshot(dir, 'consumequeue'), ...snapshot(dir, 'index') }).toEqual(before)
+    await expectReadable({ maxHashSlotNum: 1000, maxIndexNum: 4000 })
+    // Recorded now: the next open needs nothing.
+    await expectReadable()
+  })
+
+  it("RocketMQ's 6,000,000-byte consume-queue files are read as such, with no option and no record", async () => {
+    const written: OpenOptions = { mappedFileSizeCommitLog: 256 * 1024, mappedFileSizeConsumeQueue: 6_000_000, messageIndexEnable: false }
+    let store = await MessageStore.open(dir, written)
+    for (let i = 0; i < 5; i++) expect((await store.putMessage({ topic: 't', queueId: 0, body: `m${i}` })).status).toBe('PUT_OK')
+    await store.close()
+    fs.rmSync(join(dir, 'config', 'storeSizes.json'))
+    const before = snapshot(dir, 'consumequeue')
+    store = await MessageStore.open(dir, { messageIndexEnable: false })
+    try {
+      expect(store.config.mappedFileSizeConsumeQueue).toBe(6_000_000)
+      expect(store.config.mappedFileSizeCommitLog).toBe(256 * 1024)
+      expect(store.getMessage('g', 't', 0, 0, 8).messages.map((m) => m.body.toString())).toEqual(['m0', 'm1', 'm2', 'm3', 'm4'])
+      expect(store.stats().repairs).toEqual([])
+    } finally {
+      await store.close()
+    }
+    expect(Object.keys(snapshot(dir, 'consumequeue'))).toEqual(Object.keys(before))
+  })
+
+  it('an option that contradicts the store is refused by name, and no consume-queue or index file is touched', async () => {
+    await writeStore()
+    const before = { ...snapshot(dir, 'commitlog'), ...snapshot(dir, 'consumequeue'), ...snapshot(dir, 'index') }
+    for (const [name, value] of [
+      ['mappedFileSizeCommitLog', 1 << 20],
+      ['mappedFileSizeConsumeQueue', 20 * 300_000],
+      ['maxHashSlotNum', 5_000_000],
+      ['maxIndexNum', 20_000_000],
+    ] as const) {
+      await expect(MessageStore.open(dir, { [name]: value })).rejects.toMatchObject({
+        code: 'INVALID_OPTION',
+        message: expect.stringContaining(`'${name}'`),
+      })
+    }
+    expect({ ...snapshot(dir, 'commitlog'), ...snapshot(dir, 'consumequeue'), ...snapshot(dir, 'index') }).toEqual(before)
+    await expectReadable(WRITTEN)
   })
 })

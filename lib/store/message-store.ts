@@ -35,6 +35,7 @@ import { ServiceLoop } from './service-loop.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreLock } from './store-lock.js'
 import { StorePaths } from './store-paths.js'
+import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
 import type {
   ConsumeOptions,
@@ -98,6 +99,8 @@ export class MessageStore implements AsyncDisposable {
     fs.mkdirSync(storePath, { recursive: true })
     this.lock = StoreLock.take(this.paths.lock)
     try {
+      // File sizes are the store's own (store-sizes.ts), not the options'.
+      Object.assign(this.config, resolveStoreSizes(this.paths, this.config, storeOptions))
       const usePool = this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
       this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
       this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool)
