@@ -19,13 +19,20 @@ export interface MapHandle {
   sync(offset: number, length: number): void
   /** The same on the libuv pool; the mapping stays valid until it settles. */
   syncAsync(offset: number, length: number): Promise<void>
-  /** Faults the pages in on the libuv pool (MADV_POPULATE_WRITE where the kernel has it). */
+  /**
+   * Faults the pages in on the libuv pool (MADV_POPULATE_WRITE where the kernel has it); rejects
+   * with EFAULT / EHWPOISON for pages that cannot be faulted in (never touches them).
+   */
   warmAsync(offset: number, length: number): Promise<void>
   advise(offset: number, length: number, advice: Advice): void
   /** mlock / munlock; throw on failure (callers treat locking as best effort). */
   lock(offset: number, length: number): void
   unlock(offset: number, length: number): void
-  /** Idempotent: detaches `buffer` (every view becomes empty), then unmaps once no work is in flight. */
+  /**
+   * Idempotent: detaches `buffer` (every view becomes empty), cancels warm-ups the pool has not
+   * started (they reject with ERR_MAPPING_CLOSED), then unmaps once no work is in flight (a
+   * requested sync still runs).
+   */
   close(): void
 }
 
@@ -34,9 +41,16 @@ export interface NativeBinding {
   map(fd: number, length: number, writable: boolean): MapHandle
   /** Reserves disk blocks for [offset, offset + length): posix_fallocate / F_PREALLOCATE. */
   allocate(fd: number, offset: number, length: number): void
-  /** Exclusive non-blocking flock; throws EAGAIN / EWOULDBLOCK when held elsewhere. */
+  /**
+   * Exclusive non-blocking flock plus an fcntl write lock on the whole file (what a RocketMQ
+   * broker's FileChannel.tryLock takes; an open-file-description lock on Linux). Throws EAGAIN /
+   * EWOULDBLOCK / EACCES when either is held elsewhere, and then holds neither.
+   */
   lockFile(fd: number): void
+  /** Drops both locks. */
   unlockFile(fd: number): void
+  /** The `code` the addon's errors carry for an errno (libuv's spelling; "UNKNOWN" if none). */
+  errnoName(errno: number): string
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */
   readonly pageSize: number
   readonly platform: 'linux' | 'darwin'
@@ -82,6 +96,7 @@ export const native: NativeBinding = {
   allocate: binding.allocate,
   lockFile: binding.lockFile,
   unlockFile: binding.unlockFile,
+  errnoName: binding.errnoName,
   pageSize: binding.pageSize,
   platform: binding.platform,
 }

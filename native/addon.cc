@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "errno-name.h"
 #include "mapping.h"
 
 namespace mqnative {
@@ -29,40 +30,6 @@ namespace {
 size_t PageSize() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
-}
-
-const char* ErrnoName(int err) {
-  switch (err) {
-    case EPERM: return "EPERM";
-    case ENOENT: return "ENOENT";
-    case EINTR: return "EINTR";
-    case EIO: return "EIO";
-    case EBADF: return "EBADF";
-    case EAGAIN: return "EAGAIN";
-    case ENOMEM: return "ENOMEM";
-    case EACCES: return "EACCES";
-    case EFAULT: return "EFAULT";
-    case EBUSY: return "EBUSY";
-    case EEXIST: return "EEXIST";
-    case ENODEV: return "ENODEV";
-    case EINVAL: return "EINVAL";
-    case ENFILE: return "ENFILE";
-    case EMFILE: return "EMFILE";
-    case EFBIG: return "EFBIG";
-    case ENOSPC: return "ENOSPC";
-    case ESPIPE: return "ESPIPE";
-    case EROFS: return "EROFS";
-    case ERANGE: return "ERANGE";
-    case EOVERFLOW: return "EOVERFLOW";
-    case ENOTSUP: return "ENOTSUP";
-#if defined(EOPNOTSUPP) && EOPNOTSUPP != ENOTSUP
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-#endif
-#ifdef EDQUOT
-    case EDQUOT: return "EDQUOT";
-#endif
-    default: return "EUNKNOWN";
-  }
 }
 
 // An Error shaped like Node's own system errors: message "CODE: description, syscall",
@@ -136,11 +103,28 @@ struct AddonData {
   }
 };
 
-// Async work on the libuv pool that holds a reference on the mapping while it runs.
+#if defined(__linux__)
+// Linux 5.14 added these; glibc headers older than 2.35 (the release containers) lack them.
+// Values from the kernel's uapi mman-common.h.
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#endif
+
+class MapHandle;
+
+// Async work on the libuv pool that holds an in-flight count on the mapping from the moment it is
+// created until it has run, was cancelled, or could not be queued: whichever way it ends, the count
+// is dropped exactly once, so a closed mapping is always unmapped in the end.
 class MappingWork : public Napi::AsyncWorker {
  public:
   enum class Kind { kSync, kWarm };
 
+  // The caller has taken the in-flight count (Mapping::BeginWork); from the end of this
+  // constructor the work owns it.
   MappingWork(Napi::Env env, std::shared_ptr<Mapping> mapping, Kind kind, size_t offset, size_t length)
       : Napi::AsyncWorker(env),
         mapping_(std::move(mapping)),
@@ -149,11 +133,27 @@ class MappingWork : public Napi::AsyncWorker {
         length_(length),
         deferred_(Napi::Promise::Deferred::New(env)) {}
 
+  // Runs on the JS thread after completion, after a cancel, or when Queue() threw.
+  ~MappingWork() override { EndWorkOnce(); }
+
   Napi::Promise Promise() { return deferred_.Promise(); }
+  Kind kind() const { return kind_; }
+
+  void SetOwner(MapHandle* owner) { owner_ = owner; }
+  // The handle was finalized before this work completed.
+  void Orphan() { owner_ = nullptr; }
+
+  // Cancels the work if the pool has not started it; the in-flight count drops at once.
+  bool TryCancel(napi_env env) {
+    if (napi_cancel_async_work(env, *this) != napi_ok) return false;
+    EndWorkOnce();
+    return true;
+  }
+
+  void OnWorkComplete(Napi::Env env, napi_status status) override;
 
  protected:
   void Execute() override {
-    // BeginWork was taken on the JS thread; the mapping cannot be unmapped until EndWork.
     char* base = static_cast<char*>(mapping_->addr);
     if (length_ > 0) {
       if (kind_ == Kind::kSync) {
@@ -162,10 +162,11 @@ class MappingWork : public Napi::AsyncWorker {
           syscall_ = "msync";
         }
       } else {
-        Warm(base + offset_, length_);
+        err_ = Warm(base + offset_, length_);
+        if (err_ != 0) syscall_ = "madvise";
       }
     }
-    mapping_->EndWork();
+    EndWorkOnce();
   }
 
   void OnOK() override {
@@ -180,11 +181,27 @@ class MappingWork : public Napi::AsyncWorker {
   void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
 
  private:
-  void Warm(char* start, size_t length) {
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+  // Execute() on the pool thread, or the JS thread once the pool can no longer run this work: the
+  // two never race (a successful cancel means Execute will not run; completion is ordered after it).
+  void EndWorkOnce() {
+    if (ended_) return;
+    ended_ = true;
+    mapping_->EndWork();
+  }
+
+  // Returns 0 or the errno that stopped the warm-up.
+  int Warm(char* start, size_t length) {
+#if defined(__linux__)
     int advice = mapping_->writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
-    if (madvise(start, length, advice) == 0) return;
-    // Kernels before 5.14 do not know the advice: fall back to touching every page.
+    int rc;
+    do {
+      rc = madvise(start, length, advice);
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) return 0;
+    // Only EINVAL (a kernel before 5.14) means "touch instead". EFAULT or EHWPOISON mean a page
+    // cannot be faulted in (beyond the end of the file, memory failure): touching it would raise
+    // SIGBUS on this pool thread and kill the process.
+    if (errno != EINVAL) return errno;
 #elif defined(MADV_WILLNEED)
     madvise(start, length, MADV_WILLNEED);
 #endif
@@ -192,6 +209,7 @@ class MappingWork : public Napi::AsyncWorker {
     volatile char sink = 0;
     for (size_t at = 0; at < length; at += page) sink ^= start[at];
     (void)sink;
+    return 0;
   }
 
   std::shared_ptr<Mapping> mapping_;
@@ -200,6 +218,8 @@ class MappingWork : public Napi::AsyncWorker {
   size_t length_;
   int err_ = 0;
   const char* syscall_ = "";
+  bool ended_ = false;
+  MapHandle* owner_ = nullptr;
   Napi::Promise::Deferred deferred_;
 };
 
@@ -236,6 +256,20 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
         env, mapping_->addr, mapping_->length,
         [](Napi::Env, void*, std::shared_ptr<Mapping>* owner) { delete owner; }, hint);
     buffer_ = Napi::Persistent(buffer);
+  }
+
+  ~MapHandle() override {
+    for (MappingWork* work : queued_) work->Orphan();
+  }
+
+  void Forget(MappingWork* work) {
+    for (size_t i = 0; i < queued_.size(); i++) {
+      if (queued_[i] == work) {
+        queued_[i] = queued_.back();
+        queued_.pop_back();
+        return;
+      }
+    }
   }
 
  private:
@@ -297,9 +331,22 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
       CheckOpen(env);
       return env.Undefined();
     }
-    auto* work = new MappingWork(env, mapping_, kind, start, length);
+    MappingWork* work = nullptr;
+    try {
+      work = new MappingWork(env, mapping_, kind, start, length);
+    } catch (...) {
+      mapping_->EndWork();
+      throw;
+    }
     Napi::Promise promise = work->Promise();
-    work->Queue();
+    try {
+      work->Queue();
+    } catch (...) {
+      delete work;  // its destructor drops the in-flight count
+      throw;
+    }
+    work->SetOwner(this);
+    queued_.push_back(work);
     return promise;
   }
 
@@ -362,6 +409,12 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
       if (!buffer.IsDetached()) buffer.Detach();
       buffer_.Reset();
     }
+    // A warm-up the pool has not started would hold the mapping until a pool thread frees up
+    // (behind slow disk I/O, possibly long): cancel it, so the unmap below can happen now. A
+    // requested sync still runs: close never drops a flush someone asked for.
+    for (MappingWork* work : queued_) {
+      if (work->kind() == MappingWork::Kind::kWarm) work->TryCancel(env);
+    }
     mapping_->Close();
     return env.Undefined();
   }
@@ -369,7 +422,22 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
   std::shared_ptr<Mapping> mapping_;
   Napi::Reference<Napi::ArrayBuffer> buffer_;
   bool closed_ = false;
+  // Work queued by this handle that has not completed (JS thread only).
+  std::vector<MappingWork*> queued_;
 };
+
+void MappingWork::OnWorkComplete(Napi::Env env, napi_status status) {
+  if (owner_ != nullptr) owner_->Forget(this);
+  if (status == napi_cancelled) {
+    EndWorkOnce();
+    Napi::HandleScope scope(env);
+    Napi::Error error = Napi::Error::New(env, "the mapping was closed before the work ran");
+    error.Set("code", Napi::String::New(env, "ERR_MAPPING_CLOSED"));
+    deferred_.Reject(error.Value());
+  }
+  // Settles the promise unless cancelled, then deletes this.
+  Napi::AsyncWorker::OnWorkComplete(env, status);
+}
 
 namespace {
 
@@ -417,7 +485,39 @@ Napi::Value Map(const Napi::CallbackInfo& info) {
   return data->map_handle_ctor.New({external});
 }
 
+#if defined(__APPLE__)
+// Writes zeros into every hole of [from, to) of fd (SEEK_HOLE / SEEK_DATA); returns 0 or an errno.
+// Where the file system cannot report holes (EINVAL), every block is treated as data.
+int FillHoles(int fd, off_t from, off_t to) {
+  static const char zeros[65536] = {0};
+  off_t pos = from;
+  while (pos < to) {
+    off_t hole = lseek(fd, pos, SEEK_HOLE);
+    if (hole < 0) return errno == EINVAL || errno == ENXIO ? 0 : errno;
+    if (hole >= to) return 0;
+    off_t data = lseek(fd, hole, SEEK_DATA);
+    if (data < 0) {
+      if (errno != ENXIO) return errno;
+      data = to;  // a hole up to the end of the file
+    }
+    if (data > to) data = to;
+    for (off_t at = hole; at < data;) {
+      size_t chunk = static_cast<size_t>(data - at < static_cast<off_t>(sizeof zeros) ? data - at : sizeof zeros);
+      ssize_t wrote = pwrite(fd, zeros, chunk, at);
+      if (wrote < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      at += wrote;
+    }
+    pos = data;
+  }
+  return 0;
+}
+#endif
+
 // allocate(fd, offset, length): reserve disk blocks so a later page fault cannot hit a full disk.
+// Safe on a file that already holds data: only unreserved space (holes, or past the end) changes.
 Napi::Value Allocate(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
@@ -428,21 +528,35 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
   if (length == 0) return env.Undefined();
 #if defined(__APPLE__)
   const off_t end = static_cast<off_t>(offset + length);
-  fstore_t store = {F_ALLOCATECONTIG | F_ALLOCATEALL, F_PEOFPOSMODE, 0, end, 0};
-  if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
-    store.fst_flags = F_ALLOCATEALL;
-    if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
-      ErrnoError(env, errno, "fcntl(F_PREALLOCATE)").ThrowAsJavaScriptException();
-      return env.Undefined();
-    }
-  }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     ErrnoError(env, errno, "fstat").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  if (st.st_size < end && ftruncate(fd, end) != 0) {
-    ErrnoError(env, errno, "ftruncate").ThrowAsJavaScriptException();
+  // F_PREALLOCATE only reserves space past the file's physical end; it cannot fill the holes of a
+  // sparse file (a copy, a restore). Those are filled with written zeros; data is never touched.
+  const off_t existing = st.st_size < end ? st.st_size : end;
+  int err = FillHoles(fd, static_cast<off_t>(offset), existing);
+  if (err != 0) {
+    ErrnoError(env, err, "pwrite", "filling a hole").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  if (st.st_size < end) {
+    // fst_length counts from the physical end: reserve what the file does not have yet.
+    const off_t physical = static_cast<off_t>(st.st_blocks) * 512;
+    if (physical < end) {
+      fstore_t store = {F_ALLOCATECONTIG | F_ALLOCATEALL, F_PEOFPOSMODE, 0, end - physical, 0};
+      if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
+        store.fst_flags = F_ALLOCATEALL;
+        if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
+          ErrnoError(env, errno, "fcntl(F_PREALLOCATE)").ThrowAsJavaScriptException();
+          return env.Undefined();
+        }
+      }
+    }
+    if (ftruncate(fd, end) != 0) {
+      ErrnoError(env, errno, "ftruncate").ThrowAsJavaScriptException();
+    }
   }
 #else
   int err = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(length));
@@ -451,8 +565,40 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// lockFile(fd): exclusive, non-blocking flock. Throws EAGAIN/EWOULDBLOCK when another open file
-// description holds it.
+// A write lock on the whole file through fcntl: what Java's FileChannel.tryLock takes, so a
+// RocketMQ broker and mqstore exclude each other. On Linux it is an open-file-description lock
+// (F_OFD_SETLK, 3.15+): owned by this descriptor like flock, so closing some other descriptor of
+// the same file in this process does not drop it, yet it conflicts with a broker's classic POSIX
+// lock. Elsewhere (macOS) it is a classic POSIX lock, owned by the process.
+#if defined(__linux__) && !defined(F_OFD_SETLK)
+#define F_OFD_SETLK 37  // uapi fcntl.h; glibc headers before 2.20 lack it
+#endif
+
+int RecordLock(int fd, short type) {
+  struct flock lock;
+  memset(&lock, 0, sizeof lock);
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 0;
+  lock.l_len = 0;  // to the end of the file, however long it grows
+  int rc;
+#if defined(__linux__)
+  do {
+    rc = fcntl(fd, F_OFD_SETLK, &lock);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 || errno != EINVAL) return rc == 0 ? 0 : errno;
+  // A kernel before 3.15: classic POSIX lock.
+  lock.l_pid = 0;
+#endif
+  do {
+    rc = fcntl(fd, F_SETLK, &lock);
+  } while (rc != 0 && errno == EINTR);
+  return rc == 0 ? 0 : errno;
+}
+
+// lockFile(fd): exclusive, non-blocking flock, then the fcntl write lock above. Throws EAGAIN /
+// EWOULDBLOCK (flock) or EAGAIN / EACCES (fcntl) when another holder has either; takes neither
+// then.
 Napi::Value LockFile(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
@@ -461,16 +607,41 @@ Napi::Value LockFile(const Napi::CallbackInfo& info) {
   do {
     rc = flock(fd, LOCK_EX | LOCK_NB);
   } while (rc != 0 && errno == EINTR);
-  if (rc != 0) ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  if (rc != 0) {
+    ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  int err = RecordLock(fd, F_WRLCK);
+  if (err != 0) {
+    flock(fd, LOCK_UN);
+    ErrnoError(env, err, "fcntl", "F_SETLK").ThrowAsJavaScriptException();
+  }
   return env.Undefined();
 }
 
+// unlockFile(fd): drops both locks.
 Napi::Value UnlockFile(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
   if (!ReadFd(info, &fd)) return env.Undefined();
-  if (flock(fd, LOCK_UN) != 0) ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  int err = RecordLock(fd, F_UNLCK);
+  if (flock(fd, LOCK_UN) != 0) {
+    ErrnoError(env, errno, "flock").ThrowAsJavaScriptException();
+  } else if (err != 0) {
+    ErrnoError(env, err, "fcntl", "F_UNLCK").ThrowAsJavaScriptException();
+  }
   return env.Undefined();
+}
+
+// errnoName(errno): the code the addon's errors carry for that errno (positive or negative).
+Napi::Value ErrnoNameOf(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsNumber()) {
+    Napi::TypeError::New(env, "errno must be a number").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  int err = info[0].As<Napi::Number>().Int32Value();
+  return Napi::String::New(env, ErrnoName(err < 0 ? -err : err));
 }
 
 }  // namespace
@@ -485,6 +656,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("allocate", Napi::Function::New(env, Allocate, "allocate"));
   exports.Set("lockFile", Napi::Function::New(env, LockFile, "lockFile"));
   exports.Set("unlockFile", Napi::Function::New(env, UnlockFile, "unlockFile"));
+  exports.Set("errnoName", Napi::Function::New(env, ErrnoNameOf, "errnoName"));
   exports.Set("pageSize", Napi::Number::New(env, static_cast<double>(PageSize())));
   exports.Set("platform", Napi::String::New(env,
 #if defined(__APPLE__)

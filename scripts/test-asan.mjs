@@ -1,29 +1,35 @@
 #!/usr/bin/env node
 // npm run test:asan: builds the addon with AddressSanitizer + UndefinedBehaviorSanitizer into
-// .cmake-build/ (never build/Release, which node-gyp-build would pick up), then runs a smoke test of
-// every native entry point against that binary, loaded directly by path. Exits non-zero on any
-// sanitizer report or failed check.
+// .cmake-build/ (never build/Release, which node-gyp-build would pick up), runs a smoke test of
+// every native entry point against that binary, then runs the store's test suite (vitest) with the
+// loader pointed at it. Exits non-zero on any sanitizer report or failed test.
 //
 // Linux + GCC: Node is not instrumented, so the ASan runtime is preloaded
 // (LD_PRELOAD=$(gcc -print-file-name=libasan.so)), leak detection is off (V8 keeps memory at exit on
 // purpose) and UBSan is fatal. Needs cmake (Ninja if present, else make) and Node's headers at
 // <node prefix>/include/node, or npm_config_nodedir pointing at a prefix that has them.
 //
-//   node scripts/test-asan.mjs          build, then smoke test
-//   node scripts/test-asan.mjs smoke X  (internal) run the smoke test against addon X
+// The suite loads the sanitizer build through node-gyp-build's MQSTORE_PREBUILD override (a folder
+// whose build/Release holds the addon); child processes the tests spawn inherit it and the preload.
+// test/package.test.ts is left out: it packs and compiles a release build, which is not under test.
+//
+//   node scripts/test-asan.mjs                 build, smoke test, whole suite
+//   node scripts/test-asan.mjs test/a.test.ts  build, smoke test, only these test files
+//   node scripts/test-asan.mjs smoke X         (internal) run the smoke test against addon X
 import { spawnSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const buildDir = join(root, '.cmake-build')
+const SANITIZER_REPORT = /ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer/
 
 if (process.argv[2] === 'smoke') {
   await smoke(process.argv[3])
 } else {
-  main()
+  main(process.argv.slice(2))
 }
 
 function log(message) {
@@ -51,7 +57,7 @@ function onPath(name) {
   return spawnSync(name, ['--version'], { stdio: 'ignore' }).status === 0
 }
 
-function main() {
+function main(testFiles) {
   if (process.platform !== 'linux') {
     log(`skipped: the sanitizer run is set up for Linux + GCC (this is ${process.platform})`)
     return
@@ -113,12 +119,57 @@ function main() {
     },
   )
   process.stderr.write(result.stderr ?? '')
-  const report = /ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer/.exec(
-    result.stderr ?? '',
-  )
+  const report = SANITIZER_REPORT.exec(result.stderr ?? '')
   if (report) fail(`sanitizer report: ${report[0]}`)
   if (result.status !== 0) fail(`smoke test exited with ${result.status ?? result.signal}`)
-  log(`smoke test passed in ${((performance.now() - built) / 1000).toFixed(1)}s`)
+  const smoked = performance.now()
+  log(`smoke test passed in ${((smoked - built) / 1000).toFixed(1)}s`)
+
+  suite(addon, runtime, testFiles)
+  log(`test suite passed against the sanitizer build in ${((performance.now() - smoked) / 1000).toFixed(1)}s`)
+}
+
+// The store's vitest suite against the sanitizer build.
+function suite(addon, runtime, testFiles) {
+  const loadDir = join(buildDir, 'suite')
+  mkdirSync(join(loadDir, 'build', 'Release'), { recursive: true })
+  const staged = join(loadDir, 'build', 'Release', 'mqstore.node')
+  copyFileSync(addon, staged)
+  const env = {
+    ...process.env,
+    MQSTORE_PREBUILD: loadDir,
+    LD_PRELOAD: [runtime, process.env.LD_PRELOAD].filter(Boolean).join(':'),
+    ASAN_OPTIONS: 'detect_leaks=0',
+    UBSAN_OPTIONS: 'print_stacktrace=1:halt_on_error=1',
+  }
+  delete env.PREBUILDS_ONLY
+  // Child-process tests import the compiled package from dist/.
+  run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')])
+  // The suite must load the sanitizer build, not build/Release or a prebuild.
+  const probe = spawnSync(
+    process.execPath,
+    ['-e', 'console.log(require("node-gyp-build").path(process.argv[1]))', root],
+    { cwd: root, env, encoding: 'utf8' },
+  )
+  const loaded = (probe.stdout ?? '').trim()
+  if (loaded !== staged) fail(`the loader picks ${loaded || probe.stderr}, not ${staged}`)
+  log(`suite loads ${loaded}`)
+
+  const vitest = join(root, 'node_modules', 'vitest', 'vitest.mjs')
+  const args = [vitest, 'run', '--exclude', 'test/package.test.ts', ...testFiles]
+  log(`$ ${args.join(' ')}`)
+  const result = spawnSync(process.execPath, args, {
+    cwd: root,
+    env,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+    maxBuffer: 256 * 1024 * 1024,
+  })
+  process.stdout.write(result.stdout ?? '')
+  process.stderr.write(result.stderr ?? '')
+  const report = SANITIZER_REPORT.exec(`${result.stdout ?? ''}\n${result.stderr ?? ''}`)
+  if (report) fail(`sanitizer report during the suite: ${report[0]}`)
+  if (result.status !== 0) fail(`the suite exited with ${result.status ?? result.signal}`)
 }
 
 // Exercises map, write, sync, syncAsync, warmAsync, advise, close (also with work in flight), reads

@@ -7,23 +7,20 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
+import { mountTmpfs, tmpfs, unmountTmpfs } from './helpers/tmpfs.js'
 
-const canMountTmpfs = process.platform === 'linux' && process.getuid?.() === 0
-
-describe.runIf(canMountTmpfs)('disk full (tmpfs, Linux as root)', () => {
+describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
   let dir: string
   beforeEach(() => {
     dir = tempDir('mqstore-full-')
   })
   afterEach(() => {
-    spawnSync('umount', [dir])
+    unmountTmpfs(dir)
     fs.rmSync(dir, { recursive: true, force: true })
   })
 
   function mount(size: string, remount = false): void {
-    const options = remount ? `remount,size=${size}` : `size=${size}`
-    const result = spawnSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir])
-    expect(result.status).toBe(0)
+    mountTmpfs(dir, size, remount)
   }
 
   const tick = () => new Promise((resolve) => setImmediate(resolve))
@@ -99,15 +96,14 @@ interface ProducerReport {
 
 const producer = fileURLToPath(new URL('./fixtures/disk-full-producer.mjs', import.meta.url))
 
-describe.runIf(canMountTmpfs)('disk full and pressure cleanup (tmpfs, Linux as root)', () => {
+describe.runIf(tmpfs.ok)('disk full and pressure cleanup (tmpfs)', () => {
   let dir: string
   beforeEach(() => {
     dir = tempDir('mqstore-pressure-')
-    const result = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir])
-    expect(result.status).toBe(0)
+    mountTmpfs(dir, '1m')
   })
   afterEach(() => {
-    spawnSync('umount', [dir])
+    unmountTmpfs(dir)
     fs.rmSync(dir, { recursive: true, force: true })
   })
 
@@ -184,8 +180,8 @@ describe.runIf(canMountTmpfs)('disk full and pressure cleanup (tmpfs, Linux as r
   })
 })
 
-describe.runIf(!canMountTmpfs)('disk full (skipped: mounting a tmpfs needs Linux and root)', () => {
-  it('is skipped on this platform because it cannot mount a tmpfs', () => {
-    expect(canMountTmpfs).toBe(false)
+describe.runIf(!tmpfs.ok)(`disk full (skipped: ${tmpfs.reason})`, () => {
+  it(`is skipped because ${tmpfs.reason}`, () => {
+    expect(tmpfs.ok).toBe(false)
   })
 })

@@ -1,10 +1,13 @@
 import * as fs from 'node:fs'
+import * as os from 'node:os'
+import * as util from 'node:util'
 import { join } from 'node:path'
 import { spawnSync } from 'node:child_process'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { native } from '../lib/native.js'
 import { distInternals, runNodeScript, tempDir } from './helpers/tmp.js'
+import { mountTmpfs, tmpfs, unmountTmpfs } from './helpers/tmpfs.js'
 
 let dir: string
 beforeEach(() => {
@@ -216,14 +219,121 @@ describe('native addon', () => {
   })
 })
 
-// Linux as root: a real, tiny tmpfs proves that a full disk is an error at preallocation, never a
-// SIGBUS when a page of a sparse file is first touched.
-const canMountTmpfs = process.platform === 'linux' && process.getuid?.() === 0
-describe.runIf(canMountTmpfs)('full disk (tmpfs, Linux as root)', () => {
+describe('native errors and async work at the edges', () => {
+  it('names every errno as Node and libuv do, ENOLCK, ENXIO and EHWPOISON included', () => {
+    const names = os.constants.errno as Record<string, number>
+    for (const [name, value] of Object.entries(names)) {
+      const libuv = util.getSystemErrorName(-value)
+      // Where libuv knows the errno its spelling wins (ENOTSUP over EOPNOTSUPP on Linux);
+      // otherwise the name is the errno's own.
+      const expected = libuv.startsWith('Unknown system error') ? name : libuv
+      const aliases = Object.entries(names).filter(([, v]) => v === value).map(([n]) => n)
+      expect(aliases, `errno ${value}`).toContain(native.errnoName(value))
+      expect(native.errnoName(value), `errno ${value} (${name})`).toBe(expected)
+      expect(native.errnoName(-value)).toBe(expected)
+    }
+    expect(native.errnoName(names.ENOLCK ?? -1)).toBe('ENOLCK')
+    expect(native.errnoName(names.ENXIO ?? -1)).toBe('ENXIO')
+    if (process.platform === 'linux') expect(native.errnoName(133)).toBe('EHWPOISON')
+    expect(native.errnoName(100_000)).toBe('UNKNOWN')
+  })
+
+  // MADV_POPULATE_* arrived in Linux 5.14; older kernels take the touch-every-page path, which
+  // faults past the end of a file like any access would.
+  const [major = 0, minor = 0] = os.release().split('.').map((n) => Number.parseInt(n, 10))
+  const hasPopulate = process.platform === 'linux' && (major > 5 || (major === 5 && minor >= 14))
+  it.runIf(hasPopulate)(
+    'warming pages past the end of a truncated file rejects with EFAULT instead of a SIGBUS on the pool (Linux >= 5.14)',
+    () => {
+      const result = runNodeScript(`
+        import * as fs from 'node:fs'
+        import { native } from ${JSON.stringify(distInternals)}
+        const file = process.argv[2]
+        const fd = fs.openSync(file, 'w+')
+        native.allocate(fd, 0, 1 << 20)
+        for (const writable of [true, false]) {
+          const handle = native.map(fd, 1 << 20, writable)
+          fs.ftruncateSync(fd, 4096)
+          const outcome = await handle.warmAsync(0, 1 << 20).then(() => 'resolved', (e) => e.code + ' ' + e.syscall)
+          console.log(outcome)
+          handle.close()
+          fs.ftruncateSync(fd, 1 << 20)
+        }
+      `, [join(dir, 'short')])
+      expect(result.signal).toBeNull()
+      expect(result.stderr).toBe('')
+      expect(result.stdout.trim().split('\n')).toEqual(['EFAULT madvise', 'EFAULT madvise'])
+    },
+  )
+  it.runIf(!hasPopulate)('warming past the end of a file is only checked on Linux >= 5.14 (MADV_POPULATE_*)', () => {
+    expect(hasPopulate).toBe(false)
+  })
+
+  // A pool thread blocked on a FIFO open keeps later work queued; /proc/self/maps shows whether
+  // the file is still mapped.
+  it.runIf(process.platform === 'linux')(
+    'close cancels warm-ups the pool has not started, drops their in-flight count and unmaps at once; a queued sync still runs (Linux: /proc/self/maps)',
+    () => {
+      const fifo = join(dir, 'fifo')
+      expect(spawnSync('mkfifo', [fifo]).status).toBe(0)
+      const result = spawnSync(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `
+          import * as fs from 'node:fs'
+          import { native } from ${JSON.stringify(distInternals)}
+          const [fifo, file] = process.argv.slice(1)
+          const mapped = () => fs.readFileSync('/proc/self/maps', 'utf8').includes(file)
+          // The only pool thread waits for a writer to open the FIFO.
+          const blocked = new Promise((resolve) => fs.open(fifo, 'r', (err, fd) => resolve(fd)))
+          const fd = fs.openSync(file, 'w+')
+          native.allocate(fd, 0, 1 << 16)
+          const handle = native.map(fd, 1 << 16, true)
+          fs.closeSync(fd)
+          const before = mapped()
+          const settle = (p) => p.then(() => 'resolved', (e) => e.code)
+          const warms = [handle.warmAsync(0, 1 << 16), handle.warmAsync(0, 4096)].map(settle)
+          handle.close()
+          const afterClose = mapped()
+          const outcomes = await Promise.all(warms)
+          // A sync queued before close still runs, and holds the mapping until it has.
+          const other = native.map(fs.openSync(file, 'r+'), 1 << 16, true)
+          const sync = settle(other.syncAsync(0, 1 << 16))
+          other.close()
+          const whileSyncQueued = mapped()
+          const writer = fs.openSync(fifo, 'w')
+          fs.closeSync(await blocked)
+          fs.closeSync(writer)
+          const syncOutcome = await sync
+          console.log(JSON.stringify({ before, afterClose, outcomes, whileSyncQueued, syncOutcome, end: mapped() }))
+        `,
+          fifo,
+          join(dir, 'queued'),
+        ],
+        { encoding: 'utf8', timeout: 30_000, env: { ...process.env, UV_THREADPOOL_SIZE: '1' } },
+      )
+      expect(result.signal).toBeNull()
+      expect(result.status, result.stderr).toBe(0)
+      expect(JSON.parse(result.stdout)).toEqual({
+        before: true,
+        afterClose: false,
+        outcomes: ['ERR_MAPPING_CLOSED', 'ERR_MAPPING_CLOSED'],
+        whileSyncQueued: true,
+        syncOutcome: 'resolved',
+        end: false,
+      })
+    },
+  )
+})
+
+// A real, tiny tmpfs proves that a full disk is an error at preallocation, never a SIGBUS when a
+// page of a sparse file is first touched.
+describe.runIf(tmpfs.ok)('full disk (tmpfs)', () => {
   it('preallocating past the free space fails with ENOSPC as an error, not a SIGBUS', () => {
     const mount = tempDir('mqstore-tmpfs-')
-    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount])
-    expect(mounted.status).toBe(0)
+    mountTmpfs(mount, '1m')
     try {
       const fd = fs.openSync(join(mount, 'big'), 'w+')
       let error: NodeJS.ErrnoException | undefined
@@ -236,13 +346,13 @@ describe.runIf(canMountTmpfs)('full disk (tmpfs, Linux as root)', () => {
       expect(error?.syscall).toBe('posix_fallocate')
       fs.closeSync(fd)
     } finally {
-      spawnSync('umount', [mount])
+      unmountTmpfs(mount)
       fs.rmSync(mount, { recursive: true, force: true })
     }
   })
 })
-describe.runIf(!canMountTmpfs)('full disk (skipped: mounting a tmpfs needs Linux and root)', () => {
-  it('is skipped on this platform because it cannot mount a tmpfs', () => {
-    expect(canMountTmpfs).toBe(false)
+describe.runIf(!tmpfs.ok)(`full disk (skipped: ${tmpfs.reason})`, () => {
+  it(`is skipped because ${tmpfs.reason}`, () => {
+    expect(tmpfs.ok).toBe(false)
   })
 })

@@ -12,6 +12,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  renameSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -97,6 +98,8 @@ describe('npm tarball', () => {
   let bin = ''
   let tarball = ''
   let listed: string[] = []
+  let sourceTarball = ''
+  let sourceListed: string[] = []
 
   beforeAll(() => {
     work = mkdtempSync(join(tmpdir(), 'mqstore-package-'))
@@ -123,7 +126,18 @@ describe('npm tarball', () => {
       else symlinkSync(from, join(modules, entry))
     }
 
-    // 2. A prebuild for this host, unless the work tree already carries one (CI's prebuild job
+    // 2. A tarball with no prebuild at all: what a platform without one (or a git install)
+    //    gets. Packed before any prebuild exists in the copy.
+    const sourceStage = join(work, 'source-stage')
+    cpSync(stage, sourceStage, { recursive: true, filter: (src) => !src.startsWith(join(stage, 'prebuilds')) })
+    const sourcePacked = JSON.parse(
+      run('npm', ['pack', '--json', '--pack-destination', work], { cwd: sourceStage }),
+    ) as PackResult[]
+    sourceTarball = join(work, `source-${sourcePacked[0]?.filename ?? 'missing.tgz'}`)
+    renameSync(join(work, sourcePacked[0]?.filename ?? 'missing.tgz'), sourceTarball)
+    sourceListed = (sourcePacked[0]?.files ?? []).map((f) => f.path)
+
+    // 3. A prebuild for this host, unless the work tree already carries one (CI's prebuild job
     //    tests the binary it just made this way).
     const prebuildDir = join(stage, 'prebuilds', host)
     const hasPrebuild =
@@ -135,17 +149,17 @@ describe('npm tarball', () => {
       run(join(modules, '.bin', 'prebuildify'), ['--napi', '--strip'], { cwd: stage, env })
     }
 
-    // 3. What npm would publish. pack runs `prepare` (tsc) in the copy.
+    // 4. What npm would publish. pack runs `prepare` (tsc) in the copy.
     const dry = JSON.parse(run('npm', ['pack', '--dry-run', '--json'], { cwd: stage })) as PackResult[]
     listed = (dry[0]?.files ?? []).map((f) => f.path).sort()
 
-    // 4. The tarball itself, outside the copy.
+    // 5. The tarball itself, outside the copy.
     const packed = JSON.parse(
       run('npm', ['pack', '--json', '--pack-destination', work], { cwd: stage }),
     ) as PackResult[]
     tarball = join(work, packed[0]?.filename ?? 'missing.tgz')
 
-    // 5. A PATH with no compiler, make or python.
+    // 6. A PATH with no compiler, make or python.
     bin = join(work, 'bin')
     mkdirSync(bin)
     symlinkSync(process.execPath, join(bin, 'node'))
@@ -167,14 +181,24 @@ describe('npm tarball', () => {
     expect(existsSync(tarball)).toBe(true)
   })
 
-  function installAndLoad(name: string, installArgs: string[]): LoadReport {
+  interface InstallSetup {
+    tarball: string
+    /** The install's environment; a consumer with no compiler by default. */
+    env: NodeJS.ProcessEnv
+    /** The load's environment; prebuilds only by default. */
+    loadEnv: NodeJS.ProcessEnv
+    /** Whether the install may compile (leave build/ behind). */
+    compiles: boolean
+  }
+
+  function installAndLoad(name: string, installArgs: string[], setup: Partial<InstallSetup> = {}): LoadReport {
     const project = join(work, name)
     mkdirSync(project)
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }))
     run(
-      join(bin, 'npm'),
-      ['install', tarball, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...installArgs],
-      { cwd: project, env: consumerEnv(bin) },
+      setup.env === undefined ? join(bin, 'npm') : 'npm',
+      ['install', setup.tarball ?? tarball, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...installArgs],
+      { cwd: project, env: setup.env ?? consumerEnv(bin) },
     )
     const script = `
       import { createRequire } from 'node:module'
@@ -193,13 +217,13 @@ describe('npm tarball', () => {
         }))
       })
     `
-    const out = run(join(bin, 'node'), ['--input-type=module', '-e', script], {
+    const out = run(process.execPath, ['--input-type=module', '-e', script], {
       cwd: project,
-      env: consumerEnv(bin, { PREBUILDS_ONLY: '1' }),
+      env: setup.loadEnv ?? consumerEnv(bin, { PREBUILDS_ONLY: '1' }),
     })
     const report = JSON.parse(out.trim().split('\n').pop() ?? '{}') as LoadReport
-    // Nothing was compiled at install time.
-    expect(existsSync(join(report.pkgDir, 'build'))).toBe(false)
+    // Nothing was compiled at install time, unless that is the point.
+    expect(existsSync(join(report.pkgDir, 'build'))).toBe(setup.compiles === true)
     return report
   }
 
@@ -220,4 +244,47 @@ describe('npm tarball', () => {
   it('installs with its install script and no compiler, and loads the bundled prebuild', () => {
     expectPrebuildLoaded(installAndLoad('consumer-scripts', []))
   }, 120_000)
+
+  // node-addon-api is a dependency: binding.gyp needs it wherever the addon is compiled on
+  // install. The consumer has a compiler and Node's headers (no download), nothing else.
+  it('without a prebuild, installs by compiling from source with a compiler present, and loads that build', () => {
+    expect(sourceListed.filter((f) => f.startsWith('prebuilds/'))).toEqual([])
+    expect(sourceListed).toEqual(expect.arrayContaining(['binding.gyp', 'native/addon.cc', 'native/mapping.h']))
+    const nodedir = localNodedir()
+    const env: NodeJS.ProcessEnv = { ...consumerEnv(process.env.PATH ?? '') }
+    delete env.CC
+    delete env.CXX
+    if (nodedir) env.npm_config_nodedir = nodedir
+    const loadEnv = { ...env }
+    const report = installAndLoad('consumer-source-build', [], { tarball: sourceTarball, env, loadEnv, compiles: true })
+    expect(report.internals).toContain('native')
+    expect(report.pageSize).toBeGreaterThan(0)
+    expect(report.binding.startsWith(join(report.pkgDir, 'build', 'Release') + sep)).toBe(true)
+  }, 300_000)
+})
+
+// The release workflow runs this check on every Linux prebuild; here it runs on the local build.
+const objdump = spawnSync('objdump', ['--version']).status === 0
+const localBuild = join(root, 'build', 'Release', 'mqstore.node')
+const canCheckFloor = process.platform === 'linux' && objdump && existsSync(localBuild)
+describe.runIf(canCheckFloor)('symbol floor check (Linux, objdump)', () => {
+  const check = (...args: string[]) =>
+    spawnSync(process.execPath, [join(root, 'scripts', 'check-symbol-floor.mjs'), localBuild, ...args], { encoding: 'utf8' })
+
+  it('passes a binary whose glibc, libstdc++ and C++ ABI versions are all at or below the floors', () => {
+    const result = check('--glibc', '99', '--glibcxx', '3.4.999', '--cxxabi', '1.3.999')
+    expect(result.status, result.stderr).toBe(0)
+    expect(result.stdout).toMatch(/highest GLIBCXX_ symbol: 3\.4\.\d+/)
+  })
+
+  it('fails naming the symbols when the libstdc++ floor is below what the binary needs', () => {
+    const result = check('--glibc', '99', '--glibcxx', '3.4', '--cxxabi', '1.3.999')
+    expect(result.status).toBe(1)
+    expect(result.stderr).toMatch(/needs GLIBCXX_3\.4\.\d+, above the 3\.4 floor: \S+/)
+  })
+})
+describe.runIf(!canCheckFloor)('symbol floor check (skipped: needs Linux, objdump and a local build/Release)', () => {
+  it('is skipped because objdump or the local build is missing, or this is not Linux', () => {
+    expect(canCheckFloor).toBe(false)
+  })
 })

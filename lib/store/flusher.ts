@@ -7,8 +7,16 @@
 // ASYNC_FLUSH: a loop flushes every flushIntervalCommitLog ms once flushCommitLogLeastPages pages
 // are dirty, and everything every flushCommitLogThoroughInterval ms. With the transient store
 // pool, a second loop first commits the write buffers into the files.
+//
+// A failed sync stops the store (fail-stop). Since Linux 4.13 the kernel reports a writeback error
+// once per open file: a retried msync/fdatasync succeeds although the pages it failed to write may
+// be gone, so a retry would advance flushedWhere over lost data. On the first error the flusher
+// sets NOT_WRITEABLE (puts are refused), answers every waiting put FLUSH_DISK_TIMEOUT, never syncs
+// again, and close leaves the abort file: only a reopen, which recovers from what is really on
+// disk, makes the store writeable again.
 import type { CommitLog, PutMessageStatus } from './commitlog/commit-log.js'
 import type { MessageStoreConfig } from './config.js'
+import type { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
 import type { StoreCheckpoint } from './store-checkpoint.js'
 
@@ -38,19 +46,40 @@ export class CommitLogFlusher {
   private groupRunning: Promise<void> | null = null
   private deadlineTimer: NodeJS.Timeout | null = null
   private stopped = false
+  private readonly flags: RunningFlags
+  /** Why durability was lost (the first sync error), or null. */
+  private failure: string | null = null
 
   constructor(
     commitLog: CommitLog,
     config: MessageStoreConfig,
     checkpoint: StoreCheckpoint,
+    flags: RunningFlags,
     onCommitted: () => void,
     onError: (name: string, error: unknown) => void,
   ) {
     this.commitLog = commitLog
     this.config = config
     this.checkpoint = checkpoint
+    this.flags = flags
     this.onCommitted = onCommitted
     this.onError = onError
+  }
+
+  /** The reason the flusher stopped after a failed sync, or null while syncs succeed. */
+  get failed(): string | null {
+    return this.failure
+  }
+
+  /** The first sync error: refuse puts, fail every waiting put, never sync again. */
+  private failStop(name: string, error: unknown): void {
+    if (this.failure !== null) return
+    const detail = (error as Error)?.message ?? String(error)
+    this.failure = `a commit-log sync failed, so data after offset ${this.commitLog.mappedFileQueue.flushedWhere} may not be on disk (${detail}); reopen the store to recover`
+    this.flags.set('NOT_WRITEABLE', this.failure)
+    this.onError(name, error)
+    for (const request of [...this.requests, ...this.inFlight]) request.settle('FLUSH_DISK_TIMEOUT')
+    this.requests = []
   }
 
   private get usesWriteBuffer(): boolean {
@@ -75,6 +104,15 @@ export class CommitLogFlusher {
   }
 
   private async flushOnce(): Promise<void> {
+    if (this.failure !== null) return
+    try {
+      await this.flushPeriodically()
+    } catch (error) {
+      this.failStop('flush', error)
+    }
+  }
+
+  private async flushPeriodically(): Promise<void> {
     let leastPages = this.config.flushCommitLogLeastPages
     const now = Date.now()
     if (now >= this.lastThoroughFlush + this.config.flushCommitLogThoroughInterval) {
@@ -106,6 +144,7 @@ export class CommitLogFlusher {
   /** SYNC_FLUSH: resolves once the commit log is flushed up to `nextOffset`, or times out. */
   awaitFlush(nextOffset: number): Promise<PutMessageStatus> {
     if (this.commitLog.mappedFileQueue.flushedWhere >= nextOffset) return Promise.resolve('PUT_OK')
+    if (this.failure !== null) return Promise.resolve('FLUSH_DISK_TIMEOUT')
     return new Promise((resolve) => {
       const request: FlushRequest = {
         nextOffset,
@@ -130,7 +169,7 @@ export class CommitLogFlusher {
     await Promise.resolve()
     const queue = this.commitLog.mappedFileQueue
     try {
-      while (this.requests.length > 0) {
+      while (this.requests.length > 0 && this.failure === null) {
         this.inFlight = this.requests
         this.requests = []
         let target = 0
@@ -144,7 +183,7 @@ export class CommitLogFlusher {
         } catch (e) {
           error = e
         }
-        if (error !== null) this.onError('group-commit', error)
+        if (error !== null) this.failStop('group-commit', error)
         for (const request of this.inFlight) {
           request.settle(queue.flushedWhere >= request.nextOffset ? 'PUT_OK' : 'FLUSH_DISK_TIMEOUT')
         }
@@ -184,7 +223,13 @@ export class CommitLogFlusher {
     await this.commitLoop?.stop()
     await this.flushLoop?.stop()
     if (this.groupRunning !== null) await this.groupRunning
-    this.commitLog.flushAll()
+    if (this.failure === null) {
+      try {
+        this.commitLog.flushAll()
+      } catch (error) {
+        this.failStop('flush', error)
+      }
+    }
     for (const request of [...this.requests, ...this.inFlight]) {
       request.settle(this.commitLog.mappedFileQueue.flushedWhere >= request.nextOffset ? 'PUT_OK' : 'FLUSH_DISK_TIMEOUT')
     }

@@ -35,6 +35,7 @@ import { ServiceLoop } from './service-loop.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreLock } from './store-lock.js'
 import { StorePaths } from './store-paths.js'
+import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
 import type {
   ConsumeOptions,
@@ -98,6 +99,8 @@ export class MessageStore implements AsyncDisposable {
     fs.mkdirSync(storePath, { recursive: true })
     this.lock = StoreLock.take(this.paths.lock)
     try {
+      // File sizes are the store's own (store-sizes.ts), not the options'.
+      Object.assign(this.config, resolveStoreSizes(this.paths, this.config, storeOptions))
       const usePool = this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
       this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
       this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool)
@@ -136,11 +139,11 @@ export class MessageStore implements AsyncDisposable {
         this.logger('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`),
       onFailure: (offset, error) => log(`dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`, error ?? 'a consume queue could not be written'),
     })
-    this.flusher = new CommitLogFlusher(this.commitLog, this.config, this.checkpoint, () => this.dispatcher.schedule(), log)
     this.flags = new RunningFlags(
       () => this.env.clock.now(),
       (name, set, reason) => this.logger(set ? 'warn' : 'info', `running flag ${name} ${set ? 'set' : 'cleared'}: ${reason}`),
     )
+    this.flusher = new CommitLogFlusher(this.commitLog, this.config, this.checkpoint, this.flags, () => this.dispatcher.schedule(), log)
     this.cleanup = new CleanupService(
       {
         commitLog: this.commitLog,
@@ -251,7 +254,7 @@ export class MessageStore implements AsyncDisposable {
     const onError = (name: string, error: unknown) =>
       this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
     this.loops.push(
-      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now()), onError),
+      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), onError),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
     )
     this.cleanLoop = new ServiceLoop('clean-resource', this.config.cleanResourceInterval, async () => {
@@ -277,10 +280,22 @@ export class MessageStore implements AsyncDisposable {
     }
   }
 
+  /** One consume-queue flush pass; a failed sync stops the store like a commit-log one. */
+  private async flushConsumeQueues(): Promise<void> {
+    if (this.flags.isSet('NOT_WRITEABLE')) return
+    try {
+      await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now())
+    } catch (error) {
+      // As with the commit log (flusher.ts): a retried sync could succeed over lost pages.
+      this.flags.set('NOT_WRITEABLE', `a consume-queue or checkpoint sync failed (${(error as Error)?.message ?? String(error)}); reopen the store to recover`)
+      throw error
+    }
+  }
+
   // ---- put ----------------------------------------------------------------------------------
 
   /**
-   * Puts are refused when closed, while a running flag blocks writes (a full disk), and while
+   * Puts are refused when closed, while a running flag blocks writes (a full disk, a failed sync), and while
    * dispatch is stuck on a record it cannot index.
    */
   private checkWritable(): PutMessageStatus | null {
@@ -570,13 +585,18 @@ export class MessageStore implements AsyncDisposable {
       this.dispatcher.stop()
       await this.flusher.shutdown()
       await this.commitLog.mappedFileQueue.settle()
-      this.queues.flushAll()
-      this.index.current.flush()
-      const logQueue = this.commitLog.mappedFileQueue
-      if (logQueue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
-      this.checkpoint.flush()
+      // After a failed sync nothing more is synced or vouched for: the abort file stays, and the
+      // next open recovers from what is really on disk.
+      const durable = !this.flags.isSet('NOT_WRITEABLE')
+      if (durable) {
+        this.queues.flushAll()
+        this.index.current.flush()
+        const logQueue = this.commitLog.mappedFileQueue
+        if (logQueue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
+        this.checkpoint.flush()
+      }
       this.consumerOffsets.persist(true)
-      const clean = this.dispatcher.behindBytes() <= 0 && !this.dispatcher.failed
+      const clean = durable && this.dispatcher.behindBytes() <= 0 && !this.dispatcher.failed
       if (clean) {
         this.checkpoint.writeShutdownRecord({
           endOffset: this.commitLog.getMaxOffset(),

@@ -5,17 +5,22 @@
 //   8       8      logicsMsgTimestamp  store time of the last message whose consume-queue unit is flushed
 //   16      8      indexMsgTimestamp   end time of the last index file known complete and flushed
 //   24..63  -      zeros (RocketMQ 5 uses 24 and 32)
-//   64      4      shutdown record magic 'MQSD' (mqstore only; RocketMQ ignores these bytes)
+//   64      4      shutdown record magic 'MQS2' (mqstore only; RocketMQ ignores these bytes)
 //   68      8      commit-log end offset at the last clean close
 //   76      8      offset of the last record then (-1: empty log)
 //   84      4      number of consume queues then
 //   88      8      sum of their max offsets (units written)
-//   96      4      CRC-32 of bytes 64..95
-//   100..   -      zeros
+//   96      8      physicMsgTimestamp as written at that close
+//   104     8      logicsMsgTimestamp as written then
+//   112     8      indexMsgTimestamp as written then
+//   120     4      CRC-32 of bytes 64..119
+//   124..   -      zeros
 //
 // The shutdown record lets a clean open trust the commit log's end without scanning. It is
-// written by close() after everything is flushed and erased by open(), so it only ever describes
-// a store that was closed cleanly and not written since.
+// written by close() after everything is flushed and erased by open(). Another writer (a RocketMQ
+// broker given the directory) leaves it in place, so open trusts it only while the checkpoint's
+// timestamps are still the ones it recorded and no record follows its end (recovery/
+// shutdown-record.ts). Records of the first layout ('MQSD', no timestamps) are not trusted.
 import * as fs from 'node:fs'
 import * as zlib from 'node:zlib'
 
@@ -31,9 +36,12 @@ const OFFSET_SHUTDOWN_END = 68
 const OFFSET_SHUTDOWN_LAST_RECORD = 76
 const OFFSET_SHUTDOWN_QUEUE_COUNT = 84
 const OFFSET_SHUTDOWN_UNIT_SUM = 88
-const OFFSET_SHUTDOWN_CRC = 96
-const SHUTDOWN_RECORD_END = 100
-const SHUTDOWN_MAGIC = 0x4d515344 // 'MQSD'
+const OFFSET_SHUTDOWN_PHYSIC_TIMESTAMP = 96
+const OFFSET_SHUTDOWN_LOGICS_TIMESTAMP = 104
+const OFFSET_SHUTDOWN_INDEX_TIMESTAMP = 112
+const OFFSET_SHUTDOWN_CRC = 120
+const SHUTDOWN_RECORD_END = 124
+const SHUTDOWN_MAGIC = 0x4d515332 // 'MQS2'
 /** The bytes that hold the three timestamps. */
 export const CHECKPOINT_TIMESTAMPS_SIZE = 24
 
@@ -45,6 +53,7 @@ export interface ShutdownRecord {
   queueUnitSum: number
 }
 
+/** The checkpoint's three timestamps, as a shutdown record saw them written. */
 export interface CheckpointTimestamps {
   physicMsgTimestamp: number
   logicsMsgTimestamp: number
@@ -63,8 +72,13 @@ export function decodeCheckpointTimestamps(buffer: Buffer): CheckpointTimestamps
   }
 }
 
+/** A shutdown record as read back, with the checkpoint it was written with. */
+export interface StoredShutdownRecord extends ShutdownRecord {
+  checkpointAtClose: CheckpointTimestamps
+}
+
 /** The clean-shutdown record of a whole checkpoint file's bytes, or null when there is none or it fails its CRC. */
-export function decodeShutdownRecord(b: Buffer): ShutdownRecord | null {
+export function decodeShutdownRecord(b: Buffer): StoredShutdownRecord | null {
   if (b.length < SHUTDOWN_RECORD_END) return null
   if (b.readInt32BE(OFFSET_SHUTDOWN_MAGIC) !== SHUTDOWN_MAGIC) return null
   const crc = zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC))
@@ -74,7 +88,12 @@ export function decodeShutdownRecord(b: Buffer): ShutdownRecord | null {
   const queueCount = b.readInt32BE(OFFSET_SHUTDOWN_QUEUE_COUNT)
   const queueUnitSum = readInt64BE(b, OFFSET_SHUTDOWN_UNIT_SUM)
   if (!Number.isSafeInteger(endOffset) || endOffset < 0 || !Number.isSafeInteger(lastRecordOffset)) return null
-  return { endOffset, lastRecordOffset, queueCount, queueUnitSum }
+  const checkpointAtClose = {
+    physicMsgTimestamp: readTimestamp(b, OFFSET_SHUTDOWN_PHYSIC_TIMESTAMP),
+    logicsMsgTimestamp: readTimestamp(b, OFFSET_SHUTDOWN_LOGICS_TIMESTAMP),
+    indexMsgTimestamp: readTimestamp(b, OFFSET_SHUTDOWN_INDEX_TIMESTAMP),
+  }
+  return { endOffset, lastRecordOffset, queueCount, queueUnitSum, checkpointAtClose }
 }
 
 export class StoreCheckpoint {
@@ -130,7 +149,7 @@ export class StoreCheckpoint {
   }
 
   /** The clean-shutdown record, or null when there is none or it fails its CRC. */
-  readShutdownRecord(): ShutdownRecord | null {
+  readShutdownRecord(): StoredShutdownRecord | null {
     const view = this.file.selectMappedBuffer(0, CHECKPOINT_FILE_SIZE)
     if (view === null) return null
     try {
@@ -148,8 +167,20 @@ export class StoreCheckpoint {
     writeInt64BE(b, OFFSET_SHUTDOWN_LAST_RECORD, record.lastRecordOffset)
     b.writeInt32BE(record.queueCount, OFFSET_SHUTDOWN_QUEUE_COUNT)
     writeInt64BE(b, OFFSET_SHUTDOWN_UNIT_SUM, record.queueUnitSum)
+    writeInt64BE(b, OFFSET_SHUTDOWN_PHYSIC_TIMESTAMP, Math.trunc(this.physicMsgTimestamp))
+    writeInt64BE(b, OFFSET_SHUTDOWN_LOGICS_TIMESTAMP, Math.trunc(this.logicsMsgTimestamp))
+    writeInt64BE(b, OFFSET_SHUTDOWN_INDEX_TIMESTAMP, Math.trunc(this.indexMsgTimestamp))
     b.writeUInt32BE(zlib.crc32(b.subarray(OFFSET_SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_CRC)), OFFSET_SHUTDOWN_CRC)
     this.flush()
+  }
+
+  /** The timestamps as read at open (before this run changed any). */
+  timestamps(): CheckpointTimestamps {
+    return {
+      physicMsgTimestamp: this.physicMsgTimestamp,
+      logicsMsgTimestamp: this.logicsMsgTimestamp,
+      indexMsgTimestamp: this.indexMsgTimestamp,
+    }
   }
 
   /** Erases the clean-shutdown record and forces that to disk: the store is about to change. */

@@ -1,5 +1,7 @@
-// The directory lock: one writer process per store. The lock file is locked with flock and kept
-// open for the store's lifetime; closing the descriptor releases it even if unlocking fails.
+// The directory lock: one writer process per store. The lock file (RocketMQ's `lock`) is locked
+// with flock and with an fcntl lock, the kind a RocketMQ broker takes, so neither can open a
+// directory the other holds. It is kept open for the store's lifetime; closing the descriptor
+// releases both even if unlocking fails.
 import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
@@ -22,8 +24,9 @@ export class StoreLock {
     } catch (cause) {
       fs.closeSync(fd)
       const code = (cause as NodeJS.ErrnoException).code
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK') {
-        throw new MQStoreError('LOCKED', `the store at ${dirname(path)} is locked by another process`, { cause })
+      // EACCES: how some systems report an fcntl lock held elsewhere.
+      if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EACCES') {
+        throw new MQStoreError('LOCKED', `the store at ${dirname(path)} is locked by another process (an mqstore or a RocketMQ broker)`, { cause })
       }
       throw ioError(`cannot lock ${path}`, cause)
     }

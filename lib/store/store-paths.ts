@@ -4,6 +4,7 @@
 //   <root>/index/<yyyyMMddHHmmssSSS>           key index files
 //   <root>/checkpoint, <root>/abort, <root>/lock
 //   <root>/config/consumerOffset.json, <root>/config/topics.json
+//   <root>/config/storeSizes.json             the file sizes the store was written with (mqstore)
 import { join } from 'node:path'
 
 export const COMMITLOG_DIR = 'commitlog'
@@ -15,6 +16,7 @@ export const ABORT_FILE = 'abort'
 export const LOCK_FILE = 'lock'
 export const CONSUMER_OFFSET_FILE = 'consumerOffset.json'
 export const TOPICS_FILE = 'topics.json'
+export const STORE_SIZES_FILE = 'storeSizes.json'
 
 /** The paths of one store directory. */
 export class StorePaths {
@@ -27,6 +29,7 @@ export class StorePaths {
   readonly lock: string
   readonly consumerOffsets: string
   readonly topics: string
+  readonly storeSizes: string
 
   constructor(readonly root: string) {
     this.commitLog = join(root, COMMITLOG_DIR)
@@ -38,6 +41,7 @@ export class StorePaths {
     this.lock = join(root, LOCK_FILE)
     this.consumerOffsets = join(this.config, CONSUMER_OFFSET_FILE)
     this.topics = join(this.config, TOPICS_FILE)
+    this.storeSizes = join(this.config, STORE_SIZES_FILE)
   }
 
   /** The folder of one topic's queues. */

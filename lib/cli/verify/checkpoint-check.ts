@@ -7,7 +7,8 @@ import {
   CHECKPOINT_TIMESTAMPS_SIZE,
   decodeCheckpointTimestamps,
 } from '../../store/store-checkpoint.js'
-import { CHECKPOINT_FILE } from '../../store/store-paths.js'
+import { CHECKPOINT_FILE, CONFIG_DIR, StorePaths, STORE_SIZES_FILE } from '../../store/store-paths.js'
+import { checkStoreSizesRecord } from '../../store/store-sizes.js'
 import { errorCode, readFully } from './files.js'
 import { Problems, type CheckpointReport } from './report.js'
 
@@ -40,6 +41,9 @@ export function checkCheckpoint(dir: string, maxProblems: number): CheckpointRep
   } catch (error) {
     if (errorCode(error) !== 'ENOENT') throw error
   }
+  // The sizes record is read by open before anything else: what it would refuse is a problem here.
+  const sizes = checkStoreSizesRecord(new StorePaths(dir))
+  if (sizes !== null) problems.add({ file: `${CONFIG_DIR}/${STORE_SIZES_FILE}`, offset: 0, reason: sizes })
   report.problems = problems.problems
   report.moreProblems = problems.moreProblems
   return report

@@ -364,6 +364,24 @@ export class CommitLog {
   }
 
   /**
+   * True when a complete record that names `offset` as its position starts there, or, behind an
+   * end-of-file blank at `offset`, at the start of the next file: another writer appended from
+   * that point (a broker's first append lands exactly at the end it found).
+   */
+  recordFollows(offset: number): boolean {
+    const fileSize = this.config.mappedFileSizeCommitLog
+    for (let at = offset, hops = 0; hops < 2; hops++) {
+      const file = this.mappedFileQueue.findMappedFileByOffset(at)
+      if (file === null) return false
+      const request = checkRecord(file.readableBuffer(), at - file.fileFromOffset, fileSize, false)
+      if (request.status === 'OK') return request.commitLogOffset === at
+      if (request.status !== 'BLANK') return false
+      at = this.rollNextFile(at)
+    }
+    return false
+  }
+
+  /**
    * Abnormal recovery (the abort file was present): start at the newest file whose first record is
    * not newer than the checkpoint's safe timestamp, and re-dispatch every valid record from there.
    */

@@ -1,15 +1,31 @@
 // Directory fsync: a created, renamed or unlinked file is durable only once its directory is synced.
 import * as fs from 'node:fs'
+import { dirname } from 'node:path'
 
-/** fsync of the directory that holds `fileName`, so a rename or unlink survives a power cut. */
+import { ioError } from '../../errors.js'
+
+/**
+ * Codes with which a file system says it cannot fsync a directory at all (some network and FUSE
+ * file systems). The rename or unlink is still atomic there; there is nothing more to force.
+ */
+const UNSUPPORTED = new Set(['EINVAL', 'ENOTSUP', 'EOPNOTSUPP', 'EISDIR', 'EBADF'])
+
+/**
+ * fsync of the directory that holds `fileName` (relative names resolve against the working
+ * directory: the directory of "abort" is "."), so a create, rename or unlink survives a power cut.
+ * Throws an MQStoreError (IO_ERROR, NO_SPACE) for any other failure: an EIO here means the
+ * directory entry may not be on disk.
+ */
 export function syncDirectory(fileName: string): void {
-  const dir = fileName.slice(0, Math.max(1, fileName.lastIndexOf('/')))
+  const dir = dirname(fileName)
   let fd = -1
   try {
     fd = fs.openSync(dir, 'r')
     fs.fsyncSync(fd)
-  } catch {
-    // Some file systems refuse fsync on directories; the rename itself is still atomic.
+  } catch (cause) {
+    if (!UNSUPPORTED.has((cause as NodeJS.ErrnoException)?.code ?? '')) {
+      throw ioError(`cannot sync directory ${dir}`, cause)
+    }
   } finally {
     if (fd >= 0) fs.closeSync(fd)
   }

@@ -152,7 +152,11 @@ export class MappedFile {
     return new MappedFile(fileName, fileSize, fd, options)
   }
 
-  /** Maps an existing segment, which must be exactly `fileSize` bytes long. */
+  /**
+   * Maps an existing segment, which must be exactly `fileSize` bytes long. Opened for writing, its
+   * blocks are reserved first: a segment may be sparse (RocketMQ creates them so; `cp` and restores
+   * may too), and a write into a hole on a full disk would otherwise be a SIGBUS, not an error.
+   */
   static open(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
     assertFileSize(fileSize)
     let fd: number
@@ -168,6 +172,14 @@ export class MappedFile {
         'BAD_FILE_SIZE',
         `${fileName} is ${length} bytes, but segments of this queue are ${fileSize} bytes`,
       )
+    }
+    if (options.readOnly !== true) {
+      try {
+        reserveBlocks(fd, fileSize)
+      } catch (cause) {
+        fs.closeSync(fd)
+        throw ioError(`cannot reserve the blocks of ${fileName} (${fileSize} bytes)`, cause)
+      }
     }
     return new MappedFile(fileName, fileSize, fd, options)
   }
@@ -447,11 +459,15 @@ export class MappedFile {
     return true
   }
 
-  /** Shuts down and, once no reader holds it (or the interval forced it), deletes the file. */
+  /**
+   * Shuts down and, once no reader holds it (or the interval forced it), deletes the file and
+   * syncs its directory, so the deletion survives a power cut.
+   */
   destroy(intervalForcibly: number, now: number = Date.now()): boolean {
     this.shutdown(intervalForcibly, now)
     if (!this.isCleanupOver()) return false
     fs.rmSync(this.fileName, { force: true })
+    syncDirectory(this.fileName)
     return true
   }
 
@@ -502,6 +518,18 @@ export class MappedFile {
   toString(): string {
     return `MappedFile(${this.fileName}, wrote=${this.wrotePosition}, flushed=${this.flushedPosition})`
   }
+}
+
+/**
+ * Reserves the blocks of an existing file that has holes, keeping its modification time: retention
+ * reads a file's age from it, and fallocate counts as a modification. A file whose blocks already
+ * cover its size (the usual case) costs one fstat.
+ */
+function reserveBlocks(fd: number, fileSize: number): void {
+  const stat = fs.fstatSync(fd)
+  if (stat.blocks * 512 >= fileSize) return
+  native.allocate(fd, 0, fileSize)
+  fs.futimesSync(fd, stat.atime, stat.mtime)
 }
 
 function assertFileSize(fileSize: number): void {

@@ -12,6 +12,7 @@ import type { StoreCheckpoint } from '../store-checkpoint.js'
 import type { DispatchTargets } from '../dispatch-targets.js'
 import type { Dispatcher } from '../dispatcher.js'
 import type { IndexFile } from '../index/index-file.js'
+import { shutdownRecordDisagreement } from './shutdown-record.js'
 import { indexEndsPastLog, judgeDamage, judgeQueueSummary, lastUnitMatches, mustTruncateQueues, reputStart } from './recovery-plan.js'
 
 export interface RecoveryHost {
@@ -43,7 +44,13 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
   const { commitLog, queues, checkpoint, lastExitOK } = host
   // A valid shutdown record means a clean close flushed every queue: find their ends by
   // bisection. Without one (or when a queue does not look clean), scan as RocketMQ does.
-  const record = lastExitOK ? checkpoint.readShutdownRecord() : null
+  let record = lastExitOK ? checkpoint.readShutdownRecord() : null
+  const disagreement = record === null ? null : shutdownRecordDisagreement(record, checkpoint.timestamps(), commitLog)
+  if (disagreement !== null) {
+    // RocketMQ's normal recovery, as if there were no record.
+    host.repair('ignored the shutdown record and scanned the commit log tail', disagreement)
+    record = null
+  }
   let maxPhyOffsetOfQueues = -1
   for (const queue of queues.all()) {
     if (record === null || !queue.recoverClean()) queue.recover()
