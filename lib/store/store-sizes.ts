@@ -144,10 +144,15 @@ function recordMismatch(recorded: StoreSizes, found: FoundSizes, path: string): 
  * What open would refuse about the sizes record of the store at `paths` (verify's check): a damaged
  * record, or one that disagrees with the files; null when there is none or it is sound.
  */
-export function checkStoreSizesRecord(paths: StorePaths): string | null {
+export function checkStoreSizesRecord(paths: StorePaths, given: Partial<StoreSizes> = {}): string | null {
   try {
     const recorded = readStoreSizesRecord(paths.storeSizes)
-    return recorded === null ? null : recordMismatch(recorded, findFileSizes(paths), paths.storeSizes)
+    if (recorded === null) return null
+    for (const name of SIZE_NAMES) {
+      const value = given[name]
+      if (value !== undefined && value !== recorded[name]) return `${paths.storeSizes} records ${name} ${recorded[name]}, but ${value} was given`
+    }
+    return recordMismatch(recorded, findFileSizes(paths), paths.storeSizes)
   } catch (error) {
     return (error as Error).message
   }

@@ -12,7 +12,7 @@ import { checkStoreSizesRecord } from '../../store/store-sizes.js'
 import { errorCode, readFully } from './files.js'
 import { Problems, type CheckpointReport } from './report.js'
 
-export function checkCheckpoint(dir: string, maxProblems: number): CheckpointReport {
+export function checkCheckpoint(dir: string, maxProblems: number, indexDims: { maxHashSlotNum?: number; maxIndexNum?: number } = {}): CheckpointReport {
   const problems = new Problems(maxProblems)
   const report: CheckpointReport = {
     present: false,
@@ -42,7 +42,7 @@ export function checkCheckpoint(dir: string, maxProblems: number): CheckpointRep
     if (errorCode(error) !== 'ENOENT') throw error
   }
   // The sizes record is read by open before anything else: what it would refuse is a problem here.
-  const sizes = checkStoreSizesRecord(new StorePaths(dir))
+  const sizes = checkStoreSizesRecord(new StorePaths(dir), indexDims)
   if (sizes !== null) problems.add({ file: `${CONFIG_DIR}/${STORE_SIZES_FILE}`, offset: 0, reason: sizes })
   report.problems = problems.problems
   report.moreProblems = problems.moreProblems

@@ -31,6 +31,8 @@ import { PointerMerge } from './pointer-streams.js'
 import { QueueStream, type CqContext } from './queue-stream.js'
 import { CommitLogReader } from './record-reader.js'
 import { NotAStoreError, Problems, type IndexFileReport, type VerifyOptions, type VerifyReport } from './report.js'
+import { StorePaths } from '../../store/store-paths.js'
+import { readStoreSizesRecord } from '../../store/store-sizes.js'
 
 const STORE_ENTRIES = [COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR, CHECKPOINT_FILE]
 /** At most this much memory for unit buffers, however many queues there are. */
@@ -137,6 +139,8 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   if (!STORE_ENTRIES.some((name) => fs.existsSync(join(dir, name)))) {
     throw new NotAStoreError(`${dir} is not a store (it has none of ${STORE_ENTRIES.join(', ')})`)
   }
+  const givenDims = { maxHashSlotNum: options.maxHashSlotNum, maxIndexNum: options.maxIndexNum }
+  options = withRecordedIndexDims(dir, options)
   const maxProblems = options.maxProblems ?? 100
   const notes: string[] = []
   const scratch = scanScratch()
@@ -233,7 +237,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   }
   if (cqCounts.extTags > 0) notes.push(`${cqCounts.extTags} units hold consume-queue extension addresses; their tags codes were not checked`)
 
-  const checkpoint = checkCheckpoint(dir, maxProblems)
+  const checkpoint = checkCheckpoint(dir, maxProblems, givenDims)
   const problemCount = clProblems.count + cqProblems.count + ixProblems.count + checkpoint.problems.length + checkpoint.moreProblems
   return {
     ok: problemCount === 0,
@@ -275,5 +279,16 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
     cleanShutdown,
     notes,
     elapsedMs: Date.now() - began,
+  }
+}
+
+/** Index dimensions not given are taken from the store's sizes record, as open takes them. */
+function withRecordedIndexDims(dir: string, options: VerifyOptions): VerifyOptions {
+  if (options.maxHashSlotNum !== undefined || options.maxIndexNum !== undefined) return options
+  try {
+    const recorded = readStoreSizesRecord(new StorePaths(dir).storeSizes)
+    return recorded === null ? options : { ...options, maxHashSlotNum: recorded.maxHashSlotNum, maxIndexNum: recorded.maxIndexNum }
+  } catch {
+    return options // a damaged record is reported by the checkpoint check
   }
 }
