@@ -14,7 +14,10 @@ export interface DiskUsage {
   totalBytes: number
   /** Bytes free for an unprivileged writer (statfs's bavail). */
   availableBytes: number
-  /** Used share, 0..1: (total - available) / total. */
+  /**
+   * Used share, 0..1, as df's Use% counts it: used / (used + available). Blocks reserved for root
+   * (or otherwise not available to this writer) count neither as used nor as room.
+   */
   usedRatio: number
 }
 
@@ -30,7 +33,8 @@ export const statfsDiskUsage: DiskUsageSource = {
     const s = fs.statfsSync(path)
     const totalBytes = s.blocks * s.bsize
     const availableBytes = s.bavail * s.bsize
-    const usedRatio = totalBytes > 0 ? (totalBytes - availableBytes) / totalBytes : 0
+    const usedBytes = (s.blocks - s.bfree) * s.bsize
+    const usedRatio = usedBytes + availableBytes > 0 ? usedBytes / (usedBytes + availableBytes) : 0
     return { totalBytes, availableBytes, usedRatio }
   },
 }
