@@ -116,7 +116,13 @@ export class MessageStore implements AsyncDisposable {
       throw error
     }
     this.queues = new ConsumeQueueTable(this.paths, this.config.mappedFileSizeConsumeQueue, this.commitLog, this.env.clock.now())
-    this.reads = new ReadService({ commitLog: this.commitLog, queues: this.queues, index: () => this.index.current, config: this.config })
+    this.reads = new ReadService({
+      commitLog: this.commitLog,
+      queues: this.queues,
+      index: () => this.index.current,
+      config: this.config,
+      onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
+    })
     this.subscriptions = new Subscriptions({
       read: this.reads,
       queues: this.queues,
@@ -549,6 +555,7 @@ export class MessageStore implements AsyncDisposable {
       diskUsage,
       runningFlags: { value: this.flags.value, flags: this.flags.list() },
       cleanup,
+      bodyCrcFailures: this.reads.bodyCrcFailures,
     }
   }
 

@@ -150,6 +150,14 @@ export class CommitLogReader {
     return pos >= 0 && size >= 0 && pos + size <= this.data.length ? pos : -1
   }
 
+  /**
+   * The held file's bytes through its private mapping (MappedFile.exposedBuffer), at the same
+   * positions as `data`: what zero-copy reads hand out.
+   */
+  exposed(): Buffer {
+    return this.file === null ? EMPTY : this.file.exposedBuffer()
+  }
+
   close(): void {
     if (this.file !== null) this.file.release()
     this.file = null

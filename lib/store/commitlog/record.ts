@@ -1084,3 +1084,79 @@ export function tagsMatch(filterTags: string[] | undefined, tagsCode: number): b
   }
   return false
 }
+
+// ---------------------------------------------------------------------------------------------
+// Field positions (lazy reads)
+
+/** Where the variable fields of one record lie, as absolute positions in the buffer read. */
+export interface RecordFields {
+  totalSize: number
+  sysFlag: number
+  storeTimestampAt: number
+  storeHostAt: number
+  reconsumeTimesAt: number
+  preparedTransactionOffsetAt: number
+  bodyAt: number
+  bodyLength: number
+  topicAt: number
+  topicLength: number
+  propertiesAt: number
+  propertiesLength: number
+}
+
+export function emptyRecordFields(): RecordFields {
+  return {
+    totalSize: 0,
+    sysFlag: 0,
+    storeTimestampAt: 0,
+    storeHostAt: 0,
+    reconsumeTimesAt: 0,
+    preparedTransactionOffsetAt: 0,
+    bodyAt: 0,
+    bodyLength: 0,
+    topicAt: 0,
+    topicLength: 0,
+    propertiesAt: 0,
+    propertiesLength: 0,
+  }
+}
+
+/**
+ * Fills `out` with the field positions of the message record at `pos` of a buffer `limit` bytes
+ * long, with the same checks as decodeMessage; false when the bytes there are not a complete,
+ * self-consistent message record. Decodes nothing: readers decode a field when it is asked for.
+ */
+export function locateRecordFields(dv: DataView, pos: number, limit: number, out: RecordFields): boolean {
+  if (pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > limit) return false
+  const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
+  if (dv.getInt32(pos + OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return false
+  if (totalSize < MIN_RECORD_LENGTH || totalSize > limit - pos) return false
+  const recordEnd = pos + totalSize
+  const sysFlag = dv.getInt32(pos + OFFSET_SYSFLAG)
+  const bornEnd = pos + OFFSET_BORNHOST + bornHostLength(sysFlag)
+  const storeEnd = bornEnd + REL_STOREHOST + storeHostLength(sysFlag)
+  const bodyAt = storeEnd + REL_BODY
+  if (bodyAt > recordEnd) return false
+  const bodyLength = dv.getInt32(storeEnd + REL_BODYLENGTH)
+  const bodyEnd = bodyAt + (bodyLength > 0 ? bodyLength : 0)
+  if (bodyEnd + REL_TOPIC > recordEnd) return false
+  const topicLength = dv.getInt8(bodyEnd + REL_TOPICLENGTH)
+  const topicAt = bodyEnd + REL_TOPIC
+  const topicEnd = topicAt + topicLength
+  if (topicLength < 0 || topicEnd + REL_PROPERTIES > recordEnd) return false
+  const propertiesLength = dv.getInt16(topicEnd + REL_PROPERTIESLENGTH)
+  if (recordLength(sysFlag, bodyLength, topicLength, propertiesLength) !== totalSize) return false
+  out.totalSize = totalSize
+  out.sysFlag = sysFlag
+  out.storeTimestampAt = bornEnd + REL_STORETIMESTAMP
+  out.storeHostAt = bornEnd + REL_STOREHOST
+  out.reconsumeTimesAt = storeEnd + REL_RECONSUMETIMES
+  out.preparedTransactionOffsetAt = storeEnd + REL_PREPAREDTXOFFSET
+  out.bodyAt = bodyAt
+  out.bodyLength = bodyLength > 0 ? bodyLength : 0
+  out.topicAt = topicAt
+  out.topicLength = topicLength
+  out.propertiesAt = topicEnd + REL_PROPERTIES
+  out.propertiesLength = propertiesLength > 0 ? propertiesLength : 0
+  return true
+}
