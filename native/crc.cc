@@ -6,9 +6,93 @@
 
 #include <cstdint>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MQ_CRC_PCLMUL 1
+#endif
+
 namespace mqnative {
 
 namespace {
+
+#if defined(MQ_CRC_PCLMUL)
+// CRC-32 (the reflected 0xEDB88320 polynomial, as zlib) by carry-less multiplication: fold four
+// 128-bit lanes 64 bytes at a time, fold them into one, then reduce 128 -> 64 -> 32 bits and
+// finish with a Barrett reduction (Intel's "Fast CRC Computation for Generic Polynomials Using
+// PCLMULQDQ", 2009). Works on the raw register (not inverted); `length` is >= 64 and a multiple of
+// 16. About ten times zlib's table code on 256-byte bodies.
+//
+// The constants are x^k mod P for the fold distances, bit-reflected and shifted by one:
+//   fold by 512 bits: x^(512+32), x^(512-32); by 128 bits: x^(128+32), x^(128-32); 64 -> 32: x^64;
+//   Barrett: P itself (33 bits) and mu = floor(x^64 / P).
+#define MQ_PCLMUL_TARGET __attribute__((target("pclmul,sse4.1")))
+
+MQ_PCLMUL_TARGET inline __m128i Load(const uint8_t* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); }
+
+// a.low * k.low ^ a.high * k.high: folds `a` forward by the distance `k` encodes.
+MQ_PCLMUL_TARGET inline __m128i Fold(__m128i a, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11));
+}
+
+MQ_PCLMUL_TARGET uint32_t CrcFold(uint32_t crc, const uint8_t* p, size_t length) {
+  const __m128i fold512 = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);
+  const __m128i fold128 = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);
+  const __m128i fold64 = _mm_set_epi64x(0, 0x163cd6124);
+  const __m128i barrett = _mm_set_epi64x(0x1f7011641, 0x1db710641);
+  const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+  __m128i x1 = _mm_xor_si128(Load(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
+  __m128i x2 = Load(p + 16);
+  __m128i x3 = Load(p + 32);
+  __m128i x4 = Load(p + 48);
+  p += 64;
+  length -= 64;
+  while (length >= 64) {
+    x1 = _mm_xor_si128(Fold(x1, fold512), Load(p));
+    x2 = _mm_xor_si128(Fold(x2, fold512), Load(p + 16));
+    x3 = _mm_xor_si128(Fold(x3, fold512), Load(p + 32));
+    x4 = _mm_xor_si128(Fold(x4, fold512), Load(p + 48));
+    p += 64;
+    length -= 64;
+  }
+  x1 = _mm_xor_si128(Fold(x1, fold128), x2);
+  x1 = _mm_xor_si128(Fold(x1, fold128), x3);
+  x1 = _mm_xor_si128(Fold(x1, fold128), x4);
+  while (length >= 16) {
+    x1 = _mm_xor_si128(Fold(x1, fold128), Load(p));
+    p += 16;
+    length -= 16;
+  }
+  // 128 -> 64 bits.
+  x2 = _mm_clmulepi64_si128(x1, fold128, 0x10);
+  x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+  // 64 -> 32 bits.
+  x2 = _mm_srli_si128(x1, 4);
+  x1 = _mm_and_si128(x1, low32);
+  x1 = _mm_xor_si128(_mm_clmulepi64_si128(x1, fold64, 0x00), x2);
+  // Barrett reduction to the 32-bit remainder.
+  x2 = _mm_and_si128(x1, low32);
+  x2 = _mm_clmulepi64_si128(x2, barrett, 0x10);
+  x2 = _mm_and_si128(x2, low32);
+  x2 = _mm_clmulepi64_si128(x2, barrett, 0x00);
+  x1 = _mm_xor_si128(x1, x2);
+  return static_cast<uint32_t>(_mm_extract_epi32(x1, 1));
+}
+
+const bool kHasPclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
+
+// zlib's crc32() of [p, p + length), through the folding code for the bulk where the CPU has it.
+uint32_t Crc32(const uint8_t* p, size_t length) {
+#if defined(MQ_CRC_PCLMUL)
+  if (kHasPclmul && length >= 64) {
+    const size_t bulk = length & ~static_cast<size_t>(15);
+    const uint32_t reg = CrcFold(0xffffffffu, p, bulk);
+    if (bulk == length) return ~reg;
+    return static_cast<uint32_t>(crc32(~reg, p + bulk, static_cast<uInt>(length - bulk)));
+  }
+#endif
+  return length == 0 ? 0 : static_cast<uint32_t>(crc32(0L, p, static_cast<uInt>(length)));
+}
 
 bool TypedArrayOf(const Napi::CallbackInfo& info, size_t index, napi_typedarray_type type, const char* name,
                   Napi::TypedArray* out) {
@@ -61,9 +145,8 @@ Napi::Value Crc32Ranges(const Napi::CallbackInfo& info) {
   static const bool simd_checked = (crc32(0L, Z_NULL, 0), true);
   (void)simd_checked;
   for (size_t k = 0; k < count; k++) {
-    const uInt length = static_cast<uInt>(pairs[2 * k + 1]);
-    const uLong crc = length == 0 ? 0 : crc32(0L, base + pairs[2 * k], length);
-    result[k] = static_cast<int32_t>(crc & 0x7fffffffUL);
+    const uint32_t crc = Crc32(base + pairs[2 * k], static_cast<size_t>(pairs[2 * k + 1]));
+    result[k] = static_cast<int32_t>(crc & 0x7fffffffu);
   }
   return env.Undefined();
 }

@@ -21,6 +21,24 @@ describe('crc32Ranges', () => {
     expect([...out]).toEqual(pairs.map(([at, n]) => bodyCrc(bytes.subarray(at, at + n))))
   })
 
+  it('agrees with zlib on every length 0..600 and on long ranges, at every alignment (the folding path and its tail)', () => {
+    const bytes = Buffer.alloc(70_000)
+    let x = 0x12345678
+    for (let i = 0; i < bytes.length; i++) {
+      x ^= x << 13
+      x ^= x >>> 17
+      x ^= x << 5
+      bytes[i] = x & 0xff
+    }
+    const pairs: number[][] = []
+    for (let n = 0; n <= 600; n++) pairs.push([n % 16, n])
+    for (const n of [1023, 1024, 4096 + 7, 65_536, 69_000]) for (let at = 0; at < 16; at += 5) pairs.push([at, n])
+    const out = new Int32Array(pairs.length)
+    native.crc32Ranges(bytes, new Int32Array(pairs.flat()), pairs.length, out)
+    const wrong = pairs.filter(([at, n], k) => out[k] !== bodyCrc(bytes.subarray(at, at + n)))
+    expect(wrong).toEqual([])
+  })
+
   it('a range outside the bytes or a count past the arrays is a RangeError, and nothing is written', () => {
     const bytes = Buffer.alloc(100)
     const out = new Int32Array([11, 22])
