@@ -57,6 +57,8 @@ export interface NativeBinding {
    * outside `bytes` or the arrays are shorter than `count`.
    */
   crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array): void
+  /** out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1; out must be long enough. */
+  crc32Each(bodies: readonly unknown[], out: Int32Array): void
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */
   readonly pageSize: number
   readonly platform: 'linux' | 'darwin'
@@ -104,6 +106,7 @@ export const native: NativeBinding = {
   unlockFile: binding.unlockFile,
   errnoName: binding.errnoName,
   crc32Ranges: binding.crc32Ranges,
+  crc32Each: binding.crc32Each,
   pageSize: binding.pageSize,
   platform: binding.platform,
 }

@@ -662,6 +662,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("unlockFile", Napi::Function::New(env, UnlockFile, "unlockFile"));
   exports.Set("errnoName", Napi::Function::New(env, ErrnoNameOf, "errnoName"));
   exports.Set("crc32Ranges", Napi::Function::New(env, Crc32Ranges, "crc32Ranges"));
+  exports.Set("crc32Each", Napi::Function::New(env, Crc32Each, "crc32Each"));
   exports.Set("pageSize", Napi::Number::New(env, static_cast<double>(PageSize())));
   exports.Set("platform", Napi::String::New(env,
 #if defined(__APPLE__)

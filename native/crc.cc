@@ -151,4 +151,36 @@ Napi::Value Crc32Ranges(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value Crc32Each(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::TypedArray out;
+  if (info.Length() < 2 || !info[0].IsArray() || !TypedArrayOf(info, 1, napi_int32_array, "out", &out)) {
+    if (!env.IsExceptionPending()) Napi::TypeError::New(env, "bodies must be an array").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Array bodies = info[0].As<Napi::Array>();
+  const uint32_t count = bodies.Length();
+  if (count > out.ElementLength()) {
+    Napi::RangeError::New(env, "out is shorter than bodies").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto* result = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(out.ArrayBuffer().Data()) + out.ByteOffset());
+  // Plain Node-API calls: two per body (the wrapper's checks would cost four more).
+  napi_value list = bodies;
+  for (uint32_t k = 0; k < count; k++) {
+    napi_value body;
+    napi_typedarray_type type;
+    size_t length = 0;
+    void* data = nullptr;
+    bool is_typed = false;
+    if (napi_get_element(env, list, k, &body) != napi_ok || napi_is_typedarray(env, body, &is_typed) != napi_ok || !is_typed ||
+        napi_get_typedarray_info(env, body, &type, &length, &data, nullptr, nullptr) != napi_ok || type != napi_uint8_array) {
+      result[k] = -1;
+      continue;
+    }
+    result[k] = static_cast<int32_t>(Crc32(static_cast<const uint8_t*>(data), length) & 0x7fffffffu);
+  }
+  return env.Undefined();
+}
+
 }  // namespace mqnative

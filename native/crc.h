@@ -10,4 +10,9 @@ namespace mqnative {
 // RocketMQ's BODYCRC. Throws on a range outside `bytes` or arrays too short for `count`.
 Napi::Value Crc32Ranges(const Napi::CallbackInfo& info);
 
+// crc32Each(bodies: unknown[], out: Int32Array)
+// out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1 (the caller computes it another
+// way). One call for a batch of puts.
+Napi::Value Crc32Each(const Napi::CallbackInfo& info);
+
 }  // namespace mqnative

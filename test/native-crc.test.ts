@@ -57,6 +57,21 @@ describe('crc32Ranges', () => {
   })
 })
 
+describe('crc32Each', () => {
+  it('gives each Uint8Array body its BODYCRC and -1 for anything else', () => {
+    const slab = Buffer.alloc(4096)
+    for (let i = 0; i < slab.length; i++) slab[i] = (i * 7) & 0xff
+    const bodies: unknown[] = [slab.subarray(0, 256), slab.subarray(100, 101), Buffer.alloc(0), 'text', null, new Uint16Array(4), new Uint8Array(slab.buffer, 5, 3000)]
+    const out = new Int32Array(bodies.length)
+    native.crc32Each(bodies, out)
+    expect([...out]).toEqual([bodyCrc(slab.subarray(0, 256)), bodyCrc(slab.subarray(100, 101)), 0, -1, -1, -1, bodyCrc(slab.subarray(5, 3005))])
+  })
+
+  it('an output shorter than the list is a RangeError', () => {
+    expect(() => native.crc32Each([Buffer.alloc(1), Buffer.alloc(1)], new Int32Array(1))).toThrow(RangeError)
+  })
+})
+
 describe('close of a mapping whose buffer was transferred (child process)', () => {
   it('the transferred buffer stays readable and writable after close, and the file keeps its bytes', () => {
     const dir = tempDir()

@@ -384,6 +384,8 @@ export interface RecordInput {
   preparedTransactionOffset: number
   /** Already built by encodeProperties (or taken from a stored record). */
   propertiesString: string
+  /** The body's BODYCRC when the caller computed it already (a batch put does, in one call). */
+  bodyCRC?: number
 }
 
 export interface PreparedRecord {
@@ -554,7 +556,8 @@ export function prepareRecord(input: RecordInput, maxMessageSize: number): Prepa
   if (!validPort(input.bornHost.port)) return illegal(`born host port ${input.bornHost.port} is not in 0..65535`)
   if (!validPort(input.storeHost.port)) return illegal(`store host port ${input.storeHost.port} is not in 0..65535`)
 
-  const bodyCRC = bodyLength === 0 ? 0 : crc32(body) & INT32_MAX
+  const known = input.bodyCRC
+  const bodyCRC = known !== undefined && known >= 0 ? known : bodyLength === 0 ? 0 : crc32(body) & INT32_MAX
   return new EncodedRecord(
     length,
     input,

@@ -25,7 +25,7 @@ import {
   type DecodedMessage,
 } from '../commitlog/record.js'
 import type { MessageExt } from '../types.js'
-import { BodyCrcBatch } from './body-crc.js'
+import { BodyCrcBatch } from '../commitlog/body-crc.js'
 import { StoredMessage } from './stored-message.js'
 
 const INT32_MAX = 0x7fffffff
