@@ -217,6 +217,16 @@ describe('messages served', () => {
     expect(last[0].body.equals(bodyOf(COUNT))).toBe(true)
   })
 
+  it('consume(): next() called again before the last one settled hands out the following message', async () => {
+    const store = await openStore()
+    for (let i = 0; i < 3; i++) await store.putMessage({ topic: 't', body: bodyOf(i) })
+    const iterator = store.consume({ group: 'g', topic: 't', queueId: 0, from: 'earliest' })[Symbol.asyncIterator]()
+    const [a, b, c] = await Promise.all([iterator.next(), iterator.next(), iterator.next()])
+    expect([a.value?.queueOffset, b.value?.queueOffset, c.value?.queueOffset]).toEqual([0, 1, 2])
+    expect(await iterator.return?.()).toEqual({ value: undefined, done: true })
+    expect((await iterator.next()).done).toBe(true)
+  })
+
   it('every MessageExt field decodes on demand, and toJSON gives them all', async () => {
     const store = await openStore()
     const put = await store.putMessage({ topic: 't', body: 'x', tags: 'tg', keys: ['a', 'b'], properties: { region: 'eu' }, bornHost: '10.0.0.1:99' })
