@@ -58,7 +58,10 @@ export class ReadBatch {
   private bytes: Buffer = EMPTY
   private dv = new DataView(this.bytes.buffer)
   private used = 0
+  /** Per record taken: where it starts, and where its body starts and ends, in `bytes`. */
   private starts: number[] = []
+  private bodyStarts: number[] = []
+  private bodyEnds: number[] = []
   // Zero-copy mode: messages decoded as they come.
   private decoded: DecodedMessage[] = []
   private decodedBytes = 0
@@ -78,6 +81,8 @@ export class ReadBatch {
   begin(estimateBytes: number): void {
     this.used = 0
     this.starts = []
+    this.bodyStarts = []
+    this.bodyEnds = []
     this.crc.reset()
     this.decoded = []
     this.decodedBytes = 0
@@ -108,9 +113,12 @@ export class ReadBatch {
       this.bytes.fill(0, start, start + size)
       return false
     }
+    const fields = this.fields
     this.used = start + size
     this.starts.push(start)
-    if (this.verify) this.crc.add(this.fields.bodyAt, this.fields.bodyLength, this.dv.getInt32(start + OFFSET_BODYCRC))
+    this.bodyStarts.push(fields.bodyAt)
+    this.bodyEnds.push(fields.bodyAt + fields.bodyLength)
+    if (this.verify) this.crc.add(fields.bodyAt, fields.bodyLength, this.dv.getInt32(start + OFFSET_BODYCRC))
     return true
   }
 
@@ -155,7 +163,8 @@ export class ReadBatch {
       return outcome
     }
     const starts = this.starts
-    const fields = this.fields
+    const bodyStarts = this.bodyStarts
+    const bodyEnds = this.bodyEnds
     const dv = this.dv
     const bytes = this.bytes
     const end = this.used
@@ -167,8 +176,7 @@ export class ReadBatch {
     for (let k = 0; k < starts.length; k++) {
       const at = starts[k]
       const recordEnd = k + 1 < starts.length ? starts[k + 1] : end
-      locateRecordFields(dv, at, recordEnd, fields)
-      const message = new StoredMessage(bytes, dv, at, fields)
+      const message = new StoredMessage(bytes, dv, at, bodyStarts[k], bodyEnds[k])
       if (this.verify && crc.failed(k)) {
         badBodies.push(message.commitLogOffset)
         bytes.fill(0, at, recordEnd)
@@ -180,6 +188,8 @@ export class ReadBatch {
       }
     }
     this.starts = []
+    this.bodyStarts = []
+    this.bodyEnds = []
     this.bytes = EMPTY
     crc.reset()
     return { messages, bytes: served, badBodies }

@@ -1,14 +1,18 @@
-// A message served by a read: the numbers RocketMQ's MessageExt carries are read when the message
-// is made; the text fields (topic, properties, tags, keys, hosts, msgId) are decoded the first
-// time they are asked for, from the record's bytes, then kept. Most consumers read the body and
-// an offset or two; parsing every property of every message was the read path's largest cost.
+// A message served by a read: a view of its record with the body sliced out; every other field of
+// RocketMQ's MessageExt is read from the record when asked for (the text ones, topic, properties,
+// tags, keys, hosts and msgId, are decoded once and kept). Most consumers read the body and an
+// offset or two; decoding every field of every message was the read path's largest cost.
 //
 // The bytes are the reader's own copy by default (see read-batch.ts), so a lazy field decodes the
 // same bytes whenever it is asked for. In zero-copy mode the message is decoded eagerly instead
 // (decodeMessage), because the mapping under it may be unmapped or scribbled on later.
 import {
+  bornHostLength,
   decodeMessage,
   OFFSET_BODYCRC,
+  OFFSET_BORNHOST,
+  OFFSET_SYSFLAG,
+  OFFSET_TOTALSIZE,
   OFFSET_BORNTIMESTAMP,
   OFFSET_FLAG,
   OFFSET_PHYSICALOFFSET,
@@ -16,12 +20,15 @@ import {
   OFFSET_QUEUEOFFSET,
   parsePropertiesString,
   PropertyName,
+  storeHostLength,
+  storeTimestampOffset,
   type DecodedMessage,
   type HostAddress,
-  type RecordFields,
 } from '../commitlog/record.js'
 
 const TWO_POW_32 = 4294967296
+/** The store host follows the born host and the 8-byte store timestamp. */
+const STORE_HOST_AT = 8
 
 function getLong(dv: DataView, at: number): number {
   return dv.getInt32(at) * TWO_POW_32 + dv.getUint32(at + 4)
@@ -37,58 +44,103 @@ function text(bytes: Buffer, from: number, to: number): string {
 }
 
 export class StoredMessage implements DecodedMessage {
-  readonly queueId: number
-  readonly queueOffset: number
-  readonly commitLogOffset: number
-  readonly storeSize: number
   readonly body: Buffer
-  readonly storeTimestamp: number
-  readonly bornTimestamp: number
-  readonly sysFlag: number
-  readonly reconsumeTimes: number
-  readonly bodyCRC: number
-  readonly flag: number
-  readonly preparedTransactionOffset: number
 
   readonly #bytes: Buffer
+  readonly #dv: DataView
   readonly #at: number
-  readonly #topicAt: number
-  readonly #topicEnd: number
-  readonly #propertiesAt: number
-  readonly #propertiesEnd: number
+  readonly #bodyEnd: number
   #topic: string | undefined
   #properties: Record<string, string> | undefined
   #keys: string[] | undefined
   #full: DecodedMessage | null = null
 
-  /** The record at `at` of `bytes`, whose fields `f` located (locateRecordFields). */
-  constructor(bytes: Buffer, dv: DataView, at: number, f: Readonly<RecordFields>) {
+  /**
+   * The record at `at` of `bytes` (`dv` over the same bytes), whose body locateRecordFields found
+   * at [bodyAt, bodyEnd): the record was checked whole before it gets here.
+   */
+  constructor(bytes: Buffer, dv: DataView, at: number, bodyAt: number, bodyEnd: number) {
     this.#bytes = bytes
+    this.#dv = dv
     this.#at = at
-    this.queueId = dv.getInt32(at + OFFSET_QUEUEID)
-    this.queueOffset = getLong(dv, at + OFFSET_QUEUEOFFSET)
-    this.commitLogOffset = getLong(dv, at + OFFSET_PHYSICALOFFSET)
-    this.storeSize = f.totalSize
-    this.body = bytes.subarray(f.bodyAt, f.bodyAt + f.bodyLength)
-    this.storeTimestamp = getLong(dv, f.storeTimestampAt)
-    this.bornTimestamp = getLong(dv, at + OFFSET_BORNTIMESTAMP)
-    this.sysFlag = f.sysFlag
-    this.reconsumeTimes = dv.getInt32(f.reconsumeTimesAt)
-    this.bodyCRC = dv.getInt32(at + OFFSET_BODYCRC)
-    this.flag = dv.getInt32(at + OFFSET_FLAG)
-    this.preparedTransactionOffset = getLong(dv, f.preparedTransactionOffsetAt)
-    this.#topicAt = f.topicAt
-    this.#topicEnd = f.topicAt + f.topicLength
-    this.#propertiesAt = f.propertiesAt
-    this.#propertiesEnd = f.propertiesAt + f.propertiesLength
+    this.#bodyEnd = bodyEnd
+    this.body = bytes.subarray(bodyAt, bodyEnd)
+  }
+
+  // Fixed-position fields: one DataView read each, when asked for.
+  get queueId(): number {
+    return this.#dv.getInt32(this.#at + OFFSET_QUEUEID)
+  }
+
+  get queueOffset(): number {
+    return getLong(this.#dv, this.#at + OFFSET_QUEUEOFFSET)
+  }
+
+  get commitLogOffset(): number {
+    return getLong(this.#dv, this.#at + OFFSET_PHYSICALOFFSET)
+  }
+
+  get storeSize(): number {
+    return this.#dv.getInt32(this.#at + OFFSET_TOTALSIZE)
+  }
+
+  get sysFlag(): number {
+    return this.#dv.getInt32(this.#at + OFFSET_SYSFLAG)
+  }
+
+  get bodyCRC(): number {
+    return this.#dv.getInt32(this.#at + OFFSET_BODYCRC)
+  }
+
+  get flag(): number {
+    return this.#dv.getInt32(this.#at + OFFSET_FLAG)
+  }
+
+  get bornTimestamp(): number {
+    return getLong(this.#dv, this.#at + OFFSET_BORNTIMESTAMP)
+  }
+
+  // Fields after the born host move with its length (IPv4 or IPv6).
+  get storeTimestamp(): number {
+    return getLong(this.#dv, this.#at + storeTimestampOffset(this.sysFlag))
+  }
+
+  /** Where the fields after the store host begin: reconsumeTimes, then preparedTransactionOffset. */
+  #afterStoreHost(): number {
+    const sysFlag = this.sysFlag
+    return this.#at + OFFSET_BORNHOST + bornHostLength(sysFlag) + STORE_HOST_AT + storeHostLength(sysFlag)
+  }
+
+  get reconsumeTimes(): number {
+    return this.#dv.getInt32(this.#afterStoreHost())
+  }
+
+  get preparedTransactionOffset(): number {
+    return getLong(this.#dv, this.#afterStoreHost() + 4)
+  }
+
+  /** [topicAt, topicEnd): after the body, behind the topic's one-byte length. */
+  #topicRange(): [number, number] {
+    const lengthAt = this.#bodyEnd
+    const topicAt = lengthAt + 1
+    return [topicAt, topicAt + this.#dv.getInt8(lengthAt)]
   }
 
   get topic(): string {
-    return (this.#topic ??= text(this.#bytes, this.#topicAt, this.#topicEnd))
+    if (this.#topic === undefined) {
+      const [from, to] = this.#topicRange()
+      this.#topic = text(this.#bytes, from, to)
+    }
+    return this.#topic
   }
 
   get properties(): Record<string, string> {
-    return (this.#properties ??= parsePropertiesString(text(this.#bytes, this.#propertiesAt, this.#propertiesEnd)))
+    if (this.#properties === undefined) {
+      const topicEnd = this.#topicRange()[1]
+      const length = Math.max(0, this.#dv.getInt16(topicEnd))
+      this.#properties = parsePropertiesString(text(this.#bytes, topicEnd + 2, topicEnd + 2 + length))
+    }
+    return this.#properties
   }
 
   get tags(): string | undefined {
