@@ -4,6 +4,16 @@
 import { native } from '../../native.js'
 
 let eachOut = new Int32Array(1024)
+const oneRange = new Int32Array(2)
+const oneOut = new Int32Array(1)
+
+/** The BODYCRC of one body (a view): one native call, no zlib. */
+export function bodyCrcOf(body: Uint8Array): number {
+  oneRange[0] = 0
+  oneRange[1] = body.length
+  native.crc32Ranges(body, oneRange, 1, oneOut)
+  return oneOut[0]
+}
 
 /**
  * The BODYCRC of each body that is a Uint8Array, -1 for anything else (a string body, or a value

@@ -12,8 +12,6 @@
 // the page, never the file; the CRC is checked on the bytes handed out, and when they differ from
 // what is stored (someone wrote through an earlier view of the page) the record is served as a
 // copy of the stored bytes instead.
-import { crc32 } from 'node:zlib'
-
 import type { CommitLogReader } from '../commitlog/commit-log.js'
 import {
   decodeMessage,
@@ -25,10 +23,9 @@ import {
   type DecodedMessage,
 } from '../commitlog/record.js'
 import type { MessageExt } from '../types.js'
-import { BodyCrcBatch } from '../commitlog/body-crc.js'
+import { BodyCrcBatch, bodyCrcOf } from '../commitlog/body-crc.js'
 import { StoredMessage } from './stored-message.js'
 
-const INT32_MAX = 0x7fffffff
 /** The smallest batch buffer: below this, growing would cost more than the bytes it saves. */
 const MIN_BATCH_BYTES = 1024
 const EMPTY = Buffer.alloc(0)
@@ -194,9 +191,4 @@ export class ReadBatch {
     crc.reset()
     return { messages, bytes: served, badBodies }
   }
-}
-
-/** RocketMQ's BODYCRC of a body: crc32 & 0x7fffffff, 0 for an empty body. */
-function bodyCrcOf(body: Uint8Array): number {
-  return body.length === 0 ? 0 : crc32(body) & INT32_MAX
 }
