@@ -9,9 +9,14 @@ const oneOut = new Int32Array(1)
 
 /** The BODYCRC of one body (a view): one native call, no zlib. */
 export function bodyCrcOf(body: Uint8Array): number {
-  oneRange[0] = 0
-  oneRange[1] = body.length
-  native.crc32Ranges(body, oneRange, 1, oneOut)
+  return bodyCrcAt(body, 0, body.length)
+}
+
+/** The BODYCRC of bytes[at, at + length), without making a view of them. */
+export function bodyCrcAt(bytes: Uint8Array, at: number, length: number): number {
+  oneRange[0] = at
+  oneRange[1] = length
+  native.crc32Ranges(bytes, oneRange, 1, oneOut)
   return oneOut[0]
 }
 

@@ -36,8 +36,6 @@
 //
 // The constants below are the only place these offsets appear.
 
-import { crc32 } from 'node:zlib'
-
 import {
   continueJavaBytesHash,
   dataViewOf,
@@ -65,6 +63,8 @@ import { SysFlag } from './sys-flag.js'
 export { SysFlag } from './sys-flag.js'
 export { javaStringHashCode } from '../bytes.js'
 export type { HostAddress } from './host-address.js'
+
+import { bodyCrcAt, bodyCrcOf } from './body-crc.js'
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -557,7 +557,7 @@ export function prepareRecord(input: RecordInput, maxMessageSize: number): Prepa
   if (!validPort(input.storeHost.port)) return illegal(`store host port ${input.storeHost.port} is not in 0..65535`)
 
   const known = input.bodyCRC
-  const bodyCRC = known !== undefined && known >= 0 ? known : bodyLength === 0 ? 0 : crc32(body) & INT32_MAX
+  const bodyCRC = known !== undefined && known >= 0 ? known : bodyCrcOf(body)
   return new EncodedRecord(
     length,
     input,
@@ -849,7 +849,7 @@ export function checkRecord(
   if (bodyLength > 0) {
     bodyEnd = bodyAt + bodyLength
     if (bodyEnd > end) return failed('BAD', -1, 'bounds: body runs past the limit')
-    if (checkCRC && (crc32(buf.subarray(bodyAt, bodyEnd)) & INT32_MAX) !== bodyCRC) {
+    if (checkCRC && bodyCrcAt(buf, bodyAt, bodyEnd - bodyAt) !== bodyCRC) {
       return failed('BAD', -1, 'crc: body CRC does not match BODYCRC')
     }
   }
