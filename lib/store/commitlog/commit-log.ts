@@ -133,6 +133,8 @@ export class CommitLogReader {
   data: Buffer = EMPTY
   /** The DataView of `data` for the record decoders; dropped with the file at close(). */
   readonly views = new DataViewCache()
+  private exposedOf: MappedFile | null = null
+  private exposedData: Buffer = EMPTY
 
   constructor(private readonly queue: MappedFileQueue) {}
 
@@ -155,7 +157,13 @@ export class CommitLogReader {
    * positions as `data`: what zero-copy reads hand out.
    */
   exposed(): Buffer {
-    return this.file === null ? EMPTY : this.file.exposedBuffer()
+    if (this.file === null) return EMPTY
+    // Once per held file: nothing outside the store runs while a read holds it.
+    if (this.exposedOf !== this.file) {
+      this.exposedOf = this.file
+      this.exposedData = this.file.exposedBuffer()
+    }
+    return this.exposedData
   }
 
   close(): void {
@@ -163,6 +171,8 @@ export class CommitLogReader {
     this.file = null
     this.data = EMPTY
     this.views.clear()
+    this.exposedOf = null
+    this.exposedData = EMPTY
   }
 }
 

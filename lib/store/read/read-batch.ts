@@ -19,7 +19,6 @@ import {
   locateRecordFields,
   MIN_RECORD_LENGTH,
   OFFSET_BODYCRC,
-  OFFSET_TOTALSIZE,
   type DecodedMessage,
 } from '../commitlog/record.js'
 import type { MessageExt } from '../types.js'
@@ -55,6 +54,8 @@ export class ReadBatch {
   private bytes: Buffer = EMPTY
   private dv = new DataView(this.bytes.buffer)
   private used = 0
+  private source: Buffer = EMPTY
+  private sourceDv: DataView = new DataView(new ArrayBuffer(0))
   /** Per record taken: where it starts, and where its body starts and ends, in `bytes`. */
   private starts: number[] = []
   private bodyStarts: number[] = []
@@ -97,25 +98,33 @@ export class ReadBatch {
   add(reader: CommitLogReader, at: number): boolean {
     const source = reader.data
     if (at < 0 || at + MIN_RECORD_LENGTH > source.length) return false
-    const size = source.readInt32BE(at + OFFSET_TOTALSIZE)
-    if (size < MIN_RECORD_LENGTH || size > source.length - at) return false
-    return this.zeroCopy ? this.addView(reader, at) : this.addCopy(source, at, size)
+    return this.zeroCopy ? this.addView(reader, at) : this.addCopy(source, at)
   }
 
-  private addCopy(source: Buffer, at: number, size: number): boolean {
+  /** A DataView over the reader's bytes, made once per file the reader holds. */
+  private sourceView(source: Buffer): DataView {
+    if (source !== this.source) {
+      this.source = source
+      this.sourceDv = new DataView(source.buffer, source.byteOffset, source.byteLength)
+    }
+    return this.sourceDv
+  }
+
+  private addCopy(source: Buffer, at: number): boolean {
+    // Checked where it lies, so a damaged length never sizes a copy.
+    const fields = this.fields
+    if (!locateRecordFields(this.sourceView(source), at, source.length, fields)) return false
+    const size = fields.totalSize
     if (this.used + size > this.bytes.length) this.grow(this.used + size)
     const start = this.used
     source.copy(this.bytes, start, at, at + size)
-    if (!locateRecordFields(this.dv, start, start + size, this.fields)) {
-      this.bytes.fill(0, start, start + size)
-      return false
-    }
-    const fields = this.fields
+    const bodyAt = start + (fields.bodyAt - at)
     this.used = start + size
     this.starts.push(start)
-    this.bodyStarts.push(fields.bodyAt)
-    this.bodyEnds.push(fields.bodyAt + fields.bodyLength)
-    if (this.verify) this.crc.add(fields.bodyAt, fields.bodyLength, this.dv.getInt32(start + OFFSET_BODYCRC))
+    this.bodyStarts.push(bodyAt)
+    this.bodyEnds.push(bodyAt + fields.bodyLength)
+    // The CRC runs on the copy at finish(): the bytes checked are the bytes served.
+    if (this.verify) this.crc.add(bodyAt, fields.bodyLength, this.dv.getInt32(start + OFFSET_BODYCRC))
     return true
   }
 
@@ -188,6 +197,7 @@ export class ReadBatch {
     this.bodyStarts = []
     this.bodyEnds = []
     this.bytes = EMPTY
+    this.source = EMPTY
     crc.reset()
     return { messages, bytes: served, badBodies }
   }
