@@ -432,15 +432,22 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
 
 void MappingWork::OnWorkComplete(Napi::Env env, napi_status status) {
   if (owner_ != nullptr) owner_->Forget(this);
-  if (status == napi_cancelled) {
+  // Work that completes while its environment is torn down (a worker or the process exiting)
+  // cannot settle its promise: the Node-API calls fail and node-addon-api throws, which would
+  // reach std::terminate from this C callback. Nobody can await the promise any more: drop it.
+  try {
+    if (status == napi_cancelled) {
+      EndWorkOnce();
+      Napi::HandleScope scope(env);
+      Napi::Error error = Napi::Error::New(env, "the mapping was closed before the work ran");
+      error.Set("code", Napi::String::New(env, "ERR_MAPPING_CLOSED"));
+      deferred_.Reject(error.Value());
+    }
+    // Settles the promise unless cancelled, then deletes this.
+    Napi::AsyncWorker::OnWorkComplete(env, status);
+  } catch (const Napi::Error&) {
     EndWorkOnce();
-    Napi::HandleScope scope(env);
-    Napi::Error error = Napi::Error::New(env, "the mapping was closed before the work ran");
-    error.Set("code", Napi::String::New(env, "ERR_MAPPING_CLOSED"));
-    deferred_.Reject(error.Value());
   }
-  // Settles the promise unless cancelled, then deletes this.
-  Napi::AsyncWorker::OnWorkComplete(env, status);
 }
 
 namespace {
