@@ -1,6 +1,8 @@
 // The mqstore side of the benchmark: the store as an application would use it, through the
 // public API only.
+import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
 import {
@@ -30,17 +32,20 @@ import {
   SYNC_PRODUCERS,
   topicOf,
   type BenchConfig,
+  type BigStoreResult,
   type EngineResult,
 } from './workload.js'
 
-const MiB = 1024 * 1024
 const GROUP = 'bench'
 
-/** Everything not listed keeps the embedded defaults (128 MiB commit-log files, 1M slots / 4M entries per index file). */
+/**
+ * The embedded defaults (128 MiB commit-log files, 1M slots / 4M entries per index file), with
+ * the safe read defaults on: each read copies what it serves, and checks body CRCs.
+ */
 const COMMON: OpenOptions = {
   messageIndexEnable: true,
-  maxTransferCountOnMessageInMemory: SCAN_BATCH,
-  maxTransferBytesOnMessageInMemory: 64 * MiB,
+  copyMessageBody: true,
+  checkCRCOnRead: true,
 }
 
 function message(i: number, body: Buffer): Message {
@@ -84,7 +89,14 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         const scanned = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
         const putSeconds = secondsSince(started)
         check(scanned === scannedQueueSize(config.count), `queue holds ${scanned} messages after put`)
-        result.put = { count: config.count, seconds: putSeconds, rate: config.count / putSeconds, diskBytes: diskUsage(dir) }
+        result.put = {
+          count: config.count,
+          seconds: putSeconds,
+          rate: config.count / putSeconds,
+          diskBytes: diskUsage(dir),
+          bodyBytes: config.count * BODY_SIZE,
+          rssBytes: process.memoryUsage().rss,
+        }
 
         // (2) ordered scan of one queue
         if (phases.has('scan')) {
@@ -111,6 +123,24 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           }
           const seconds = median(runs)
           result.scan = { count: expected, runs, seconds, rate: expected / seconds }
+
+          log(`mqstore: consume() ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
+          const consumeRuns: number[] = []
+          for (let run = 0; run < SCAN_RUNS; run++) {
+            const t0 = now()
+            let seen = 0
+            let bytes = 0
+            const subscription = store.consume({ group: GROUP, topic: SCAN_TOPIC, queueId: SCAN_QUEUE, from: 'earliest' })
+            for await (const m of subscription) {
+              if (m.queueOffset !== seen) throw new Error(`consume out of order: ${m.queueOffset} at ${seen}`)
+              bytes += m.body.length
+              if (++seen === expected) break
+            }
+            consumeRuns.push(secondsSince(t0))
+            check(seen === expected && bytes === expected * BODY_SIZE, `consume saw ${seen} messages, ${bytes} bytes`)
+          }
+          const consumeSeconds = median(consumeRuns)
+          result.scanConsume = { count: expected, runs: consumeRuns, seconds: consumeSeconds, rate: expected / consumeSeconds }
         }
 
         // (3) random lookups by key
@@ -186,5 +216,47 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
       removeDir(dir)
     }
   }
+  // (6) a store of about bigBytes: crash, recovery, clean reopen, disk per logical byte
+  if (phases.has('big')) result.big = await bigStore(config)
   return result
+}
+
+/** Writes ~bigBytes in a child that SIGKILLs itself, then recovers and reopens the store here. */
+async function bigStore(config: BenchConfig): Promise<BigStoreResult> {
+  const dir = makeTempDir('mqstore-big')
+  try {
+    log(`mqstore: ${fmtBytes(config.bigBytes)} store written by a child that is then SIGKILLed`)
+    const writer = fileURLToPath(new URL('./big-writer.js', import.meta.url))
+    const child = spawnSync(process.execPath, [writer, dir, String(config.bigBytes)], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' })
+    check(child.signal === 'SIGKILL', `the big-store writer ended with ${child.signal ?? `status ${child.status}`}`)
+    const messages = Number(child.stdout.trim().split('\n').pop())
+    check(Number.isSafeInteger(messages) && messages > 0, `the big-store writer reported ${child.stdout}`)
+
+    log('mqstore: open after the crash')
+    const t0 = now()
+    let store = await MessageStore.open(dir, { ...COMMON, flushDiskType: 'ASYNC_FLUSH' })
+    const crashOpenMs = Number(now() - t0) / 1e6
+    const stats = store.stats()
+    check(!stats.lastExitOK, 'the big store was not recovered as a crash')
+    const scannedBytes = stats.recovery?.scannedBytes ?? 0
+    const logicalBytes = stats.commitLogMaxOffset - Math.max(0, stats.commitLogMinOffset)
+    const queued = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
+    check(queued === scannedQueueSize(messages), `the recovered queue holds ${queued} messages, the writer put ${messages}`)
+    await store.close()
+    const diskBytes = diskUsage(dir)
+
+    log('mqstore: clean reopen')
+    const t1 = now()
+    store = await MessageStore.open(dir, { ...COMMON, flushDiskType: 'ASYNC_FLUSH' })
+    const cleanOpenMs = Number(now() - t1) / 1e6
+    check(store.stats().lastExitOK, 'the clean reopen did not see a clean shutdown')
+    await store.close()
+    return { messages, logicalBytes, diskBytes, crashOpenMs, scannedBytes, cleanOpenMs }
+  } finally {
+    removeDir(dir)
+  }
+}
+
+function fmtBytes(n: number): string {
+  return n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : `${(n / 2 ** 20).toFixed(0)} MiB`
 }

@@ -114,7 +114,14 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
         }
         for (const p of inFlight) check(await p, 'lmdb put failed')
         const putSeconds = secondsSince(started)
-        result.put = { count: config.count, seconds: putSeconds, rate: config.count / putSeconds, diskBytes: diskUsage(dir) }
+        result.put = {
+          count: config.count,
+          seconds: putSeconds,
+          rate: config.count / putSeconds,
+          diskBytes: diskUsage(dir),
+          bodyBytes: config.count * BODY_SIZE,
+          rssBytes: process.memoryUsage().rss,
+        }
 
         // (2) ordered scan of one queue: a key range.
         if (phases.has('scan')) {
@@ -303,7 +310,14 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           insertBatch(first, makeBodies(first, Math.min(PUT_BATCH, config.count - first)))
         }
         const putSeconds = secondsSince(started)
-        result.put = { count: config.count, seconds: putSeconds, rate: config.count / putSeconds, diskBytes: diskUsage(dir) }
+        result.put = {
+          count: config.count,
+          seconds: putSeconds,
+          rate: config.count / putSeconds,
+          diskBytes: diskUsage(dir),
+          bodyBytes: config.count * BODY_SIZE,
+          rssBytes: process.memoryUsage().rss,
+        }
 
         // (2) ordered scan of one queue: an index range, in qoffset order.
         if (phases.has('scan')) {

@@ -11,8 +11,8 @@ export const BODY_SIZE = 256
 export const PUT_BATCH = 1000
 /** Concurrent producers of the SYNC put phase. */
 export const SYNC_PRODUCERS = 64
-/** Messages per getMessage call in the scan (the transfer limits are raised to match). */
-export const SCAN_BATCH = 1024
+/** Messages per getMessage call in the scan: RocketMQ's default pull size. */
+export const SCAN_BATCH = 32
 /** Scan runs per engine; the median is reported. */
 export const SCAN_RUNS = 5
 /** Untimed lookups (keys outside the measured sample) run first to warm the code paths. */
@@ -21,13 +21,15 @@ export const LOOKUP_WARMUP = 2000
 export type EngineName = 'mqstore' | 'lmdb' | 'sqlite'
 export const ENGINES: readonly EngineName[] = ['mqstore', 'lmdb', 'sqlite']
 
-export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync'
-export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync']
+export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big'
+export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big']
 
 export interface BenchConfig {
   count: number
   lookups: number
   syncCount: number
+  /** Commit-log bytes of the store the 'big' phase crashes, recovers and reopens. */
+  bigBytes: number
   phases: ReadonlySet<PhaseName>
   seed: number
 }
@@ -196,6 +198,25 @@ export interface PutResult {
   seconds: number
   rate: number
   diskBytes: number
+  /** Bytes the engine must keep: body bytes for every engine (count x 256). */
+  bodyBytes: number
+  /** Resident set size of the process right after the put phase. */
+  rssBytes: number
+}
+
+/** A store of about `bigBytes`, written by a child that is then SIGKILLed (mqstore only). */
+export interface BigStoreResult {
+  messages: number
+  /** Bytes of records in the commit log. */
+  logicalBytes: number
+  /** Allocated blocks of the whole store directory after recovery and a clean close. */
+  diskBytes: number
+  /** open() after the crash: recovery scan, truncation, re-dispatch. */
+  crashOpenMs: number
+  /** Bytes the recovery scan read (stats().recovery.scannedBytes). */
+  scannedBytes: number
+  /** open() of the same store after a clean close. */
+  cleanOpenMs: number
 }
 
 export interface ScanResult {
@@ -238,9 +259,12 @@ export interface EngineResult {
   version: string
   put?: PutResult
   scan?: ScanResult
+  /** The same queue read through consume() (mqstore only). */
+  scanConsume?: ScanResult
   lookup?: LookupResult
   reopen?: ReopenResult
   sync?: SyncResult
+  big?: BigStoreResult
 }
 
 /** Records `latencyNs[k]` for each operation `op(k)` awaited by `producers` concurrent loops. */

@@ -51,6 +51,14 @@ export interface NativeBinding {
   unlockFile(fd: number): void
   /** The `code` the addon's errors carry for an errno (libuv's spelling; "UNKNOWN" if none). */
   errnoName(errno: number): string
+  /**
+   * For k < count: out[k] = crc32(bytes[ranges[2k] .. ranges[2k] + ranges[2k+1])) & 0x7fffffff
+   * (RocketMQ's BODYCRC), in one call. Throws a RangeError, writing nothing, when a range is
+   * outside `bytes` or the arrays are shorter than `count`.
+   */
+  crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array): void
+  /** out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1; out must be long enough. */
+  crc32Each(bodies: readonly unknown[], out: Int32Array): void
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */
   readonly pageSize: number
   readonly platform: 'linux' | 'darwin'
@@ -97,6 +105,8 @@ export const native: NativeBinding = {
   lockFile: binding.lockFile,
   unlockFile: binding.unlockFile,
   errnoName: binding.errnoName,
+  crc32Ranges: binding.crc32Ranges,
+  crc32Each: binding.crc32Each,
   pageSize: binding.pageSize,
   platform: binding.platform,
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "errno-name.h"
+#include "crc.h"
 #include "mapping.h"
 
 namespace mqnative {
@@ -404,9 +405,12 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     Napi::Env env = info.Env();
     if (closed_) return env.Undefined();
     closed_ = true;
+    bool aliased = false;
     if (!buffer_.IsEmpty()) {
       Napi::ArrayBuffer buffer = buffer_.Value();
-      if (!buffer.IsDetached()) buffer.Detach();
+      // Detached before close: transferred, so another ArrayBuffer may own the memory now.
+      if (buffer.IsDetached()) aliased = true;
+      else buffer.Detach();
       buffer_.Reset();
     }
     // A warm-up the pool has not started would hold the mapping until a pool thread frees up
@@ -415,7 +419,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     for (MappingWork* work : queued_) {
       if (work->kind() == MappingWork::Kind::kWarm) work->TryCancel(env);
     }
-    mapping_->Close();
+    mapping_->Close(aliased);
     return env.Undefined();
   }
 
@@ -428,15 +432,22 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
 
 void MappingWork::OnWorkComplete(Napi::Env env, napi_status status) {
   if (owner_ != nullptr) owner_->Forget(this);
-  if (status == napi_cancelled) {
+  // Work that completes while its environment is torn down (a worker or the process exiting)
+  // cannot settle its promise: the Node-API calls fail and node-addon-api throws, which would
+  // reach std::terminate from this C callback. Nobody can await the promise any more: drop it.
+  try {
+    if (status == napi_cancelled) {
+      EndWorkOnce();
+      Napi::HandleScope scope(env);
+      Napi::Error error = Napi::Error::New(env, "the mapping was closed before the work ran");
+      error.Set("code", Napi::String::New(env, "ERR_MAPPING_CLOSED"));
+      deferred_.Reject(error.Value());
+    }
+    // Settles the promise unless cancelled, then deletes this.
+    Napi::AsyncWorker::OnWorkComplete(env, status);
+  } catch (const Napi::Error&) {
     EndWorkOnce();
-    Napi::HandleScope scope(env);
-    Napi::Error error = Napi::Error::New(env, "the mapping was closed before the work ran");
-    error.Set("code", Napi::String::New(env, "ERR_MAPPING_CLOSED"));
-    deferred_.Reject(error.Value());
   }
-  // Settles the promise unless cancelled, then deletes this.
-  Napi::AsyncWorker::OnWorkComplete(env, status);
 }
 
 namespace {
@@ -657,6 +668,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("lockFile", Napi::Function::New(env, LockFile, "lockFile"));
   exports.Set("unlockFile", Napi::Function::New(env, UnlockFile, "unlockFile"));
   exports.Set("errnoName", Napi::Function::New(env, ErrnoNameOf, "errnoName"));
+  exports.Set("crc32Ranges", Napi::Function::New(env, Crc32Ranges, "crc32Ranges"));
+  exports.Set("crc32Each", Napi::Function::New(env, Crc32Each, "crc32Each"));
   exports.Set("pageSize", Napi::Number::New(env, static_cast<double>(PageSize())));
   exports.Set("platform", Napi::String::New(env,
 #if defined(__APPLE__)

@@ -7,7 +7,10 @@
 // The memory is unmapped exactly once: by an explicit close() once no async work is in flight, by
 // the last async work to finish after such a close, by the environment cleanup hook, or when the
 // last owner lets go. Explicit close detaches the ArrayBuffer first, so no JavaScript view can
-// reach the memory after munmap.
+// reach the memory after munmap. When the ArrayBuffer was already detached by someone else
+// (ArrayBuffer.prototype.transfer, a transfer list), another ArrayBuffer may own the same memory
+// and cannot be detached from here: close then replaces the range with anonymous memory, so that
+// buffer reads zeros and its writes reach no file, and the munmap waits for the last owner.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +27,8 @@ struct Mapping {
   std::mutex mu;
   bool closing = false;   // close() was called: no new work may start
   bool unmapped = false;  // munmap has run
+  bool aliased = false;   // an ArrayBuffer we cannot detach may still point at the range
+  bool replaced = false;  // the range is anonymous memory now
   int inflight = 0;       // async work queued or running
 
   ~Mapping();
@@ -33,7 +38,8 @@ struct Mapping {
   // Ends a piece of async work; unmaps when a close is waiting for it.
   void EndWork();
   // Marks the mapping closing and unmaps it now, or leaves that to the last in-flight work.
-  void Close();
+  // With `aliased`, the range is replaced by anonymous memory instead and unmapped by ~Mapping.
+  void Close(bool aliased = false);
 
  private:
   void UnmapLocked();

@@ -331,7 +331,7 @@ describe('MessageStore lifecycle', () => {
   it('a reader holding zero-copy messages while the store closes never crashes (child process)', () => {
     const result = runNodeScript(`
       import { MessageStore } from ${JSON.stringify(distEntry)}
-      const store = await MessageStore.open(process.argv[2], { mappedFileSizeCommitLog: 65536 })
+      const store = await MessageStore.open(process.argv[2], { mappedFileSizeCommitLog: 65536, copyMessageBody: false })
       await store.putMessages(Array.from({ length: 50 }, (_, i) => ({ topic: 't', body: 'body-' + i })))
       const held = store.getMessage('g', 't', 0, 0, 32).messages
       const before = held[3].body.toString()

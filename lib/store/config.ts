@@ -55,8 +55,17 @@ export interface MessageStoreConfig {
   storeHost: string
   /** Born host used when a message does not carry one. */
   bornHost: string
-  /** Return copies of message bodies instead of zero-copy views of the mapping. */
+  /**
+   * true (default): every read returns its own copy of the records it serves; nothing done with a
+   * message reaches the store. false: zero-copy bodies, views of a private copy-on-write mapping
+   * of the commit log (docs/api.md, "Zero-copy reads", gives their rules).
+   */
   copyMessageBody: boolean
+  /**
+   * Check each body's CRC before serving it (default true). A record that fails is not served;
+   * the read counts it (bodyCrcFailures in the result and in stats()) and tells the logger.
+   */
+  checkCRCOnRead: boolean
   /**
    * What open() does with a commit-log record that fails its checks while data follows it:
    * 'tolerant' truncates there and reports it (RocketMQ's behaviour); 'strict' refuses to open
@@ -114,7 +123,8 @@ export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
   cleanFileForciblyEnable: true,
   storeHost: '127.0.0.1:10911',
   bornHost: '127.0.0.1:0',
-  copyMessageBody: false,
+  copyMessageBody: true,
+  checkCRCOnRead: true,
   corruptionPolicy: 'tolerant',
 })
 

@@ -12,6 +12,7 @@ import { ConsumerOffsets } from './consumer-offsets.js'
 import { appendedRequest, DispatchTargets } from './dispatch-targets.js'
 import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
+import { bodyCrcsOf } from './commitlog/body-crc.js'
 import { CommitLogFlusher } from './flusher.js'
 import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
@@ -116,7 +117,13 @@ export class MessageStore implements AsyncDisposable {
       throw error
     }
     this.queues = new ConsumeQueueTable(this.paths, this.config.mappedFileSizeConsumeQueue, this.commitLog, this.env.clock.now())
-    this.reads = new ReadService({ commitLog: this.commitLog, queues: this.queues, index: () => this.index.current, config: this.config })
+    this.reads = new ReadService({
+      commitLog: this.commitLog,
+      queues: this.queues,
+      index: () => this.index.current,
+      config: this.config,
+      onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
+    })
     this.subscriptions = new Subscriptions({
       read: this.reads,
       queues: this.queues,
@@ -327,7 +334,9 @@ export class MessageStore implements AsyncDisposable {
     // Encode (and so validate) every message first: a TypeError for one message must not leave
     // the earlier ones stored behind the caller's back.
     const now = Date.now()
-    const records = messages.map((message) => buildRecord(message, now, this.recordDefaults))
+    // Every body's CRC in one native call; a message that is not an object fails in buildRecord.
+    const crcs = bodyCrcsOf(messages.map((message) => (message !== null && typeof message === 'object' ? message.body : undefined)))
+    const records = messages.map((message, i) => buildRecord(message, now, this.recordDefaults, crcs[i]))
     let bytes = 0
     let appended = 0
     let lastEnd = -1
@@ -549,6 +558,7 @@ export class MessageStore implements AsyncDisposable {
       diskUsage,
       runningFlags: { value: this.flags.value, flags: this.flags.list() },
       cleanup,
+      bodyCrcFailures: this.reads.bodyCrcFailures,
     }
   }
 

@@ -61,8 +61,11 @@ export function keysString(keys: Message['keys']): string | undefined {
   return keys.join(' ')
 }
 
-/** Validates a message and lays out its record; a message RocketMQ would refuse fails alone. */
-export function buildRecord(message: Message, now: number, defaults: RecordDefaults): PreparedRecord | PrepareFailure {
+/**
+ * Validates a message and lays out its record; a message RocketMQ would refuse fails alone.
+ * `bodyCRC`: the body's BODYCRC when the caller computed it (-1 or undefined: computed here).
+ */
+export function buildRecord(message: Message, now: number, defaults: RecordDefaults, bodyCRC?: number): PreparedRecord | PrepareFailure {
   if (message === null || typeof message !== 'object') throw new TypeError('message must be an object')
   const { topic, body } = message
   if (typeof topic !== 'string') throw new TypeError('message.topic must be a string')
@@ -100,6 +103,7 @@ export function buildRecord(message: Message, now: number, defaults: RecordDefau
       reconsumeTimes: message.reconsumeTimes ?? 0,
       preparedTransactionOffset: message.preparedTransactionOffset ?? 0,
       propertiesString,
+      bodyCRC,
     },
     defaults.maxMessageSize,
   )

@@ -52,6 +52,11 @@ export interface GetMessageResult {
   /** Total bytes of the records returned. */
   bufferTotalSize: number
   suggestPullingFromSlave: boolean
+  /**
+   * Records of this read not served because their body failed its CRC (checkCRCOnRead); the
+   * read moved past them, and nextBeginOffset is after them.
+   */
+  bodyCrcFailures: number
 }
 
 /** A tag subscription: a list of tags, an expression "a || b", or '*' / undefined for all. */
@@ -61,6 +66,8 @@ export interface QueryMessageResult {
   messages: MessageExt[]
   indexLastUpdateTimestamp: number
   indexLastUpdatePhyoffset: number
+  /** Records the index led to that were not served because their body failed its CRC. */
+  bodyCrcFailures: number
 }
 
 export interface ConsumeOptions {
@@ -121,4 +128,6 @@ export interface MessageStoreStats extends StoreStats {
   runningFlags: { value: number; flags: RunningFlagState[] }
   /** Retention: files and bytes deleted, the last pass and its reason. */
   cleanup: Omit<CleanupStats, 'diskUsage'>
+  /** Records reads refused since open because their body failed its CRC (checkCRCOnRead). */
+  bodyCrcFailures: number
 }

@@ -63,8 +63,14 @@ export async function typeTests(): Promise<void> {
     assertType<Equal<typeof first.keys, string[]>>()
     assertType<Equal<typeof first.tags, string | undefined>>()
   }
+  // Reads copy what they serve and check body CRCs by default; both are options.
+  assertType<Equal<typeof got.bodyCrcFailures, number>>()
+  void ({ copyMessageBody: false, checkCRCOnRead: false } satisfies OpenOptions)
+  // @ts-expect-error checkCRCOnRead is a boolean
+  void ({ checkCRCOnRead: 'yes' } satisfies OpenOptions)
   const found: QueryMessageResult = store.queryMessage('orders', 'a', 32, 0, Date.now())
   void found.messages.length
+  assertType<Equal<typeof found.bodyCrcFailures, number>>()
   const one: MessageExt | null = store.lookMessageByOffset(0)
   void one
   // @ts-expect-error getMessage needs the group first
@@ -85,6 +91,7 @@ export async function typeTests(): Promise<void> {
   const stats: MessageStoreStats = store.stats()
   assertType<Equal<typeof stats.lastExitOK, boolean>>()
   assertType<Equal<typeof stats.commitLogMaxOffset, number>>()
+  assertType<Equal<typeof stats.bodyCrcFailures, number>>()
   assertType<Equal<typeof stats.runningFlags.value, number>>()
   const flagReasons: string[] = stats.runningFlags.flags.map((f) => f.reason)
   void flagReasons

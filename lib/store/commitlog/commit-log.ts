@@ -133,6 +133,8 @@ export class CommitLogReader {
   data: Buffer = EMPTY
   /** The DataView of `data` for the record decoders; dropped with the file at close(). */
   readonly views = new DataViewCache()
+  private exposedOf: MappedFile | null = null
+  private exposedData: Buffer = EMPTY
 
   constructor(private readonly queue: MappedFileQueue) {}
 
@@ -150,11 +152,27 @@ export class CommitLogReader {
     return pos >= 0 && size >= 0 && pos + size <= this.data.length ? pos : -1
   }
 
+  /**
+   * The held file's bytes through its private mapping (MappedFile.exposedBuffer), at the same
+   * positions as `data`: what zero-copy reads hand out.
+   */
+  exposed(): Buffer {
+    if (this.file === null) return EMPTY
+    // Once per held file: nothing outside the store runs while a read holds it.
+    if (this.exposedOf !== this.file) {
+      this.exposedOf = this.file
+      this.exposedData = this.file.exposedBuffer()
+    }
+    return this.exposedData
+  }
+
   close(): void {
     if (this.file !== null) this.file.release()
     this.file = null
     this.data = EMPTY
     this.views.clear()
+    this.exposedOf = null
+    this.exposedData = EMPTY
   }
 }
 

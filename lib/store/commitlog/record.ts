@@ -36,8 +36,6 @@
 //
 // The constants below are the only place these offsets appear.
 
-import { crc32 } from 'node:zlib'
-
 import {
   continueJavaBytesHash,
   dataViewOf,
@@ -65,6 +63,8 @@ import { SysFlag } from './sys-flag.js'
 export { SysFlag } from './sys-flag.js'
 export { javaStringHashCode } from '../bytes.js'
 export type { HostAddress } from './host-address.js'
+
+import { bodyCrcAt, bodyCrcOf } from './body-crc.js'
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -384,6 +384,8 @@ export interface RecordInput {
   preparedTransactionOffset: number
   /** Already built by encodeProperties (or taken from a stored record). */
   propertiesString: string
+  /** The body's BODYCRC when the caller computed it already (a batch put does, in one call). */
+  bodyCRC?: number
 }
 
 export interface PreparedRecord {
@@ -554,7 +556,8 @@ export function prepareRecord(input: RecordInput, maxMessageSize: number): Prepa
   if (!validPort(input.bornHost.port)) return illegal(`born host port ${input.bornHost.port} is not in 0..65535`)
   if (!validPort(input.storeHost.port)) return illegal(`store host port ${input.storeHost.port} is not in 0..65535`)
 
-  const bodyCRC = bodyLength === 0 ? 0 : crc32(body) & INT32_MAX
+  const known = input.bodyCRC
+  const bodyCRC = known !== undefined && known >= 0 ? known : bodyCrcOf(body)
   return new EncodedRecord(
     length,
     input,
@@ -846,7 +849,7 @@ export function checkRecord(
   if (bodyLength > 0) {
     bodyEnd = bodyAt + bodyLength
     if (bodyEnd > end) return failed('BAD', -1, 'bounds: body runs past the limit')
-    if (checkCRC && (crc32(buf.subarray(bodyAt, bodyEnd)) & INT32_MAX) !== bodyCRC) {
+    if (checkCRC && bodyCrcAt(buf, bodyAt, bodyEnd - bodyAt) !== bodyCRC) {
       return failed('BAD', -1, 'crc: body CRC does not match BODYCRC')
     }
   }
@@ -1083,4 +1086,80 @@ export function tagsMatch(filterTags: string[] | undefined, tagsCode: number): b
     if (tag !== '' && javaStringHashCode(tag) === code) return true
   }
   return false
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field positions (lazy reads)
+
+/** Where the variable fields of one record lie, as absolute positions in the buffer read. */
+export interface RecordFields {
+  totalSize: number
+  sysFlag: number
+  storeTimestampAt: number
+  storeHostAt: number
+  reconsumeTimesAt: number
+  preparedTransactionOffsetAt: number
+  bodyAt: number
+  bodyLength: number
+  topicAt: number
+  topicLength: number
+  propertiesAt: number
+  propertiesLength: number
+}
+
+export function emptyRecordFields(): RecordFields {
+  return {
+    totalSize: 0,
+    sysFlag: 0,
+    storeTimestampAt: 0,
+    storeHostAt: 0,
+    reconsumeTimesAt: 0,
+    preparedTransactionOffsetAt: 0,
+    bodyAt: 0,
+    bodyLength: 0,
+    topicAt: 0,
+    topicLength: 0,
+    propertiesAt: 0,
+    propertiesLength: 0,
+  }
+}
+
+/**
+ * Fills `out` with the field positions of the message record at `pos` of a buffer `limit` bytes
+ * long, with the same checks as decodeMessage; false when the bytes there are not a complete,
+ * self-consistent message record. Decodes nothing: readers decode a field when it is asked for.
+ */
+export function locateRecordFields(dv: DataView, pos: number, limit: number, out: RecordFields): boolean {
+  if (pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > limit) return false
+  const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
+  if (dv.getInt32(pos + OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return false
+  if (totalSize < MIN_RECORD_LENGTH || totalSize > limit - pos) return false
+  const recordEnd = pos + totalSize
+  const sysFlag = dv.getInt32(pos + OFFSET_SYSFLAG)
+  const bornEnd = pos + OFFSET_BORNHOST + bornHostLength(sysFlag)
+  const storeEnd = bornEnd + REL_STOREHOST + storeHostLength(sysFlag)
+  const bodyAt = storeEnd + REL_BODY
+  if (bodyAt > recordEnd) return false
+  const bodyLength = dv.getInt32(storeEnd + REL_BODYLENGTH)
+  const bodyEnd = bodyAt + (bodyLength > 0 ? bodyLength : 0)
+  if (bodyEnd + REL_TOPIC > recordEnd) return false
+  const topicLength = dv.getInt8(bodyEnd + REL_TOPICLENGTH)
+  const topicAt = bodyEnd + REL_TOPIC
+  const topicEnd = topicAt + topicLength
+  if (topicLength < 0 || topicEnd + REL_PROPERTIES > recordEnd) return false
+  const propertiesLength = dv.getInt16(topicEnd + REL_PROPERTIESLENGTH)
+  if (recordLength(sysFlag, bodyLength, topicLength, propertiesLength) !== totalSize) return false
+  out.totalSize = totalSize
+  out.sysFlag = sysFlag
+  out.storeTimestampAt = bornEnd + REL_STORETIMESTAMP
+  out.storeHostAt = bornEnd + REL_STOREHOST
+  out.reconsumeTimesAt = storeEnd + REL_RECONSUMETIMES
+  out.preparedTransactionOffsetAt = storeEnd + REL_PREPAREDTXOFFSET
+  out.bodyAt = bodyAt
+  out.bodyLength = bodyLength > 0 ? bodyLength : 0
+  out.topicAt = topicAt
+  out.topicLength = topicLength
+  out.propertiesAt = topicEnd + REL_PROPERTIES
+  out.propertiesLength = propertiesLength > 0 ? propertiesLength : 0
+  return true
 }

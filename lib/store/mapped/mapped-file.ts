@@ -100,6 +100,8 @@ export class MappedFile {
   /** A Buffer over the whole mapping; empty once unmapped. */
   private readonly mapped: Buffer
   private writeBuffer: Buffer | null = null
+  /** A second, private copy-on-write mapping whose views may be handed to users; made on demand. */
+  private sharedOut: { handle: MapHandle; view: Buffer } | null = null
   private readonly pool: TransientStorePool | null
 
   private refCount = 1
@@ -393,6 +395,30 @@ export class MappedFile {
     return this.mapped.subarray(0, this.readPosition)
   }
 
+  /**
+   * Like readableBuffer, but over a private copy-on-write mapping of the file, for views that
+   * leave the store (zero-copy reads). A write through such a view changes a private copy of the
+   * page, never the file; a view whose ArrayBuffer was transferred away empties ours, so a new
+   * mapping replaces it (the old one becomes anonymous memory at close, see native/mapping.h).
+   * Pages nobody wrote follow the file, which is what Linux and macOS do for MAP_PRIVATE; a page
+   * someone wrote no longer does, which is why readers verify what they serve from here.
+   * Empty once the file is cleaned up. Callers hold the file.
+   */
+  exposedBuffer(): Buffer {
+    if (this.fd < 0 || this.cleanupOver) return this.mapped.subarray(0, 0)
+    let out = this.sharedOut
+    if (out !== null && out.view.length !== this.fileSize) {
+      out.handle.close()
+      out = null
+    }
+    if (out === null) {
+      const handle = native.map(this.fd, this.fileSize, false)
+      out = { handle, view: Buffer.from(handle.buffer, 0, this.fileSize) }
+      this.sharedOut = out
+    }
+    return out.view.subarray(0, this.readPosition)
+  }
+
   // ---- reference counting -------------------------------------------------------------------
 
   hold(): boolean {
@@ -448,6 +474,8 @@ export class MappedFile {
     if (this.available) return false
     if (this.cleanupOver) return true
     this.handle.close()
+    this.sharedOut?.handle.close()
+    this.sharedOut = null
     if (this.writeBuffer !== null) {
       this.pool?.returnBuffer(this.writeBuffer)
       this.writeBuffer = null

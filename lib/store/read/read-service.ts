@@ -2,13 +2,14 @@
 // commit-log offset, queries by key, and the per-queue offset and time lookups.
 import * as os from 'node:os'
 
-import type { CommitLog, CommitLogReader } from '../commitlog/commit-log.js'
-import { decodeMessage, tagsMatch } from '../commitlog/record.js'
+import type { CommitLog } from '../commitlog/commit-log.js'
+import { tagsMatch } from '../commitlog/record.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { IndexService } from '../index/index-service.js'
 import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.js'
+import { ReadBatch, type BatchOutcome } from './read-batch.js'
 
 /** Units read from a consume queue per pull at the least (RocketMQ reads 16,000 bytes of units). */
 const MIN_UNIT_BYTES_PER_PULL = 16_000
@@ -19,6 +20,8 @@ export interface ReadServiceDeps {
   /** The index is replaced when open rebuilds it, so it is looked up on each query. */
   index: () => IndexService
   config: MessageStoreConfig
+  /** Told about each record whose body failed its CRC on read (it was not served). */
+  onBadBody?: (commitLogOffset: number) => void
 }
 
 export class ReadService {
@@ -28,6 +31,10 @@ export class ReadService {
   private readonly config: MessageStoreConfig
   /** Bytes behind the log's end past which a read counts as "from disk" (transfer limits). */
   private readonly memoryLimit: number
+  private readonly batch: ReadBatch
+  private readonly onBadBody: (commitLogOffset: number) => void
+  /** Records not served because their body failed its CRC, since open. */
+  bodyCrcFailures = 0
 
   constructor(deps: ReadServiceDeps) {
     this.commitLog = deps.commitLog
@@ -35,6 +42,16 @@ export class ReadService {
     this.index = deps.index
     this.config = deps.config
     this.memoryLimit = (os.totalmem() * this.config.accessMessageInMemoryMaxRatio) / 100
+    this.batch = new ReadBatch({ zeroCopy: !this.config.copyMessageBody, verify: this.config.checkCRCOnRead })
+    this.onBadBody = deps.onBadBody ?? (() => {})
+  }
+
+  /** Counts and reports the records a batch refused; returns how many. */
+  private noteBadBodies(outcome: BatchOutcome): number {
+    const bad = outcome.badBodies
+    for (const offset of bad) this.onBadBody(offset)
+    this.bodyCrcFailures += bad.length
+    return bad.length
   }
 
   /** Up to `maxMsgNums` messages of one queue from `offset`; arguments are already checked. */
@@ -47,6 +64,7 @@ export class ReadService {
       maxOffset: 0,
       bufferTotalSize: 0,
       suggestPullingFromSlave: false,
+      bodyCrcFailures: 0,
     }
     const queue = this.queues.find(topic, queueId)
     if (queue === null) {
@@ -83,15 +101,19 @@ export class ReadService {
       return
     }
     const maxPhy = this.commitLog.getMaxOffset()
-    const copyBody = this.config.copyMessageBody
     result.status = 'NO_MATCHED_MESSAGE'
     let skipUntil = -1
     let consumed = 0
     let lastPhy = 0
+    // Bytes taken so far, for the transfer limits; the batch's own count stands for the messages.
+    let taken = 0
+    const batch = this.batch
     const reader = this.commitLog.openReader()
+    let removing = false
     try {
       const view = units.buffer
       const limit = Math.min(units.size, Math.max(MIN_UNIT_BYTES_PER_PULL, maxMsgNums * CQ_STORE_UNIT_SIZE))
+      batch.begin(this.estimateBytes(view, limit, maxMsgNums))
       for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit; i += CQ_STORE_UNIT_SIZE) {
         const phy = ConsumeQueue.readOffset(view, i)
         const size = ConsumeQueue.readSize(view, i)
@@ -102,57 +124,72 @@ export class ReadService {
           continue
         }
         const inDisk = maxPhy - phy > this.memoryLimit
-        if (this.isTheBatchFull(size, maxMsgNums, result, inDisk)) break
+        if (this.isTheBatchFull(size, maxMsgNums, batch.count, taken, inDisk)) break
         consumed++
         if (!tagsMatch(tags, tagsCode)) continue
         const at = reader.locate(phy, size)
         if (at < 0) {
-          if (result.messages.length === 0) result.status = 'MESSAGE_WAS_REMOVING'
+          if (batch.count === 0) removing = true
           skipUntil = this.commitLog.rollNextFile(phy)
           continue
         }
-        const message = decodeMessage(reader.data, at, copyBody, reader.views)
-        if (message === null) continue
-        // The unit matched by hash; the tag itself must match too (hash collisions).
-        if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) continue
-        result.messages.push(message)
-        result.bufferTotalSize += size
-        result.status = 'FOUND'
+        if (!batch.add(reader, at)) continue
+        taken += size
         skipUntil = -1
       }
     } finally {
       reader.close()
       units.release()
     }
+    // The unit matched by hash; the tag itself must match too (hash collisions).
+    const keep = tags === undefined ? undefined : (m: MessageExt) => m.tags !== undefined && tags.includes(m.tags)
+    const outcome = batch.finish(keep)
+    result.messages = outcome.messages
+    result.bufferTotalSize = outcome.bytes
+    result.bodyCrcFailures = this.noteBadBodies(outcome)
+    if (outcome.messages.length > 0) result.status = 'FOUND'
+    else if (removing) result.status = 'MESSAGE_WAS_REMOVING'
     result.nextBeginOffset = offset + consumed
     result.suggestPullingFromSlave = maxPhy - lastPhy > this.memoryLimit
   }
 
-  private isTheBatchFull(size: number, maxMsgNums: number, result: GetMessageResult, inDisk: boolean): boolean {
-    const count = result.messages.length
+  /**
+   * Bytes the records of the next pull are likely to take: the sizes of its first units, within
+   * the in-memory transfer limit (the batch grows past this if it must).
+   */
+  private estimateBytes(view: Buffer, limit: number, maxMsgNums: number): number {
+    const cap = this.config.maxTransferBytesOnMessageInMemory
+    let total = 0
+    let n = 0
+    for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit && n < maxMsgNums && total < cap; i += CQ_STORE_UNIT_SIZE, n++) {
+      total += ConsumeQueue.readSize(view, i)
+    }
+    return total
+  }
+
+  private isTheBatchFull(size: number, maxMsgNums: number, count: number, total: number, inDisk: boolean): boolean {
     if (count === 0) return false
     if (count >= maxMsgNums) return true
-    const total = result.bufferTotalSize
     if (inDisk) {
       return total + size > this.config.maxTransferBytesOnMessageInDisk || count > this.config.maxTransferCountOnMessageInDisk - 1
     }
     return total + size > this.config.maxTransferBytesOnMessageInMemory || count > this.config.maxTransferCountOnMessageInMemory - 1
   }
 
-  /** The message whose record starts at `commitLogOffset`, or null. */
+  /** The message whose record starts at `commitLogOffset`, or null (also when its body fails). */
   lookMessageByOffset(commitLogOffset: number): MessageExt | null {
+    const batch = this.batch
     const reader = this.commitLog.openReader()
+    batch.begin(0)
     try {
-      return this.readMessageAt(reader, commitLogOffset)
+      const at = reader.locate(commitLogOffset, 0)
+      if (at >= 0) batch.add(reader, at)
     } finally {
       reader.close()
     }
-  }
-
-  /** The record starting at `offset`, decoded; decodeMessage checks that its length fits. */
-  private readMessageAt(reader: CommitLogReader, offset: number): MessageExt | null {
-    const at = reader.locate(offset, 0)
-    return at < 0 ? null : decodeMessage(reader.data, at, this.config.copyMessageBody, reader.views)
+    const outcome = batch.finish()
+    this.noteBadBodies(outcome)
+    return outcome.messages.length === 0 ? null : outcome.messages[0]
   }
 
   /**
@@ -165,24 +202,33 @@ export class ReadService {
     // must not use up maxNum. The newest matches are kept, returned in commit-log order.
     const found = this.index().queryOffset(topic, key, this.config.maxMsgsNumBatch, begin, end)
     const candidates = [...new Set(found.phyOffsets)]
-    const messages: MessageExt[] = []
+    const batch = this.batch
     const reader = this.commitLog.openReader()
+    batch.begin(0)
     try {
       for (const offset of candidates) {
-        if (messages.length >= maxNum) break
-        const message = this.readMessageAt(reader, offset)
-        if (message === null || message.topic !== topic) continue
-        if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) continue
-        messages.push(message)
+        const at = reader.locate(offset, 0)
+        if (at >= 0) batch.add(reader, at)
       }
     } finally {
       reader.close()
     }
+    // Only matches use up maxNum; the rest are zeroed in the batch's buffer.
+    let kept = 0
+    const outcome = batch.finish((m) => {
+      if (kept >= maxNum || m.topic !== topic) return false
+      if (!m.keys.includes(key) && m.properties.UNIQ_KEY !== key) return false
+      kept++
+      return true
+    })
+    const messages = outcome.messages
+    const bodyCrcFailures = this.noteBadBodies(outcome)
     messages.sort((a, b) => a.commitLogOffset - b.commitLogOffset)
     return {
       messages,
       indexLastUpdateTimestamp: found.indexLastUpdateTimestamp,
       indexLastUpdatePhyoffset: found.indexLastUpdatePhyoffset,
+      bodyCrcFailures,
     }
   }
 

@@ -2,7 +2,7 @@
 // a message arrives for it (no polling).
 import type { ConsumerOffsets } from '../consumer-offsets.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
-import type { ConsumeOptions, Subscription } from '../types.js'
+import type { ConsumeOptions, MessageExt, Subscription } from '../types.js'
 import type { ReadService } from './read-service.js'
 
 export interface SubscriptionDeps {
@@ -55,26 +55,67 @@ export class Subscriptions {
       commit(offset?: number) {
         deps.commit(group, topic, queueId, offset ?? position)
       },
-      async *[Symbol.asyncIterator]() {
-        while (!stopped()) {
-          deps.catchUp()
-          const result = deps.read.readQueue(topic, queueId, position, batchSize, tags)
-          if (result.status === 'FOUND') {
-            for (const message of result.messages) {
-              position = message.queueOffset + 1
-              if (options.autoCommit === true) deps.offsets.commitOffset(group, topic, queueId, position)
-              yield message
-              if (stopped()) return
-            }
-            position = Math.max(position, result.nextBeginOffset)
-            continue
-          }
-          if (result.nextBeginOffset !== position && result.status !== 'NO_MESSAGE_IN_QUEUE') {
-            position = result.nextBeginOffset
-            continue
-          }
-          await waitForArrival()
+      [Symbol.asyncIterator](): AsyncIterator<MessageExt> {
+        // A hand-written iterator rather than an async generator: a message already read hands
+        // out through one resolved promise, without the generator's resume machinery (that
+        // machinery cost as much as reading the message).
+        let batch: MessageExt[] = []
+        let index = 0
+        let nextBeginOffset = position
+        let done = false
+        /** A read in progress: a next() called before it settles waits for it, as with a generator. */
+        let filling: Promise<IteratorResult<MessageExt>> | null = null
+        const finish = (): IteratorResult<MessageExt> => {
+          done = true
+          batch = []
+          return { value: undefined, done: true }
         }
+        const handOut = (): IteratorResult<MessageExt> => {
+          const message = batch[index++]
+          position = message.queueOffset + 1
+          if (options.autoCommit === true) deps.offsets.commitOffset(group, topic, queueId, position)
+          return { value: message, done: false }
+        }
+        const fill = async (): Promise<IteratorResult<MessageExt>> => {
+          for (;;) {
+            if (stopped()) return finish()
+            deps.catchUp()
+            const result = deps.read.readQueue(topic, queueId, position, batchSize, tags)
+            if (result.status === 'FOUND') {
+              batch = result.messages
+              index = 0
+              nextBeginOffset = result.nextBeginOffset
+              return handOut()
+            }
+            if (result.nextBeginOffset !== position && result.status !== 'NO_MESSAGE_IN_QUEUE') {
+              position = result.nextBeginOffset
+              continue
+            }
+            await waitForArrival()
+          }
+        }
+        const iterator: AsyncIterator<MessageExt> = {
+          next(): Promise<IteratorResult<MessageExt>> {
+            if (filling !== null) return filling.then(() => iterator.next())
+            if (done || stopped()) return Promise.resolve(finish())
+            if (index < batch.length) return Promise.resolve(handOut())
+            // The batch is used up: continue after the units it covered (filtered ones included).
+            if (batch.length > 0) {
+              position = Math.max(position, nextBeginOffset)
+              batch = []
+              index = 0
+            }
+            const pending = fill().finally(() => {
+              filling = null
+            })
+            filling = pending
+            return pending
+          },
+          return(): Promise<IteratorResult<MessageExt>> {
+            return Promise.resolve(finish())
+          },
+        }
+        return iterator
       },
     }
   }

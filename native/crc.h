@@ -1,0 +1,18 @@
+// CRC-32 of many byte ranges in one call (body CRCs of a batch of records).
+#pragma once
+
+#include <napi.h>
+
+namespace mqnative {
+
+// crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array)
+// For k < count: out[k] = crc32(bytes[ranges[2k], ranges[2k] + ranges[2k+1])) & 0x7fffffff,
+// RocketMQ's BODYCRC. Throws on a range outside `bytes` or arrays too short for `count`.
+Napi::Value Crc32Ranges(const Napi::CallbackInfo& info);
+
+// crc32Each(bodies: unknown[], out: Int32Array)
+// out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1 (the caller computes it another
+// way). One call for a batch of puts.
+Napi::Value Crc32Each(const Napi::CallbackInfo& info);
+
+}  // namespace mqnative
