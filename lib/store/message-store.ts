@@ -295,15 +295,16 @@ export class MessageStore implements AsyncDisposable {
   // ---- put ----------------------------------------------------------------------------------
 
   /**
-   * Puts are refused when closed, while a running flag blocks writes (a full disk, a failed sync), and while
-   * dispatch is stuck on a record it cannot index.
+   * Why puts are refused now, or null: the store is closed, a running flag blocks writes (a full
+   * disk, a failed sync), or dispatch is stuck on a record it cannot index.
    */
-  private checkWritable(): PutMessageStatus | null {
-    if (this.closed) return 'SERVICE_NOT_AVAILABLE'
-    if (!this.flags.isWriteable()) return 'SERVICE_NOT_AVAILABLE'
+  private checkWritable(): string | null {
+    if (this.closed) return 'the store is closed'
+    const blocked = this.flags.writeBlockedReason()
+    if (blocked !== null) return blocked
     if (this.dispatcher.failed) {
       this.dispatcher.doReput()
-      if (this.dispatcher.failed) return 'SERVICE_NOT_AVAILABLE'
+      if (this.dispatcher.failed) return this.dispatcher.failureReason
     }
     return null
   }
@@ -322,7 +323,7 @@ export class MessageStore implements AsyncDisposable {
     if (!Array.isArray(messages)) throw new TypeError('messages must be an array')
     const began = Date.now()
     const unavailable = this.checkWritable()
-    if (unavailable !== null) return messages.map(() => new PutMessageResult(unavailable))
+    if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
     // Encode (and so validate) every message first: a TypeError for one message must not leave
     // the earlier ones stored behind the caller's back.
@@ -338,8 +339,7 @@ export class MessageStore implements AsyncDisposable {
     for (let i = 0; i < messages.length; i++) {
       const record = records[i]
       if (isPrepareFailure(record)) {
-        results[i] = new PutMessageResult(record.status)
-        this.statsService.putMessageFailedTimes++
+        results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
         continue
       }
       let result: PutMessageResult
@@ -347,11 +347,11 @@ export class MessageStore implements AsyncDisposable {
         result = this.commitLog.append(record, now)
       } catch (error) {
         this.logger('error', `append failed: ${(error as Error).message}`)
-        result = new PutMessageResult('UNKNOWN_ERROR')
+        result = PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
       }
       results[i] = result
       if (!result.isOk()) {
-        this.statsService.putMessageFailedTimes++
+        this.refused(messages[i], result)
         // No room for the next file: read the disk now (a full disk then refuses the next puts
         // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
         if (result.status === 'CREATE_MAPEDFILE_FAILED') {
@@ -370,13 +370,26 @@ export class MessageStore implements AsyncDisposable {
       this.dispatcher.schedule()
       if (this.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {
         const status = await this.flusher.awaitFlush(lastEnd)
-        if (status !== 'PUT_OK') for (const r of results) if (r.status === 'PUT_OK') r.status = status
+        if (status !== 'PUT_OK') {
+          const reason =
+            status === 'FLUSH_DISK_TIMEOUT'
+              ? `appended, but not on disk within syncFlushTimeout (${this.config.syncFlushTimeout} ms)`
+              : 'appended, but flushing the commit log failed (see the logger)'
+          for (const r of results) if (r.status === 'PUT_OK') Object.assign(r, { status, reason })
+        }
       } else {
         this.flusher.wakeup()
       }
       this.statsService.recordPut(appended, bytes, Date.now() - began)
     }
     return results
+  }
+
+  /** Counts a refused put and tells the logger why, at debug level. */
+  private refused(message: Message, result: PutMessageResult): PutMessageResult {
+    this.statsService.putMessageFailedTimes++
+    this.logger('debug', `put to topic ${JSON.stringify(message.topic)} refused with ${result.status}: ${result.reason}`)
+    return result
   }
 
   /** Dispatches a record just appended from what the put knows, without parsing it back. */

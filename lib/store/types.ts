@@ -85,7 +85,8 @@ export interface Subscription extends AsyncIterable<MessageExt> {
   commit(offset?: number): void
 }
 
-export type LogLevel = 'info' | 'warn' | 'error'
+/** 'debug' carries the reason of every refused put; the others what the store repaired or noticed. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 
 export interface OpenOptions extends MessageStoreOptions {
   /** Called with what the store repaired or noticed at open and while running. */
