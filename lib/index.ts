@@ -3,6 +3,7 @@
 // any release.
 export { MessageStore, PutMessageResult } from './store/message-store.js'
 export type {
+  CommitOptions,
   ConsumeOptions,
   GetMessageResult,
   GetMessageStatus,

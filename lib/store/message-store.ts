@@ -18,6 +18,7 @@ import { syncDirectory } from './mapped/directory.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
 import {
   buildRecord,
+  checkCommitOptions,
   checkName,
   checkOffset,
   checkPositive,
@@ -38,6 +39,7 @@ import { StorePaths } from './store-paths.js'
 import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
 import type {
+  CommitOptions,
   ConsumeOptions,
   GetMessageResult,
   Message,
@@ -123,7 +125,7 @@ export class MessageStore implements AsyncDisposable {
       offsets: this.consumerOffsets,
       catchUp: () => this.catchUp(),
       isClosed: () => this.closed,
-      commit: (group, topic, queueId, offset) => this.commitOffset(group, topic, queueId, offset),
+      commit: (group, topic, queueId, offset, options) => this.commitOffset(group, topic, queueId, offset, options),
     })
     const log = (name: string, error: unknown) => this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
     this.targets = new DispatchTargets({
@@ -491,12 +493,26 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- consumer offsets and subscriptions ---------------------------------------------------
 
-  commitOffset(group: string, topic: string, queueId: number, offset: number): void {
+  /**
+   * Commits `offset` (the next message to read) as the group's position in the queue. In memory
+   * at once, on disk within flushConsumerOffsetInterval; with `{ durable: true }` the returned
+   * promise resolves once it is on disk (commits made together share one write).
+   */
+  commitOffset(group: string, topic: string, queueId: number, offset: number): void
+  commitOffset(group: string, topic: string, queueId: number, offset: number, options: CommitOptions): Promise<void>
+  commitOffset(group: string, topic: string, queueId: number, offset: number, options?: CommitOptions): void | Promise<void> {
     this.assertOpen()
     checkName(group, 'group')
     checkQueue(topic, queueId)
     checkOffset(offset)
+    const durable = checkCommitOptions(options)
     this.consumerOffsets.commitOffset(group, topic, queueId, offset)
+    if (options === undefined) return
+    if (!durable) return Promise.resolve()
+    const saved = this.consumerOffsets.persistDurable()
+    // Handled here too, so a caller that does not await never sees an unhandled rejection.
+    saved.catch((error: unknown) => this.logger('error', `durable offset commit failed: ${(error as Error).message}`))
+    return saved
   }
 
   /** The group's committed offset for the queue, -1 when it never committed one. */
@@ -608,6 +624,7 @@ export class MessageStore implements AsyncDisposable {
         if (logQueue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
         this.checkpoint.flush()
       }
+      await this.consumerOffsets.settle()
       this.consumerOffsets.persist(true)
       const clean = durable && this.dispatcher.behindBytes() <= 0 && !this.dispatcher.failed
       if (clean) {

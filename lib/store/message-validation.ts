@@ -11,7 +11,7 @@ import {
   type PreparedRecord,
 } from './commitlog/record.js'
 import { parseHost } from './config.js'
-import type { Message, MessageFilter } from './types.js'
+import type { CommitOptions, Message, MessageFilter } from './types.js'
 
 const GROUP_PATTERN = /^[%|a-zA-Z0-9_-]{1,255}$/
 const QUEUE_ID_MAX = 0x7fffffff
@@ -43,6 +43,15 @@ export function checkOffset(offset: number, what = 'offset'): void {
 
 export function checkPositive(n: number, what: string): void {
   if (!Number.isSafeInteger(n) || n < 1) throw new RangeError(`${what} must be a positive integer`)
+}
+
+/** The `durable` flag of commit options (false when absent); misuse is a TypeError. */
+export function checkCommitOptions(options: CommitOptions | undefined): boolean {
+  if (options === undefined) return false
+  if (options === null || typeof options !== 'object') throw new TypeError('commit options must be an object')
+  const { durable } = options
+  if (durable !== undefined && typeof durable !== 'boolean') throw new TypeError('options.durable must be a boolean')
+  return durable === true
 }
 
 /** What a record takes from the store rather than from the message. */

@@ -77,12 +77,25 @@ export interface ConsumeOptions {
   batchSize?: number
 }
 
+/** How an offset commit is kept. */
+export interface CommitOptions {
+  /**
+   * true: the commit's promise resolves once the offset is on disk (file and directory synced).
+   * false: kept in memory, on disk within flushConsumerOffsetInterval (a crash may lose it).
+   */
+  durable?: boolean
+}
+
 /** An async iterable over one queue that waits for new messages; see MessageStore.consume. */
 export interface Subscription extends AsyncIterable<MessageExt> {
   /** The queue offset after the last message handed out. */
   readonly position: number
-  /** Commits `position` (or the given offset) as the group's offset for the queue. */
-  commit(offset?: number): void
+  /**
+   * Commits `position` (or the given offset) as the group's offset for the queue. Durable by
+   * default: resolves once the offset is on disk; `{ durable: false }` resolves at once and leaves
+   * the write to the periodic save.
+   */
+  commit(offset?: number, options?: CommitOptions): Promise<void>
 }
 
 /** 'debug' carries the reason of every refused put; the others what the store repaired or noticed. */
