@@ -1,5 +1,6 @@
 // The API as a Node developer meets it: durable offsets, errors that explain, keys and lookups.
 import * as fs from 'node:fs'
+import { hostname } from 'node:os'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
@@ -66,5 +67,121 @@ describe('durable offset commits', () => {
     expect(store.commitOffset('g', 't', 0, 9)).toBeUndefined()
     await expect(store.commitOffset('g', 't', 0, 10, { durable: false })).resolves.toBeUndefined()
     expect(() => store.commitOffset('g', 't', 0, 1, { durable: 'yes' as unknown as boolean })).toThrow(TypeError)
+  })
+})
+
+describe('errors that explain', () => {
+  it('a refused put says why in its reason, and the logger hears it at debug level', async () => {
+    const debug: string[] = []
+    const store = await openStore({ ...SMALL, maxMessageSize: 1024, logger: (level, message) => level === 'debug' && debug.push(message) })
+    const tooBig = await store.putMessage({ topic: 't', body: Buffer.alloc(2000) })
+    expect(tooBig.status).toBe('MESSAGE_ILLEGAL')
+    expect(tooBig.reason).toContain('2000')
+    expect(tooBig.reason).toContain('1024')
+    const badTopic = await store.putMessage({ topic: 'a/b', body: 'x' })
+    expect(badTopic.status).toBe('MESSAGE_ILLEGAL')
+    expect(badTopic.reason).toMatch(/topic/)
+    const badProperty = await store.putMessage({ topic: 't', body: 'x', properties: { region: 'eu\u0001west' } })
+    expect(badProperty.status).toBe('MESSAGE_ILLEGAL')
+    expect(badProperty.reason).toMatch(/region/)
+    expect(JSON.parse(JSON.stringify(tooBig)).reason).toBe(tooBig.reason)
+    const ok = await store.putMessage({ topic: 't', body: 'x' })
+    expect(ok.status).toBe('PUT_OK')
+    expect(ok.reason).toBeUndefined()
+    expect(debug).toHaveLength(3)
+    expect(debug[0]).toContain(tooBig.reason)
+    expect(debug[1]).toContain(badTopic.reason)
+  })
+
+  it('a put to a closed store is SERVICE_NOT_AVAILABLE and says the store is closed', async () => {
+    const store = await MessageStore.open(dir, SMALL)
+    await store.close()
+    const result = await store.putMessage({ topic: 't', body: 'x' })
+    expect(result.status).toBe('SERVICE_NOT_AVAILABLE')
+    expect(result.reason).toBe('the store is closed')
+  })
+
+  it('opening a store twice in one process says it is already open here, not locked by another process', async () => {
+    const store = await openStore()
+    const error = await MessageStore.open(dir, SMALL).catch((e: unknown) => e)
+    expect(error).toMatchObject({ code: 'LOCKED' })
+    expect((error as Error).message).toContain('already open in this process')
+    await store.close()
+    open.length = 0
+    const again = await openStore()
+    expect((await again.putMessage({ topic: 't', body: 'x' })).status).toBe('PUT_OK')
+  })
+
+  it('the lock file names its holder, and another process is told which pid on which host holds the store', async () => {
+    await openStore()
+    const holder = JSON.parse(fs.readFileSync(`${dir}/lock`, 'utf8'))
+    expect(holder).toEqual({ pid: process.pid, host: hostname() })
+    const result = runNodeScript(
+      `
+      import { MessageStore } from ${JSON.stringify(distEntry)}
+      try { await MessageStore.open(process.argv[2]); console.log('opened') }
+      catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })) }
+      `,
+      [dir],
+    )
+    const outcome = JSON.parse(result.stdout)
+    expect(outcome.code).toBe('LOCKED')
+    expect(outcome.message).toContain(`pid ${process.pid} on host ${hostname()}`)
+  })
+
+  it('an unknown option suggests the nearest known name', async () => {
+    const typo = await MessageStore.open(dir, { flushDiskTyp: 'SYNC_FLUSH' } as OpenOptions).catch((e: unknown) => e)
+    expect(typo).toMatchObject({ code: 'INVALID_OPTION' })
+    expect((typo as Error).message).toContain(`did you mean 'flushDiskType'?`)
+    const suffix = await MessageStore.open(dir, { maxMessageSizeBytes: 10 } as OpenOptions).catch((e: unknown) => e)
+    expect((suffix as Error).message).toContain(`did you mean 'maxMessageSize'?`)
+    const nothingNear = await MessageStore.open(dir, { colour: 'blue' } as OpenOptions).catch((e: unknown) => e)
+    expect((nothingNear as Error).message).toBe(`unknown option 'colour'`)
+  })
+
+  it('misuse is checked the same way everywhere: a negative offset or a bad queue is a RangeError or TypeError', async () => {
+    const store = await openStore()
+    await store.putMessage({ topic: 't', body: 'x' })
+    expect(() => store.lookMessageByOffset(-5)).toThrow(RangeError)
+    expect(() => store.lookMessageByOffset(1.5)).toThrow(RangeError)
+    expect(() => store.getMessage('g', 't', 0, -1, 1)).toThrow(RangeError)
+    expect(() => store.getMaxOffsetInQueue('t', -1)).toThrow(RangeError)
+    expect(() => store.getMinOffsetInQueue('a/b', 0)).toThrow(TypeError)
+    expect(() => store.getOffsetInQueueByTime('t', 0, -1)).toThrow(RangeError)
+    expect(() => store.getCommitLogOffsetInQueue('t', 0, -1)).toThrow(RangeError)
+    expect(() => store.queryMessage('t', 'k', 0)).toThrow(RangeError)
+    expect(() => store.queryMessage('t', 'k', 1, 10, 5)).toThrow(RangeError)
+    expect(() => store.queryMessage('t', '', 1)).toThrow(TypeError)
+    expect(store.lookMessageByOffset(0)?.body.toString()).toBe('x')
+    expect(store.lookMessageByOffset(1)).toBeNull()
+  })
+})
+
+describe('keys and lookups', () => {
+  it('a key holding a space (the KEYS separator) is refused with the reason; a keys string stays RocketMQ-raw', async () => {
+    const store = await openStore()
+    const refused = await store.putMessage({ topic: 't', body: 'x', keys: ['order 42'] })
+    expect(refused.status).toBe('MESSAGE_ILLEGAL')
+    expect(refused.reason).toContain(`"order 42"`)
+    expect(refused.reason).toContain('separator')
+    expect(store.queryMessage('t', 'order', 32).messages).toEqual([])
+    expect((await store.putMessage({ topic: 't', body: 'y', keys: 'a b' })).status).toBe('PUT_OK')
+    expect(store.queryMessage('t', 'b', 32).messages.map((m) => m.body.toString())).toEqual(['y'])
+  })
+
+  it('queryMessage without begin and end finds what was stored until now, oldest first; getLatestByKey gives the newest', async () => {
+    const store = await openStore()
+    for (let version = 1; version <= 5; version++) {
+      await store.putMessage({ topic: 'orders', body: `v${version}`, keys: ['order-42'] })
+      await store.putMessage({ topic: 'orders', body: `other${version}`, keys: ['order-7'] })
+    }
+    await store.putMessage({ topic: 'returns', body: 'elsewhere', keys: ['order-42'] })
+    const found = store.queryMessage('orders', 'order-42', 32)
+    expect(found.messages.map((m) => m.body.toString())).toEqual(['v1', 'v2', 'v3', 'v4', 'v5'])
+    expect(store.getLatestByKey('orders', 'order-42')?.body.toString()).toBe('v5')
+    expect(store.getLatestByKey('returns', 'order-42')?.body.toString()).toBe('elsewhere')
+    expect(store.getLatestByKey('orders', 'order-1')).toBeNull()
+    // A range that ends before the messages finds none of them.
+    expect(store.queryMessage('orders', 'order-42', 32, 0, found.messages[0].storeTimestamp - 5000).messages).toEqual([])
   })
 })

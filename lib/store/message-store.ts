@@ -22,6 +22,7 @@ import {
   checkName,
   checkOffset,
   checkPositive,
+  checkQuery,
   checkQueue,
   filterTags,
   type RecordDefaults,
@@ -424,58 +425,64 @@ export class MessageStore implements AsyncDisposable {
     return result
   }
 
-  /** The message whose record starts at `commitLogOffset`, or null. */
+  /** The message whose record starts at `commitLogOffset`, or null when no record starts there. */
   lookMessageByOffset(commitLogOffset: number): MessageExt | null {
-    this.assertOpen()
-    if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null
-    this.catchUp()
-    return this.reads.lookMessageByOffset(commitLogOffset)
+    checkOffset(commitLogOffset, 'commitLogOffset')
+    return this.reading(() => this.reads.lookMessageByOffset(commitLogOffset))
   }
 
   /**
-   * Messages of `topic` with `key` (in KEYS or as UNIQ_KEY) stored between `begin` and `end` (ms),
-   * newest index files first, at most min(maxNum, maxMsgsNumBatch), returned in commit-log order.
+   * Messages of `topic` with `key` (in KEYS or as UNIQ_KEY) stored between `begin` (default 0) and
+   * `end` (default now), in ms: the newest min(maxNum, maxMsgsNumBatch) matches, returned oldest
+   * first (commit-log order). For the newest alone, see getLatestByKey.
    */
-  queryMessage(topic: string, key: string, maxNum: number, begin: number, end: number): QueryMessageResult {
-    this.assertOpen()
-    if (typeof topic !== 'string' || typeof key !== 'string') throw new TypeError('topic and key must be strings')
-    checkPositive(maxNum, 'maxNum')
-    this.catchUp()
-    return this.reads.queryMessage(topic, key, maxNum, begin, end)
+  queryMessage(topic: string, key: string, maxNum: number, begin?: number, end?: number): QueryMessageResult {
+    const range = checkQuery(topic, key, maxNum, begin, end, Date.now())
+    return this.reading(() => this.reads.queryMessage(topic, key, maxNum, range.begin, range.end))
+  }
+
+  /** The newest message of `topic` with `key` (in KEYS or as UNIQ_KEY), or null. */
+  getLatestByKey(topic: string, key: string): MessageExt | null {
+    checkQuery(topic, key, 1, undefined, undefined, 0)
+    return this.reading(() => this.reads.getLatestByKey(topic, key))
   }
 
   /** Runs a read after dispatch caught up, so that it sees every put before it. */
-  private reading<T>(read: () => T): T {
+  private reading<T>(read: () => T, topic?: string, queueId?: number): T {
     this.assertOpen()
+    if (topic !== undefined || queueId !== undefined) checkQueue(topic as string, queueId as number)
     this.catchUp()
     return read()
   }
 
   getMinOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0)
+    return this.reading(() => this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0, topic, queueId)
   }
 
   getMaxOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0)
+    return this.reading(() => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0, topic, queueId)
   }
 
   getMessageTotalInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMessageTotalInQueue() ?? 0)
+    return this.reading(() => this.queues.find(topic, queueId)?.getMessageTotalInQueue() ?? 0, topic, queueId)
   }
 
   /** The queue offset whose message's store time is nearest to `timestamp` (0 for an unknown queue). */
   getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0)
+    checkOffset(timestamp, 'timestamp')
+    return this.reading(() => this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0, topic, queueId)
   }
 
   /** The commit-log offset of the message at `consumeQueueOffset`, 0 when unreadable. */
   getCommitLogOffsetInQueue(topic: string, queueId: number, consumeQueueOffset: number): number {
-    return this.reading(() => this.reads.readUnit(topic, queueId, consumeQueueOffset)?.offset ?? 0)
+    checkOffset(consumeQueueOffset, 'consumeQueueOffset')
+    return this.reading(() => this.reads.readUnit(topic, queueId, consumeQueueOffset)?.offset ?? 0, topic, queueId)
   }
 
   /** Store time of the message at `consumeQueueOffset`, -1 when unreadable. */
   getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
-    return this.reading(() => this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset))
+    checkOffset(consumeQueueOffset, 'consumeQueueOffset')
+    return this.reading(() => this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset), topic, queueId)
   }
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
