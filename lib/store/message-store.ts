@@ -540,7 +540,7 @@ export class MessageStore implements AsyncDisposable {
     checkQueue(options.topic, options.queueId)
     const batchSize = options.batchSize ?? 32
     checkPositive(batchSize, 'batchSize')
-    const tags = filterTags(options.tags === undefined ? undefined : { tags: options.tags })
+    const tags = filterTags(options.tags)
     return this.subscriptions.subscribe(options, batchSize, tags)
   }
 

@@ -180,14 +180,14 @@ function encodeTagsAndKeys(tags: string | undefined, keys: string | undefined): 
   return tagsPart === '' ? keysPart : keysPart === '' ? tagsPart : `${tagsPart}\u0002${keysPart}`
 }
 
-/** Normalises a filter to a list of tags, or undefined for "everything". */
+/** Normalises a filter to a list of tags, or undefined for "everything"; a malformed one is a TypeError. */
 export function filterTags(filter: MessageFilter | undefined): string[] | undefined {
   if (filter === undefined || filter === null) return undefined
-  let tags: string[] | string | undefined
-  if (typeof filter === 'string' || Array.isArray(filter)) tags = filter
-  else tags = filter.tags
+  const tags: unknown = typeof filter === 'string' || Array.isArray(filter) ? filter : (filter as { tags?: unknown }).tags
   if (tags === undefined) return undefined
-  const list = (typeof tags === 'string' ? tags.split('||') : tags).map((t) => t.trim()).filter((t) => t !== '')
+  const valid = typeof tags === 'string' || (Array.isArray(tags) && tags.every((t) => typeof t === 'string'))
+  if (!valid) throw new TypeError("a filter is a tag list, a 'a || b' expression, '*', or { tags }")
+  const list = (typeof tags === 'string' ? tags.split('||') : (tags as string[])).map((t) => t.trim()).filter((t) => t !== '')
   if (list.length === 0 || list.includes('*')) return undefined
   return list
 }

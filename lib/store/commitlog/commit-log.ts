@@ -53,8 +53,8 @@ export type PutMessageStatus =
  * could not do); it is undefined for PUT_OK.
  */
 export class PutMessageResult {
-  status: PutMessageStatus
-  reason: string | undefined
+  readonly status: PutMessageStatus
+  readonly reason: string | undefined
   readonly wroteOffset: number
   readonly wroteBytes: number
   readonly queueOffset: number

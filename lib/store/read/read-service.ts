@@ -10,6 +10,9 @@ import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.js'
 
+/** A GetMessageResult while it is being filled in (callers get it read-only). */
+type GetMessageResultDraft = { -readonly [K in keyof GetMessageResult]: GetMessageResult[K] } & { messages: MessageExt[] }
+
 /** Units read from a consume queue per pull at the least (RocketMQ reads 16,000 bytes of units). */
 const MIN_UNIT_BYTES_PER_PULL = 16_000
 
@@ -39,7 +42,7 @@ export class ReadService {
 
   /** Up to `maxMsgNums` messages of one queue from `offset`; arguments are already checked. */
   readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined): GetMessageResult {
-    const result: GetMessageResult = {
+    const result: GetMessageResultDraft = {
       status: 'NO_MESSAGE_IN_QUEUE',
       messages: [],
       nextBeginOffset: offset,
@@ -75,7 +78,7 @@ export class ReadService {
     return result
   }
 
-  private collect(queue: ConsumeQueue, offset: number, maxMsgNums: number, tags: string[] | undefined, result: GetMessageResult): void {
+  private collect(queue: ConsumeQueue, offset: number, maxMsgNums: number, tags: string[] | undefined, result: GetMessageResultDraft): void {
     const units = queue.getIndexBuffer(offset)
     if (units === null) {
       result.status = 'OFFSET_FOUND_NULL'
@@ -128,7 +131,7 @@ export class ReadService {
     result.suggestPullingFromSlave = maxPhy - lastPhy > this.memoryLimit
   }
 
-  private isTheBatchFull(size: number, maxMsgNums: number, result: GetMessageResult, inDisk: boolean): boolean {
+  private isTheBatchFull(size: number, maxMsgNums: number, result: GetMessageResultDraft, inDisk: boolean): boolean {
     const count = result.messages.length
     if (count === 0) return false
     if (count >= maxMsgNums) return true
