@@ -69,10 +69,12 @@ export class ConsumerOffsets {
 
   /**
    * Resolves once the table as it is now is on disk (file and directory synced); rejects with
-   * the write's error. Commits made before the call are all covered.
+   * the write's error, which `onError` also gets (so a caller that does not await never meets an
+   * unhandled rejection). Commits made before the call are all covered.
    */
-  persistDurable(): Promise<void> {
+  persistDurable(onError: (error: Error) => void = () => {}): Promise<void> {
     const promise = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }))
+    promise.catch((error: unknown) => onError(error instanceof Error ? error : new Error(String(error))))
     this.startDurableWrite()
     return promise
   }

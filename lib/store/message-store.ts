@@ -12,7 +12,7 @@ import { ConsumerOffsets } from './consumer-offsets.js'
 import { appendedRequest, DispatchTargets } from './dispatch-targets.js'
 import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
-import { CommitLogFlusher } from './flusher.js'
+import { CommitLogFlusher, markUnflushed } from './flusher.js'
 import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
@@ -374,11 +374,8 @@ export class MessageStore implements AsyncDisposable {
       if (this.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {
         const status = await this.flusher.awaitFlush(lastEnd)
         if (status !== 'PUT_OK') {
-          const reason =
-            status === 'FLUSH_DISK_TIMEOUT'
-              ? `appended, but not on disk within syncFlushTimeout (${this.config.syncFlushTimeout} ms)`
-              : 'appended, but flushing the commit log failed (see the logger)'
-          for (const r of results) if (r.status === 'PUT_OK') Object.assign(r, { status, reason })
+          const failedSync = this.flags.list().find((flag) => flag.name === 'NOT_WRITEABLE')?.reason ?? null
+          markUnflushed(results, status, this.config.syncFlushTimeout, failedSync)
         }
       } else {
         this.flusher.wakeup()
@@ -516,10 +513,7 @@ export class MessageStore implements AsyncDisposable {
     this.consumerOffsets.commitOffset(group, topic, queueId, offset)
     if (options === undefined) return
     if (!durable) return Promise.resolve()
-    const saved = this.consumerOffsets.persistDurable()
-    // Handled here too, so a caller that does not await never sees an unhandled rejection.
-    saved.catch((error: unknown) => this.logger('error', `durable offset commit failed: ${(error as Error).message}`))
-    return saved
+    return this.consumerOffsets.persistDurable((error) => this.logger('error', `durable offset commit failed: ${error.message}`))
   }
 
   /** The group's committed offset for the queue, -1 when it never committed one. */
