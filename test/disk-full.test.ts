@@ -112,6 +112,42 @@ describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
     expect(got.messages[0].body.equals(body)).toBe(true)
     await store.close()
   })
+
+  it('an index file whose slot pages find no blocks stops puts with the reason; after space comes back every acknowledged key is found', async () => {
+    mount('3m')
+    // A 4 MB slot table on a 3 MiB file system: slot pages are reserved as keys hit them.
+    const options: OpenOptions = {
+      mappedFileSizeCommitLog: 256 * 1024,
+      mappedFileSizeConsumeQueue: 20 * 1000,
+      maxHashSlotNum: 1_000_000,
+      maxIndexNum: 10_000,
+      diskMaxUsedSpaceRatio: 95,
+    }
+    let store = await MessageStore.open(dir, options)
+    // Keys that differ in their first characters spread over the slot table (Java's string hash).
+    const keyOf = (i: number) => `${((i * 2654435761) >>> 0).toString(36)}-${i}`
+    let acked = 0
+    let refused: { status: string; reason?: string } | null = null
+    for (let i = 0; i < 5_000 && refused === null; i++) {
+      const result = await store.putMessage({ topic: 't', body: `m${i}`, keys: [keyOf(i)] })
+      if (result.status === 'PUT_OK') acked++
+      else refused = result
+      await tick()
+    }
+    expect(acked).toBeGreaterThan(100)
+    expect(refused?.status).toBe('SERVICE_NOT_AVAILABLE')
+    expect(refused?.reason).toMatch(/dispatch is stuck .*ENOSPC/)
+    expect(refused?.reason).toContain('/index/')
+    await store.close()
+
+    mount('16m', true)
+    store = await MessageStore.open(dir, options)
+    for (let i = 0; i < acked; i++) {
+      expect(store.getLatestByKey('t', keyOf(i))?.body.toString()).toBe(`m${i}`)
+    }
+    expect((await store.putMessage({ topic: 't', body: 'again', keys: ['key-again'] })).status).toBe('PUT_OK')
+    await store.close()
+  })
 })
 
 /** What test/fixtures/disk-full-producer.mjs prints. */
