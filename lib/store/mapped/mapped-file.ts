@@ -317,11 +317,12 @@ export class MappedFile {
     return outcome
   }
 
-  /** Raw append (consume queue units): succeeds only if the bytes fit. */
+  /** Raw append: succeeds only if the bytes fit and their blocks could be reserved. */
   appendMessage(data: Uint8Array, offset = 0, length = data.length - offset): boolean {
     this.assertWritable()
     const pos = this.wrotePosition
     if (pos + length > this.fileSize) return false
+    if (!this.reserve(pos + length)) return false
     this.mapped.set(data.subarray(offset, offset + length), pos)
     this.wrotePosition = pos + length
     return true
