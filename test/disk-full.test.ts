@@ -148,6 +148,47 @@ describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
     expect((await store.putMessage({ topic: 't', body: 'again', keys: ['key-again'] })).status).toBe('PUT_OK')
     await store.close()
   })
+
+  it('a durable offset commit on a full disk rejects with NO_SPACE; one nobody awaits is logged, never an unhandled rejection', async () => {
+    mount('1m')
+    const failures: string[] = []
+    let secondFailure = () => {}
+    const twoFailuresLogged = new Promise<void>((resolve) => (secondFailure = resolve))
+    const store = await MessageStore.open(dir, {
+      mappedFileSizeCommitLog: 64 * 1024,
+      mappedFileSizeConsumeQueue: 20 * 100,
+      messageIndexEnable: false,
+      logger: (level, message) => {
+        if (level !== 'error' || !message.startsWith('durable offset commit failed')) return
+        failures.push(message)
+        if (failures.length === 2) secondFailure()
+      },
+    })
+    expect((await store.putMessage({ topic: 't', body: 'x' })).status).toBe('PUT_OK')
+    await store.commitOffset('g', 't', 0, 1, { durable: true })
+    // Fill what is left of the file system.
+    const filler = fs.openSync(`${dir}/filler`, 'w')
+    try {
+      for (;;) fs.writeSync(filler, Buffer.alloc(4096))
+    } catch (error) {
+      expect((error as NodeJS.ErrnoException).code).toBe('ENOSPC')
+    } finally {
+      fs.closeSync(filler)
+    }
+    await expect(store.commitOffset('g', 't', 0, 2, { durable: true })).rejects.toMatchObject({ code: 'NO_SPACE' })
+    // Nobody awaits or catches this one: the logger hears of it, and vitest would fail the run on
+    // an unhandled rejection.
+    void store.consume({ group: 'h', topic: 't', queueId: 0 }).commit(1)
+    await twoFailuresLogged
+    expect(failures[1]).toMatch(/ENOSPC/)
+    // The commit stays in memory; with space back, the next save writes it.
+    expect(store.queryOffset('g', 't', 0)).toBe(2)
+    fs.rmSync(`${dir}/filler`)
+    await store.commitOffset('g', 't', 0, 3, { durable: true })
+    const saved = JSON.parse(fs.readFileSync(`${dir}/config/consumerOffset.json`, 'utf8'))
+    expect(saved.offsetTable).toEqual({ 't@g': { 0: 3 }, 't@h': { 0: 1 } })
+    await store.close()
+  })
 })
 
 /** What test/fixtures/disk-full-producer.mjs prints. */

@@ -12,6 +12,7 @@
 import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
+import { ioError } from '../errors.js'
 import { syncDirectory } from './mapped/directory.js'
 
 export class ConsumerOffsets {
@@ -90,8 +91,9 @@ export class ConsumerOffsets {
       () => {
         for (const waiter of batch) waiter.resolve()
       },
-      (error: unknown) => {
+      (cause: unknown) => {
         this.dirty = true
+        const error = ioError(`cannot save consumer offsets to ${this.path}`, cause)
         for (const waiter of batch) waiter.reject(error)
       },
     )
