@@ -184,4 +184,13 @@ describe('keys and lookups', () => {
     // A range that ends before the messages finds none of them.
     expect(store.queryMessage('orders', 'order-42', 32, 0, found.messages[0].storeTimestamp - 5000).messages).toEqual([])
   })
+
+  it('getLatestByKey skips newer messages whose key only shares the hash ("Aa" and "BB" hash alike)', async () => {
+    const store = await openStore()
+    await store.putMessage({ topic: 't', body: 'aa-old', keys: ['Aa'] })
+    await store.putMessage({ topic: 't', body: 'aa-new', keys: ['Aa'] })
+    for (let i = 0; i < 70; i++) await store.putMessage({ topic: 't', body: `bb${i}`, keys: ['BB'] })
+    expect(store.getLatestByKey('t', 'Aa')?.body.toString()).toBe('aa-new')
+    expect(store.getLatestByKey('t', 'BB')?.body.toString()).toBe('bb69')
+  })
 })

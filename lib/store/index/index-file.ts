@@ -307,24 +307,36 @@ export class IndexFile {
   }
 
   selectPhyOffsetByHash(out: number[], keyHash: number, maxNum: number, begin: number, end: number): void {
+    if (out.length >= maxNum) return
+    this.walkByHash(keyHash, begin, end, (phyOffset) => {
+      out.push(phyOffset)
+      return out.length >= maxNum
+    })
+  }
+
+  /**
+   * Walks the chain of `keyHash`, newest entry first, calling `visit` with the phyOffset of each
+   * entry whose hash matches and whose time lies in [begin, end], until `visit` returns true.
+   * Returns true when `visit` stopped the walk.
+   */
+  walkByHash(keyHash: number, begin: number, end: number, visit: (phyOffset: number) => boolean): boolean {
     const mapped = this.mappedFile
-    if (!mapped.hold()) return
+    if (!mapped.hold()) return false
     try {
       const v = this.view
       const indexCount = this.indexCount
       let cur = v.getInt32(hashSlotPosition(keyHash, this.hashSlotNum))
       // Entry numbers run from 1 to indexCount - 1; anything else is a damaged slot.
-      if (cur <= INVALID_INDEX || cur >= indexCount || indexCount <= 1) return
+      if (cur <= INVALID_INDEX || cur >= indexCount || indexCount <= 1) return false
       for (;;) {
-        if (out.length >= maxNum) return
         const entry = readIndexEntry(v, this.entriesStart + cur * INDEX_ENTRY_SIZE)
         const prev = entry.prevIndex
-        if (entry.timeDiff < 0) return
+        if (entry.timeDiff < 0) return false
         const time = this.beginTimestamp + entry.timeDiff * 1000
-        if (entry.keyHash === keyHash && time >= begin && time <= end) out.push(entry.phyOffset)
+        if (entry.keyHash === keyHash && time >= begin && time <= end && visit(entry.phyOffset)) return true
         // A valid chain only goes to older entries; `prev >= cur` (RocketMQ checks only ==) also
         // ends the walk on a damaged chain that would otherwise loop.
-        if (prev <= INVALID_INDEX || prev >= cur || time < begin) return
+        if (prev <= INVALID_INDEX || prev >= cur || time < begin) return false
         cur = prev
       }
     } finally {

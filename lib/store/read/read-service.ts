@@ -190,34 +190,25 @@ export class ReadService {
   }
 
   /**
-   * The newest message of `topic` whose keys (or UNIQ_KEY) hold `key`: the index's candidates are
-   * read newest first until one matches (other keys may share the hash), a batch at a time.
+   * The newest message of `topic` whose keys (or UNIQ_KEY) hold `key`: the index's entries for
+   * the key's hash are read newest first until one is really that key (other keys may share the
+   * hash), however many collide.
    */
   getLatestByKey(topic: string, key: string): MessageExt | null {
-    let end = Number.MAX_SAFE_INTEGER
+    let latest: MessageExt | null = null
     const reader = this.commitLog.openReader()
     try {
-      for (;;) {
-        const found = this.index().queryOffset(topic, key, this.config.maxMsgsNumBatch, 0, end)
-        const candidates = [...new Set(found.phyOffsets)].sort((a, b) => b - a)
-        let oldestTime = Number.MAX_SAFE_INTEGER
-        for (const offset of candidates) {
-          const message = this.readMessageAt(reader, offset)
-          if (message === null) continue
-          oldestTime = Math.min(oldestTime, message.storeTimestamp)
-          if (message.topic !== topic) continue
-          if (message.keys.includes(key) || message.properties.UNIQ_KEY === key) return message
-        }
-        // A full batch of collisions: look again before the oldest of them (index times are
-        // whole seconds, so step back a second to be sure the next batch is older).
-        if (candidates.length < this.config.maxMsgsNumBatch || oldestTime <= 1000) return null
-        const next = Math.floor(oldestTime / 1000) * 1000 - 1
-        if (next >= end) return null
-        end = next
-      }
+      this.index().findNewest(topic, key, (offset) => {
+        const message = this.readMessageAt(reader, offset)
+        if (message === null || message.topic !== topic) return false
+        if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) return false
+        latest = message
+        return true
+      })
     } finally {
       reader.close()
     }
+    return latest
   }
 
   /** The commit-log position of the unit at `consumeQueueOffset`, or null when unreadable. */
