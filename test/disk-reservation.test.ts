@@ -96,6 +96,14 @@ describe('a store that starts small', () => {
     expect(diskBytes(dir)).toBeLessThanOrEqual(16 * MiB)
   })
 
+  it("with RocketMQ's sizes (1 GiB commit-log files, 420 MB index files) a new store takes at most 16 MB as well", async () => {
+    const store = await MessageStore.open(dir, { preset: 'rocketmq' })
+    expect((await store.putMessage({ topic: 'orders', body: 'one', keys: ['order-1'] })).status).toBe('PUT_OK')
+    await store.close()
+    expect(fs.statSync(join(dir, 'commitlog', formatOffsetName(0))).size).toBe(1024 * MiB)
+    expect(diskBytes(dir)).toBeLessThanOrEqual(16 * MiB)
+  })
+
   it('disk use follows the data: 24 MB of messages take less than 24 MB plus 16 MB', async () => {
     const store = await MessageStore.open(dir)
     const body = Buffer.alloc(16 * 1024, 1)
