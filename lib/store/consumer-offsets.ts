@@ -108,6 +108,19 @@ export class ConsumerOffsets {
     while (this.writing !== null) await this.writing
   }
 
+  /**
+   * The save at close: offsets changed since the last save are written; a failure (a full disk)
+   * goes to `onError` and close goes on: a lost commit means messages delivered again, never a
+   * store left half shut.
+   */
+  saveAtClose(onError: (error: Error) => void): void {
+    try {
+      this.persist()
+    } catch (error) {
+      onError(error instanceof Error ? error : new Error(String(error)))
+    }
+  }
+
   /** Writes the table if it changed since the last save (skipped while a durable save runs). */
   persist(force = false): void {
     if (this.writing !== null || (!this.dirty && !force)) return

@@ -604,18 +604,6 @@ export class MessageStore implements AsyncDisposable {
     await this.close()
   }
 
-  /**
-   * Offsets changed since the last save are saved; a failure (a full disk) is logged and close
-   * goes on: a lost commit means messages delivered again, never a store left half shut.
-   */
-  private saveOffsetsAtClose(): void {
-    try {
-      this.consumerOffsets.persist()
-    } catch (error) {
-      this.logger('error', `consumer offsets not saved at close: ${(error as Error).message}`)
-    }
-  }
-
   private async shutdown(): Promise<void> {
     this.closed = true
     this.subscriptions.wakeAll()
@@ -638,7 +626,7 @@ export class MessageStore implements AsyncDisposable {
         this.checkpoint.flush()
       }
       await this.consumerOffsets.settle()
-      this.saveOffsetsAtClose()
+      this.consumerOffsets.saveAtClose((error) => this.logger('error', `consumer offsets not saved at close: ${error.message}`))
       const clean = durable && this.dispatcher.behindBytes() <= 0 && !this.dispatcher.failed
       if (clean) {
         this.checkpoint.writeShutdownRecord({
