@@ -86,7 +86,7 @@ async function relay() {
     const event = JSON.parse(message.body.toString('utf8'))
     publishedIds.add(event.id) // "publish": hand the event to the outside world
     published++
-    subscription.commit() // only after publishing: at-least-once
+    await subscription.commit() // only after publishing, and on disk when it resolves: at-least-once
     if (!values.serve && published === REQUESTS) allPublished()
   }
 }

@@ -1,8 +1,12 @@
 // The package's public API: what a program is written against. Everything else (mapped files,
 // queues, index classes, the raw native binding) is in `mqstore/internals`, which may change in
 // any release.
+//
+// The typings name Node's Buffer: TypeScript users need @types/node (a peer dependency).
+/// <reference types="node" preserve="true" />
 export { MessageStore, PutMessageResult } from './store/message-store.js'
 export type {
+  CommitOptions,
   ConsumeOptions,
   GetMessageResult,
   GetMessageStatus,
@@ -15,6 +19,7 @@ export type {
   OpenOptions,
   PutMessageStatus,
   QueryMessageResult,
+  RecoveryDamage,
   RecoveryOutcome,
   Repair,
   Subscription,
@@ -24,5 +29,8 @@ export type { ErrorCode } from './errors.js'
 export { EMBEDDED_DEFAULTS, ROCKETMQ_SIZES } from './store/config.js'
 export type { FlushDiskType, MessageStoreConfig, MessageStoreOptions } from './store/config.js'
 export type { StoreStats } from './store/store-stats.js'
+export type { CleanupStats } from './store/cleanup/cleanup-service.js'
+export type { DiskReading } from './store/cleanup/disk-policy.js'
+export type { RunningFlagState } from './store/running-flags.js'
 export { verifyStore } from './cli/verify/index.js'
 export type { VerifyOptions, VerifyReport } from './cli/verify/index.js'

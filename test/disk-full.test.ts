@@ -45,7 +45,7 @@ describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
     await store.close()
   })
 
-  it('a consume queue that cannot be created stops puts with SERVICE_NOT_AVAILABLE; reopening with space re-dispatches', async () => {
+  it('a consume queue that finds no blocks stops puts with SERVICE_NOT_AVAILABLE and the reason; reopening with space re-dispatches', async () => {
     mount('1m')
     const errors: string[] = []
     const options: OpenOptions = {
@@ -57,16 +57,29 @@ describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
       },
     }
     let store = await MessageStore.open(dir, options)
-    expect((await store.putMessage({ topic: 't', queueId: 0, body: 'a' })).status).toBe('PUT_OK')
-    await tick()
-    expect((await store.putMessage({ topic: 't', queueId: 1, body: 'b' })).status).toBe('PUT_OK')
-    await tick()
-    // The record is appended (and acknowledged) before dispatch finds no room for queue 2's file.
-    expect((await store.putMessage({ topic: 't', queueId: 2, body: 'c' })).status).toBe('PUT_OK')
-    expect((await store.putMessage({ topic: 't', queueId: 0, body: 'd' })).status).toBe('SERVICE_NOT_AVAILABLE')
+    // Each new queue reserves its first chunk; one put per queue until a queue finds no room.
+    const statuses: string[] = []
+    let reason = ''
+    for (let queueId = 0; queueId < 64; queueId++) {
+      const result = await store.putMessage({ topic: 't', queueId, body: `m${queueId}` })
+      statuses.push(result.status)
+      if (result.status !== 'PUT_OK') {
+        reason = result.reason ?? ''
+        break
+      }
+      await tick()
+    }
+    // The record is appended (and acknowledged) before dispatch finds no room for its queue's
+    // file; the put after it is refused, saying why.
+    const ok = statuses.filter((s) => s === 'PUT_OK').length
+    expect(ok).toBeGreaterThan(2)
+    expect(statuses.slice(ok)).toEqual(['SERVICE_NOT_AVAILABLE'])
+    const stuck = ok - 1
+    expect(reason).toContain('dispatch is stuck')
+    expect(reason).toMatch(/ENOSPC|no space/i)
     expect(errors.some((e) => e.includes('dispatch stopped'))).toBe(true)
-    expect(store.getMessage('g', 't', 0, 0, 8).messages.map((m) => m.body.toString())).toEqual(['a'])
-    expect(store.getMaxOffsetInQueue('t', 2)).toBe(0)
+    expect(store.getMessage('g', 't', 0, 0, 8).messages.map((m) => m.body.toString())).toEqual(['m0'])
+    expect(store.getMaxOffsetInQueue('t', stuck)).toBe(0)
     await store.close()
     // Dispatch never caught up, so the next open must recover abnormally.
     expect(fs.existsSync(`${dir}/abort`)).toBe(true)
@@ -74,9 +87,106 @@ describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
     mount('8m', true)
     store = await MessageStore.open(dir, options)
     expect(store.stats().lastExitOK).toBe(false)
-    expect(store.getMessage('g', 't', 2, 0, 8).messages.map((m) => m.body.toString())).toEqual(['c'])
+    expect(store.getMessage('g', 't', stuck, 0, 8).messages.map((m) => m.body.toString())).toEqual([`m${stuck}`])
     expect((await store.putMessage({ topic: 't', queueId: 0, body: 'd' })).status).toBe('PUT_OK')
-    expect(store.getMessage('g', 't', 0, 0, 8).messages.map((m) => m.body.toString())).toEqual(['a', 'd'])
+    expect(store.getMessage('g', 't', 0, 0, 8).messages.map((m) => m.body.toString())).toEqual(['m0', 'd'])
+    await store.close()
+  })
+
+  it('a commit-log file larger than the disk fills chunk by chunk: CREATE_MAPEDFILE_FAILED with the reason, never a SIGBUS', async () => {
+    mount('6m')
+    // 64 MiB segments on a 6 MiB file system: only chunked reservation lets the store open at all.
+    const store = await MessageStore.open(dir, { mappedFileSizeCommitLog: 64 * 1024 * 1024, messageIndexEnable: false })
+    const body = Buffer.alloc(64 * 1024, 7)
+    let last = await store.putMessage({ topic: 't', body })
+    let ok = 0
+    while (last.status === 'PUT_OK' && ok < 1000) {
+      ok++
+      last = await store.putMessage({ topic: 't', body })
+    }
+    expect(ok).toBeGreaterThan(16)
+    expect(last.status).toBe('CREATE_MAPEDFILE_FAILED')
+    expect(last.reason).toMatch(/cannot reserve .*ENOSPC/)
+    const got = store.getMessage('g', 't', 0, ok - 1, 1)
+    expect(got.status).toBe('FOUND')
+    expect(got.messages[0].body.equals(body)).toBe(true)
+    await store.close()
+  })
+
+  it('an index file whose slot pages find no blocks stops puts with the reason; after space comes back every acknowledged key is found', async () => {
+    mount('3m')
+    // A 4 MB slot table on a 3 MiB file system: slot pages are reserved as keys hit them.
+    const options: OpenOptions = {
+      mappedFileSizeCommitLog: 256 * 1024,
+      mappedFileSizeConsumeQueue: 20 * 1000,
+      maxHashSlotNum: 1_000_000,
+      maxIndexNum: 10_000,
+      diskMaxUsedSpaceRatio: 95,
+    }
+    let store = await MessageStore.open(dir, options)
+    // Keys that differ in their first characters spread over the slot table (Java's string hash).
+    const keyOf = (i: number) => `${((i * 2654435761) >>> 0).toString(36)}-${i}`
+    let acked = 0
+    let refused: { status: string; reason?: string } | null = null
+    for (let i = 0; i < 5_000 && refused === null; i++) {
+      const result = await store.putMessage({ topic: 't', body: `m${i}`, keys: [keyOf(i)] })
+      if (result.status === 'PUT_OK') acked++
+      else refused = result
+      await tick()
+    }
+    expect(acked).toBeGreaterThan(100)
+    expect(refused?.status).toBe('SERVICE_NOT_AVAILABLE')
+    expect(refused?.reason).toMatch(/dispatch is stuck .*ENOSPC/)
+    expect(refused?.reason).toContain('/index/')
+    await store.close()
+
+    mount('16m', true)
+    store = await MessageStore.open(dir, options)
+    for (let i = 0; i < acked; i++) {
+      expect(store.getLatestByKey('t', keyOf(i))?.body.toString()).toBe(`m${i}`)
+    }
+    expect((await store.putMessage({ topic: 't', body: 'again', keys: ['key-again'] })).status).toBe('PUT_OK')
+    await store.close()
+  })
+
+  it('a durable offset commit on a full disk rejects with NO_SPACE; one nobody awaits is logged, never an unhandled rejection', async () => {
+    mount('1m')
+    const failures: string[] = []
+    let secondFailure = () => {}
+    const twoFailuresLogged = new Promise<void>((resolve) => (secondFailure = resolve))
+    const store = await MessageStore.open(dir, {
+      mappedFileSizeCommitLog: 64 * 1024,
+      mappedFileSizeConsumeQueue: 20 * 100,
+      messageIndexEnable: false,
+      logger: (level, message) => {
+        if (level !== 'error' || !message.startsWith('durable offset commit failed')) return
+        failures.push(message)
+        if (failures.length === 2) secondFailure()
+      },
+    })
+    expect((await store.putMessage({ topic: 't', body: 'x' })).status).toBe('PUT_OK')
+    await store.commitOffset('g', 't', 0, 1, { durable: true })
+    // Fill what is left of the file system.
+    const filler = fs.openSync(`${dir}/filler`, 'w')
+    try {
+      for (;;) fs.writeSync(filler, Buffer.alloc(4096))
+    } catch (error) {
+      expect((error as NodeJS.ErrnoException).code).toBe('ENOSPC')
+    } finally {
+      fs.closeSync(filler)
+    }
+    await expect(store.commitOffset('g', 't', 0, 2, { durable: true })).rejects.toMatchObject({ code: 'NO_SPACE' })
+    // Nobody awaits or catches this one: the logger hears of it, and vitest would fail the run on
+    // an unhandled rejection.
+    void store.consume({ group: 'h', topic: 't', queueId: 0 }).commit(1)
+    await twoFailuresLogged
+    expect(failures[1]).toMatch(/ENOSPC/)
+    // The commit stays in memory; with space back, the next save writes it.
+    expect(store.queryOffset('g', 't', 0)).toBe(2)
+    fs.rmSync(`${dir}/filler`)
+    await store.commitOffset('g', 't', 0, 3, { durable: true })
+    const saved = JSON.parse(fs.readFileSync(`${dir}/config/consumerOffset.json`, 'utf8'))
+    expect(saved.offsetTable).toEqual({ 't@g': { 0: 3 }, 't@h': { 0: 1 } })
     await store.close()
   })
 })

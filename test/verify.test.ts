@@ -208,6 +208,8 @@ describe('verifyStore on a clean store', () => {
 
   it('reports index files of unknown dimensions when they are not given', async () => {
     await buildStore(50)
+    // Without the store's sizes record (a store written by RocketMQ), nothing tells the dimensions.
+    fs.rmSync(join(dir, 'config', 'storeSizes.json'))
     const r = await verifyStore(dir)
     expect(r.ok).toBe(false)
     expect(r.index.problems).toHaveLength(1)

@@ -162,6 +162,46 @@ const POSITIVE_INTEGERS = new Set<keyof MessageStoreConfig>([
   'cleanResourceInterval',
 ])
 
+/** Options that are not store settings: the preset and what open() takes besides the config. */
+const EXTRA_OPTION_NAMES = ['preset', 'logger', 'onProgress']
+
+/**
+ * The known name closest to `name` (case ignored, Levenshtein distance), when it is close enough
+ * to be a typo: at most a third of the name's length, and at most 4 edits; else a known name that
+ * starts the given one or that it starts.
+ */
+export function nearestName(name: string, known: readonly string[]): string | null {
+  const wanted = name.toLowerCase()
+  let best: string | null = null
+  let bestDistance = Math.min(4, Math.max(1, Math.floor(name.length / 3)))
+  for (const candidate of known) {
+    const distance = editDistance(wanted, candidate.toLowerCase())
+    if (distance <= bestDistance) {
+      if (distance < bestDistance || best === null) best = candidate
+      bestDistance = distance
+    }
+  }
+  if (best !== null) return best
+  // A name with a suffix added or dropped ('maxMessageSizeBytes', 'flushDisk').
+  return known.find((candidate) => {
+    const lower = candidate.toLowerCase()
+    return Math.min(lower.length, wanted.length) >= 6 && (lower.startsWith(wanted) || wanted.startsWith(lower))
+  }) ?? null
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1)
+      current.push(Math.min(previous[j] + 1, current[j - 1] + 1, substitution))
+    }
+    previous = current
+  }
+  return previous[b.length]
+}
+
 /** Validates options against the known names and types and fills in the defaults. */
 export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreConfig {
   if (options === null || typeof options !== 'object') {
@@ -174,7 +214,8 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
   const config: MessageStoreConfig = { ...EMBEDDED_DEFAULTS, ...(preset === 'rocketmq' ? ROCKETMQ_SIZES : {}) }
   for (const [name, value] of Object.entries(given)) {
     if (!(name in EMBEDDED_DEFAULTS)) {
-      throw new MQStoreError('INVALID_OPTION', `unknown option '${name}'`)
+      const near = nearestName(name, [...Object.keys(EMBEDDED_DEFAULTS), ...EXTRA_OPTION_NAMES])
+      throw new MQStoreError('INVALID_OPTION', `unknown option '${name}'${near === null ? '' : `; did you mean '${near}'?`}`)
     }
     if (value === undefined) continue
     const key = name as keyof MessageStoreConfig

@@ -4,15 +4,25 @@
 // RocketMQ writes integer map keys unquoted (not strict JSON); we write them quoted and read both.
 // A save is atomic: write <file>.tmp, copy <file> to <file>.bak, rename .tmp over <file>.
 // A missing, empty or unparsable file falls back to the .bak copy.
+//
+// Commits live in memory and reach the file every flushConsumerOffsetInterval ms (persist), or at
+// once when a caller asks for a durable commit (persistDurable): the durable commits of one moment
+// share one write, which runs on the libuv pool, and each resolves once a write that started after
+// it is on disk.
 import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
+import { ioError } from '../errors.js'
 import { syncDirectory } from './mapped/directory.js'
 
 export class ConsumerOffsets {
   readonly path: string
   private readonly table = new Map<string, Map<number, number>>()
   private dirty = false
+  /** An asynchronous (durable) save in flight: the periodic save skips while it runs. */
+  private writing: Promise<void> | null = null
+  /** Durable commits waiting for the next save. */
+  private waiting: { resolve: () => void; reject: (error: unknown) => void }[] = []
 
   constructor(path: string) {
     this.path = path
@@ -49,14 +59,72 @@ export class ConsumerOffsets {
     return this.table.get(`${topic}@${group}`)?.get(queueId) ?? -1
   }
 
-  /** Writes the table if it changed since the last save. */
-  persist(force = false): void {
-    if (!this.dirty && !force) return
+  /** The file's text for the table as it is now. */
+  private snapshot(): string {
     const offsetTable: Record<string, Record<string, number>> = {}
     for (const [key, queues] of this.table) {
       offsetTable[key] = Object.fromEntries([...queues].sort((a, b) => a[0] - b[0]))
     }
-    const text = JSON.stringify({ offsetTable }, null, 2)
+    return JSON.stringify({ offsetTable }, null, 2)
+  }
+
+  /**
+   * Resolves once the table as it is now is on disk (file and directory synced); rejects with
+   * the write's error, which `onError` also gets (so a caller that does not await never meets an
+   * unhandled rejection). Commits made before the call are all covered.
+   */
+  persistDurable(onError: (error: Error) => void = () => {}): Promise<void> {
+    const promise = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }))
+    promise.catch((error: unknown) => onError(error instanceof Error ? error : new Error(String(error))))
+    this.startDurableWrite()
+    return promise
+  }
+
+  /** Starts one save for every waiting durable commit, unless a save is already running. */
+  private startDurableWrite(): void {
+    if (this.writing !== null || this.waiting.length === 0) return
+    const batch = this.waiting
+    this.waiting = []
+    const text = this.snapshot()
+    this.dirty = false
+    this.writing = writeAtomically(this.path, text).then(
+      () => {
+        for (const waiter of batch) waiter.resolve()
+      },
+      (cause: unknown) => {
+        this.dirty = true
+        const error = ioError(`cannot save consumer offsets to ${this.path}`, cause)
+        for (const waiter of batch) waiter.reject(error)
+      },
+    )
+    void this.writing.finally(() => {
+      this.writing = null
+      this.startDurableWrite()
+    })
+  }
+
+  /** Waits for durable saves in flight (close, before its last save). */
+  async settle(): Promise<void> {
+    while (this.writing !== null) await this.writing
+  }
+
+  /**
+   * The save at close: offsets changed since the last save are written; a failure (a full disk)
+   * goes to `onError` and close goes on: a lost commit means messages delivered again, never a
+   * store left half shut.
+   */
+  saveAtClose(onError: (error: Error) => void): void {
+    try {
+      this.persist()
+    } catch (error) {
+      onError(error instanceof Error ? error : new Error(String(error)))
+    }
+  }
+
+  /** Writes the table if it changed since the last save (skipped while a durable save runs). */
+  persist(force = false): void {
+    if (this.writing !== null || (!this.dirty && !force)) return
+    const text = this.snapshot()
     fs.mkdirSync(dirname(this.path), { recursive: true })
     const temp = `${this.path}.tmp`
     const fd = fs.openSync(temp, 'w')
@@ -70,6 +138,34 @@ export class ConsumerOffsets {
     fs.renameSync(temp, this.path)
     syncDirectory(this.path)
     this.dirty = false
+  }
+}
+
+/** persist()'s steps on the libuv pool: temp file synced, old file kept as .bak, rename, directory synced. */
+async function writeAtomically(path: string, text: string): Promise<void> {
+  await fs.promises.mkdir(dirname(path), { recursive: true })
+  const temp = `${path}.tmp`
+  const handle = await fs.promises.open(temp, 'w')
+  try {
+    await handle.writeFile(text)
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+  try {
+    await fs.promises.copyFile(path, `${path}.bak`)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+  }
+  await fs.promises.rename(temp, path)
+  // As syncDirectory: some file systems refuse fsync on directories; the rename is still atomic.
+  const dir = await fs.promises.open(dirname(path), 'r').catch(() => null)
+  try {
+    await dir?.sync()
+  } catch {
+    // see above
+  } finally {
+    await dir?.close()
   }
 }
 

@@ -46,6 +46,8 @@ export class DispatchTargets {
         return true
       }
       if (!queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
+        // The dispatcher reports why (and puts are refused with it) until a retry gets through.
+        if (queue.lastWriteFailure !== null) throw queue.lastWriteFailure
         return false
       }
       this.deps.checkpoint.logicsMsgTimestamp = request.storeTimestamp

@@ -29,6 +29,8 @@ export class Dispatcher {
 
   /** Set while the last record could not be dispatched; cleared when dispatch gets past it. */
   failed = false
+  /** Why dispatch is stuck while `failed` (puts are refused with it). */
+  failureReason = ''
 
   constructor(commitLog: CommitLog, handle: DispatchHandler, events: DispatcherEvents) {
     this.commitLog = commitLog
@@ -137,10 +139,13 @@ export class Dispatcher {
     }
     if (ok) {
       this.failed = false
+      this.failureReason = ''
       return true
     }
     if (!this.failed) this.events.onFailure(request.commitLogOffset, error)
     this.failed = true
+    const why = error instanceof Error ? error.message : 'a consume queue could not be written'
+    this.failureReason = `dispatch is stuck at commit-log offset ${request.commitLogOffset}: ${why}`
     return false
   }
 }

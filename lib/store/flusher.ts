@@ -14,7 +14,7 @@
 // sets NOT_WRITEABLE (puts are refused), answers every waiting put FLUSH_DISK_TIMEOUT, never syncs
 // again, and close leaves the abort file: only a reopen, which recovers from what is really on
 // disk, makes the store writeable again.
-import type { CommitLog, PutMessageStatus } from './commitlog/commit-log.js'
+import type { CommitLog, PutMessageResult, PutMessageStatus } from './commitlog/commit-log.js'
 import type { MessageStoreConfig } from './config.js'
 import type { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
@@ -238,4 +238,21 @@ export class CommitLogFlusher {
     const queue = this.commitLog.mappedFileQueue
     if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
   }
+}
+
+/**
+ * After a SYNC_FLUSH wait ended without the disk: the puts that were appended (PUT_OK) take the
+ * wait's status and say why (`failure`: the reason a failed sync stopped the store, if one did).
+ */
+export function markUnflushed(
+  results: readonly PutMessageResult[],
+  status: PutMessageStatus,
+  syncFlushTimeout: number,
+  failure: string | null,
+): void {
+  const reason =
+    failure !== null
+      ? `appended, but the commit log could not be flushed: ${failure}`
+      : `appended, but not on disk within syncFlushTimeout (${syncFlushTimeout} ms)`
+  for (const r of results) if (r.status === 'PUT_OK') Object.assign(r, { status, reason })
 }

@@ -13,15 +13,17 @@ import { appendedRequest, DispatchTargets } from './dispatch-targets.js'
 import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
 import { bodyCrcsOf } from './commitlog/body-crc.js'
-import { CommitLogFlusher } from './flusher.js'
+import { CommitLogFlusher, markUnflushed } from './flusher.js'
 import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
 import {
   buildRecord,
+  checkCommitOptions,
   checkName,
   checkOffset,
   checkPositive,
+  checkQuery,
   checkQueue,
   filterTags,
   type RecordDefaults,
@@ -39,6 +41,7 @@ import { StorePaths } from './store-paths.js'
 import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
 import type {
+  CommitOptions,
   ConsumeOptions,
   GetMessageResult,
   Message,
@@ -130,7 +133,7 @@ export class MessageStore implements AsyncDisposable {
       offsets: this.consumerOffsets,
       catchUp: () => this.catchUp(),
       isClosed: () => this.closed,
-      commit: (group, topic, queueId, offset) => this.commitOffset(group, topic, queueId, offset),
+      commit: (group, topic, queueId, offset, options) => this.commitOffset(group, topic, queueId, offset, options),
     })
     const log = (name: string, error: unknown) => this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
     this.targets = new DispatchTargets({
@@ -302,15 +305,16 @@ export class MessageStore implements AsyncDisposable {
   // ---- put ----------------------------------------------------------------------------------
 
   /**
-   * Puts are refused when closed, while a running flag blocks writes (a full disk, a failed sync), and while
-   * dispatch is stuck on a record it cannot index.
+   * Why puts are refused now, or null: the store is closed, a running flag blocks writes (a full
+   * disk, a failed sync), or dispatch is stuck on a record it cannot index.
    */
-  private checkWritable(): PutMessageStatus | null {
-    if (this.closed) return 'SERVICE_NOT_AVAILABLE'
-    if (!this.flags.isWriteable()) return 'SERVICE_NOT_AVAILABLE'
+  private checkWritable(): string | null {
+    if (this.closed) return 'the store is closed'
+    const blocked = this.flags.writeBlockedReason()
+    if (blocked !== null) return blocked
     if (this.dispatcher.failed) {
       this.dispatcher.doReput()
-      if (this.dispatcher.failed) return 'SERVICE_NOT_AVAILABLE'
+      if (this.dispatcher.failed) return this.dispatcher.failureReason
     }
     return null
   }
@@ -329,7 +333,7 @@ export class MessageStore implements AsyncDisposable {
     if (!Array.isArray(messages)) throw new TypeError('messages must be an array')
     const began = Date.now()
     const unavailable = this.checkWritable()
-    if (unavailable !== null) return messages.map(() => new PutMessageResult(unavailable))
+    if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
     // Encode (and so validate) every message first: a TypeError for one message must not leave
     // the earlier ones stored behind the caller's back.
@@ -347,8 +351,7 @@ export class MessageStore implements AsyncDisposable {
     for (let i = 0; i < messages.length; i++) {
       const record = records[i]
       if (isPrepareFailure(record)) {
-        results[i] = new PutMessageResult(record.status)
-        this.statsService.putMessageFailedTimes++
+        results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
         continue
       }
       let result: PutMessageResult
@@ -356,11 +359,11 @@ export class MessageStore implements AsyncDisposable {
         result = this.commitLog.append(record, now)
       } catch (error) {
         this.logger('error', `append failed: ${(error as Error).message}`)
-        result = new PutMessageResult('UNKNOWN_ERROR')
+        result = PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
       }
       results[i] = result
       if (!result.isOk()) {
-        this.statsService.putMessageFailedTimes++
+        this.refused(messages[i], result)
         // No room for the next file: read the disk now (a full disk then refuses the next puts
         // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
         if (result.status === 'CREATE_MAPEDFILE_FAILED') {
@@ -379,13 +382,23 @@ export class MessageStore implements AsyncDisposable {
       this.dispatcher.schedule()
       if (this.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {
         const status = await this.flusher.awaitFlush(lastEnd)
-        if (status !== 'PUT_OK') for (const r of results) if (r.status === 'PUT_OK') r.status = status
+        if (status !== 'PUT_OK') {
+          const failedSync = this.flags.list().find((flag) => flag.name === 'NOT_WRITEABLE')?.reason ?? null
+          markUnflushed(results, status, this.config.syncFlushTimeout, failedSync)
+        }
       } else {
         this.flusher.wakeup()
       }
       this.statsService.recordPut(appended, bytes, Date.now() - began)
     }
     return results
+  }
+
+  /** Counts a refused put and tells the logger why, at debug level. */
+  private refused(message: Message, result: PutMessageResult): PutMessageResult {
+    this.statsService.putMessageFailedTimes++
+    this.logger('debug', `put to topic ${JSON.stringify(message.topic)} refused with ${result.status}: ${result.reason}`)
+    return result
   }
 
   /** Dispatches a record just appended from what the put knows, without parsing it back. */
@@ -418,58 +431,64 @@ export class MessageStore implements AsyncDisposable {
     return result
   }
 
-  /** The message whose record starts at `commitLogOffset`, or null. */
+  /** The message whose record starts at `commitLogOffset`, or null when no record starts there. */
   lookMessageByOffset(commitLogOffset: number): MessageExt | null {
-    this.assertOpen()
-    if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null
-    this.catchUp()
-    return this.reads.lookMessageByOffset(commitLogOffset)
+    checkOffset(commitLogOffset, 'commitLogOffset')
+    return this.reading(() => this.reads.lookMessageByOffset(commitLogOffset))
   }
 
   /**
-   * Messages of `topic` with `key` (in KEYS or as UNIQ_KEY) stored between `begin` and `end` (ms),
-   * newest index files first, at most min(maxNum, maxMsgsNumBatch), returned in commit-log order.
+   * Messages of `topic` with `key` (in KEYS or as UNIQ_KEY) stored between `begin` (default 0) and
+   * `end` (default now), in ms: the newest min(maxNum, maxMsgsNumBatch) matches, returned oldest
+   * first (commit-log order). For the newest alone, see getLatestByKey.
    */
-  queryMessage(topic: string, key: string, maxNum: number, begin: number, end: number): QueryMessageResult {
-    this.assertOpen()
-    if (typeof topic !== 'string' || typeof key !== 'string') throw new TypeError('topic and key must be strings')
-    checkPositive(maxNum, 'maxNum')
-    this.catchUp()
-    return this.reads.queryMessage(topic, key, maxNum, begin, end)
+  queryMessage(topic: string, key: string, maxNum: number, begin?: number, end?: number): QueryMessageResult {
+    const range = checkQuery(topic, key, maxNum, begin, end, Date.now())
+    return this.reading(() => this.reads.queryMessage(topic, key, maxNum, range.begin, range.end))
+  }
+
+  /** The newest message of `topic` with `key` (in KEYS or as UNIQ_KEY), or null. */
+  getLatestByKey(topic: string, key: string): MessageExt | null {
+    checkQuery(topic, key, 1, undefined, undefined, 0)
+    return this.reading(() => this.reads.getLatestByKey(topic, key))
   }
 
   /** Runs a read after dispatch caught up, so that it sees every put before it. */
-  private reading<T>(read: () => T): T {
+  private reading<T>(read: () => T, topic?: string, queueId?: number): T {
     this.assertOpen()
+    if (topic !== undefined || queueId !== undefined) checkQueue(topic as string, queueId as number)
     this.catchUp()
     return read()
   }
 
   getMinOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0)
+    return this.reading(() => this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0, topic, queueId)
   }
 
   getMaxOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0)
+    return this.reading(() => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0, topic, queueId)
   }
 
   getMessageTotalInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMessageTotalInQueue() ?? 0)
+    return this.reading(() => this.queues.find(topic, queueId)?.getMessageTotalInQueue() ?? 0, topic, queueId)
   }
 
   /** The queue offset whose message's store time is nearest to `timestamp` (0 for an unknown queue). */
   getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0)
+    checkOffset(timestamp, 'timestamp')
+    return this.reading(() => this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0, topic, queueId)
   }
 
   /** The commit-log offset of the message at `consumeQueueOffset`, 0 when unreadable. */
   getCommitLogOffsetInQueue(topic: string, queueId: number, consumeQueueOffset: number): number {
-    return this.reading(() => this.reads.readUnit(topic, queueId, consumeQueueOffset)?.offset ?? 0)
+    checkOffset(consumeQueueOffset, 'consumeQueueOffset')
+    return this.reading(() => this.reads.readUnit(topic, queueId, consumeQueueOffset)?.offset ?? 0, topic, queueId)
   }
 
   /** Store time of the message at `consumeQueueOffset`, -1 when unreadable. */
   getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
-    return this.reading(() => this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset))
+    checkOffset(consumeQueueOffset, 'consumeQueueOffset')
+    return this.reading(() => this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset), topic, queueId)
   }
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
@@ -487,12 +506,23 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- consumer offsets and subscriptions ---------------------------------------------------
 
-  commitOffset(group: string, topic: string, queueId: number, offset: number): void {
+  /**
+   * Commits `offset` (the next message to read) as the group's position in the queue. In memory
+   * at once, on disk within flushConsumerOffsetInterval; with `{ durable: true }` the returned
+   * promise resolves once it is on disk (commits made together share one write).
+   */
+  commitOffset(group: string, topic: string, queueId: number, offset: number): void
+  commitOffset(group: string, topic: string, queueId: number, offset: number, options: CommitOptions): Promise<void>
+  commitOffset(group: string, topic: string, queueId: number, offset: number, options?: CommitOptions): void | Promise<void> {
     this.assertOpen()
     checkName(group, 'group')
     checkQueue(topic, queueId)
     checkOffset(offset)
+    const durable = checkCommitOptions(options)
     this.consumerOffsets.commitOffset(group, topic, queueId, offset)
+    if (options === undefined) return
+    if (!durable) return Promise.resolve()
+    return this.consumerOffsets.persistDurable((error) => this.logger('error', `durable offset commit failed: ${error.message}`))
   }
 
   /** The group's committed offset for the queue, -1 when it never committed one. */
@@ -513,7 +543,7 @@ export class MessageStore implements AsyncDisposable {
     checkQueue(options.topic, options.queueId)
     const batchSize = options.batchSize ?? 32
     checkPositive(batchSize, 'batchSize')
-    const tags = filterTags(options.tags === undefined ? undefined : { tags: options.tags })
+    const tags = filterTags(options.tags)
     return this.subscriptions.subscribe(options, batchSize, tags)
   }
 
@@ -605,7 +635,8 @@ export class MessageStore implements AsyncDisposable {
         if (logQueue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
         this.checkpoint.flush()
       }
-      this.consumerOffsets.persist(true)
+      await this.consumerOffsets.settle()
+      this.consumerOffsets.saveAtClose((error) => this.logger('error', `consumer offsets not saved at close: ${error.message}`))
       const clean = durable && this.dispatcher.behindBytes() <= 0 && !this.dispatcher.failed
       if (clean) {
         this.checkpoint.writeShutdownRecord({

@@ -11,7 +11,7 @@ import {
   type PreparedRecord,
 } from './commitlog/record.js'
 import { parseHost } from './config.js'
-import type { Message, MessageFilter } from './types.js'
+import type { CommitOptions, Message, MessageFilter } from './types.js'
 
 const GROUP_PATTERN = /^[%|a-zA-Z0-9_-]{1,255}$/
 const QUEUE_ID_MAX = 0x7fffffff
@@ -45,6 +45,37 @@ export function checkPositive(n: number, what: string): void {
   if (!Number.isSafeInteger(n) || n < 1) throw new RangeError(`${what} must be a positive integer`)
 }
 
+/**
+ * Checks a lookup by key and fills in its time range: `begin` defaults to 0 and `end` to `now`
+ * (both ms, non-negative integers, begin <= end).
+ */
+export function checkQuery(
+  topic: string,
+  key: string,
+  maxNum: number,
+  begin: number | undefined,
+  end: number | undefined,
+  now: number,
+): { begin: number; end: number } {
+  if (typeof topic !== 'string') throw new TypeError('topic must be a string')
+  if (typeof key !== 'string' || key === '') throw new TypeError('key must be a non-empty string')
+  checkPositive(maxNum, 'maxNum')
+  const range = { begin: begin ?? 0, end: end ?? now }
+  checkOffset(range.begin, 'begin')
+  checkOffset(range.end, 'end')
+  if (range.begin > range.end) throw new RangeError(`begin (${range.begin}) is after end (${range.end})`)
+  return range
+}
+
+/** The `durable` flag of commit options (false when absent); misuse is a TypeError. */
+export function checkCommitOptions(options: CommitOptions | undefined): boolean {
+  if (options === undefined) return false
+  if (options === null || typeof options !== 'object') throw new TypeError('commit options must be an object')
+  const { durable } = options
+  if (durable !== undefined && typeof durable !== 'boolean') throw new TypeError('options.durable must be a boolean')
+  return durable === true
+}
+
 /** What a record takes from the store rather than from the message. */
 export interface RecordDefaults {
   storeHost: HostAddress
@@ -52,13 +83,34 @@ export interface RecordDefaults {
   maxMessageSize: number
 }
 
+/** RocketMQ's KEYS property holds every key of a message, separated by this character. */
+export const KEY_SEPARATOR = ' '
+
 /** The message's keys as RocketMQ stores them: one string, space-separated. */
 export function keysString(keys: Message['keys']): string | undefined {
   if (keys === undefined || typeof keys === 'string') return keys
   if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string')) {
     throw new TypeError('message.keys must be a string or an array of strings')
   }
-  return keys.join(' ')
+  return keys.join(KEY_SEPARATOR)
+}
+
+/**
+ * Why a list of keys cannot be stored as given, or null: a key holding the separator would be
+ * indexed (and found) as several keys. A keys string is RocketMQ's raw form and is split as is.
+ */
+export function invalidKeys(keys: Message['keys']): string | null {
+  if (!Array.isArray(keys)) return null
+  for (const key of keys) {
+    if (typeof key === 'string' && key.includes(KEY_SEPARATOR)) {
+      const parts = key.split(KEY_SEPARATOR).filter((part) => part !== '')
+      return (
+        `key ${JSON.stringify(key)} contains a space, RocketMQ's KEYS separator: it would be indexed as ` +
+        `${parts.length} keys ${JSON.stringify(parts)}; use another character`
+      )
+    }
+  }
+  return null
 }
 
 /**
@@ -78,6 +130,8 @@ export function buildRecord(message: Message, now: number, defaults: RecordDefau
   const { tags } = message
   if (tags !== undefined && typeof tags !== 'string') throw new TypeError('message.tags must be a string')
   const keys = keysString(message.keys)
+  const badKeys = invalidKeys(message.keys)
+  if (badKeys !== null) return { status: 'MESSAGE_ILLEGAL', reason: badKeys }
   let propertiesString: string
   let bornHost: HostAddress
   try {
@@ -130,14 +184,14 @@ function encodeTagsAndKeys(tags: string | undefined, keys: string | undefined): 
   return tagsPart === '' ? keysPart : keysPart === '' ? tagsPart : `${tagsPart}\u0002${keysPart}`
 }
 
-/** Normalises a filter to a list of tags, or undefined for "everything". */
+/** Normalises a filter to a list of tags, or undefined for "everything"; a malformed one is a TypeError. */
 export function filterTags(filter: MessageFilter | undefined): string[] | undefined {
   if (filter === undefined || filter === null) return undefined
-  let tags: string[] | string | undefined
-  if (typeof filter === 'string' || Array.isArray(filter)) tags = filter
-  else tags = filter.tags
+  const tags: unknown = typeof filter === 'string' || Array.isArray(filter) ? filter : (filter as { tags?: unknown }).tags
   if (tags === undefined) return undefined
-  const list = (typeof tags === 'string' ? tags.split('||') : tags).map((t) => t.trim()).filter((t) => t !== '')
+  const valid = typeof tags === 'string' || (Array.isArray(tags) && tags.every((t) => typeof t === 'string'))
+  if (!valid) throw new TypeError("a filter is a tag list, a 'a || b' expression, '*', or { tags }")
+  const list = (typeof tags === 'string' ? tags.split('||') : (tags as string[])).map((t) => t.trim()).filter((t) => t !== '')
   if (list.length === 0 || list.includes('*')) return undefined
   return list
 }

@@ -2,23 +2,51 @@
 // with flock and with an fcntl lock, the kind a RocketMQ broker takes, so neither can open a
 // directory the other holds. It is kept open for the store's lifetime; closing the descriptor
 // releases both even if unlocking fails.
+// The file names its holder ({"pid":…,"host":…}), so a refused open can say who holds the store.
+// RocketMQ writes "lock" into the same file and reads nothing from it.
+//
+// flock refuses a second open file description even within one process, so a store opened twice
+// in one process would look "locked by another process": a process-wide set of held lock files
+// tells the two cases apart. It is consulted before the file is opened at all: where fcntl locks
+// belong to the process (macOS), closing any descriptor of the file would drop the holder's lock.
 import * as fs from 'node:fs'
+import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 
 import { ioError, MQStoreError } from '../errors.js'
 import { native } from '../native.js'
 
-export class StoreLock {
-  private constructor(private fd: number) {}
+/** Lock files held by stores open in this process (real paths). */
+const heldInThisProcess = new Set<string>()
 
-  /** Opens and locks `path`; a store locked elsewhere is `LOCKED`. */
+/** Who holds a lock, as written into the lock file. */
+export interface LockHolder {
+  pid: number
+  host: string
+}
+
+export class StoreLock {
+  private constructor(
+    private fd: number,
+    private readonly key: string,
+  ) {}
+
+  /** Opens and locks `path`; a store locked elsewhere, or already open in this process, is `LOCKED`. */
   static take(path: string): StoreLock {
+    const dir = dirname(path)
+    if (heldInThisProcess.has(realPath(path))) {
+      throw new MQStoreError(
+        'LOCKED',
+        `the store at ${dir} is already open in this process (pid ${process.pid}): close it first, or share that instance`,
+      )
+    }
     let fd: number
     try {
       fd = fs.openSync(path, 'a+')
     } catch (cause) {
       throw ioError(`cannot open the lock file ${path}`, cause)
     }
+    const key = realPath(path)
     try {
       native.lockFile(fd)
     } catch (cause) {
@@ -26,12 +54,25 @@ export class StoreLock {
       const code = (cause as NodeJS.ErrnoException).code
       // EACCES: how some systems report an fcntl lock held elsewhere.
       if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EACCES') {
-        throw new MQStoreError('LOCKED', `the store at ${dirname(path)} is locked by another process (an mqstore or a RocketMQ broker)`, { cause })
+        // RocketMQ writes "lock" into the file: then the holder is not named.
+        const holder = readHolder(path)
+        const who =
+          holder === null
+            ? 'another process (an mqstore or a RocketMQ broker)'
+            : `another process (pid ${holder.pid} on host ${holder.host})`
+        throw new MQStoreError('LOCKED', `the store at ${dir} is locked by ${who}`, { cause })
       }
       throw ioError(`cannot lock ${path}`, cause)
     }
-    if (fs.fstatSync(fd).size === 0) fs.writeSync(fd, 'lock')
-    return new StoreLock(fd)
+    try {
+      const text = `${JSON.stringify({ pid: process.pid, host: hostname() } satisfies LockHolder)}\n`
+      fs.ftruncateSync(fd, 0)
+      fs.writeSync(fd, text, 0)
+    } catch {
+      // Naming the holder is a courtesy: the locks alone exclude other writers.
+    }
+    heldInThisProcess.add(key)
+    return new StoreLock(fd, key)
   }
 
   /** Unlocks and closes; idempotent. */
@@ -39,11 +80,31 @@ export class StoreLock {
     if (this.fd < 0) return
     const fd = this.fd
     this.fd = -1
+    heldInThisProcess.delete(this.key)
     try {
       native.unlockFile(fd)
     } catch {
       // closing the descriptor releases the lock anyway
     }
     fs.closeSync(fd)
+  }
+}
+
+/** The holder a lock file names, or null (an older file holds "lock", or nothing readable). */
+export function readHolder(path: string): LockHolder | null {
+  try {
+    const parsed = JSON.parse(fs.readFileSync(path, 'utf8')) as Partial<LockHolder>
+    if (typeof parsed.pid === 'number' && typeof parsed.host === 'string') return { pid: parsed.pid, host: parsed.host }
+  } catch {
+    // not written by this store
+  }
+  return null
+}
+
+function realPath(path: string): string {
+  try {
+    return fs.realpathSync(path)
+  } catch {
+    return path
   }
 }

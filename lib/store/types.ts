@@ -11,7 +11,7 @@ import type { StoreStats } from './store-stats.js'
 export type { PutMessageStatus } from './commitlog/commit-log.js'
 export { PutMessageResult } from './commitlog/commit-log.js'
 export type { HostAddress } from './commitlog/record.js'
-export type { RecoveryOutcome } from './commitlog/commit-log.js'
+export type { RecoveryDamage, RecoveryOutcome } from './commitlog/commit-log.js'
 
 /** A message to put. Only topic and body are required. */
 export interface Message {
@@ -29,9 +29,25 @@ export interface Message {
   preparedTransactionOffset?: number
 }
 
-/** A stored message as returned: RocketMQ MessageExt's fields. */
-export type MessageExt = DecodedMessage
+/** A stored message as returned: RocketMQ MessageExt's fields, read-only. */
+export type MessageExt = Readonly<DecodedMessage>
 
+/**
+ * What getMessage found (RocketMQ's GetMessageStatus). `nextBeginOffset` says where to read next
+ * in every case:
+ * - `FOUND`: at least one message; next is after the last unit looked at.
+ * - `NO_MATCHED_MESSAGE`: units were looked at but none passed the filter; next is after them.
+ * - `MESSAGE_WAS_REMOVING`: the commit-log data behind a unit was deleted by retention; next is
+ *   after it.
+ * - `OFFSET_FOUND_NULL`: no consume-queue file holds the offset; next is the first offset of the
+ *   next file.
+ * - `OFFSET_OVERFLOW_BADLY`: offset > the queue's max; next is max.
+ * - `OFFSET_OVERFLOW_ONE`: offset == max, the reader has caught up; next is the same offset.
+ * - `OFFSET_TOO_SMALL`: offset < the queue's min (deleted by retention); next is min.
+ * - `NO_MATCHED_LOGIC_QUEUE`: RocketMQ's status for a queue it does not know; kept for
+ *   compatibility, this store answers an unknown queue with NO_MESSAGE_IN_QUEUE.
+ * - `NO_MESSAGE_IN_QUEUE`: the queue is empty or unknown; next is 0.
+ */
 export type GetMessageStatus =
   | 'FOUND'
   | 'NO_MATCHED_MESSAGE'
@@ -44,30 +60,31 @@ export type GetMessageStatus =
   | 'NO_MESSAGE_IN_QUEUE'
 
 export interface GetMessageResult {
-  status: GetMessageStatus
-  messages: MessageExt[]
-  nextBeginOffset: number
-  minOffset: number
-  maxOffset: number
+  readonly status: GetMessageStatus
+  readonly messages: readonly MessageExt[]
+  readonly nextBeginOffset: number
+  readonly minOffset: number
+  readonly maxOffset: number
   /** Total bytes of the records returned. */
-  bufferTotalSize: number
-  suggestPullingFromSlave: boolean
+  readonly bufferTotalSize: number
+  readonly suggestPullingFromSlave: boolean
   /**
    * Records of this read not served because their body failed its CRC (checkCRCOnRead); the
    * read moved past them, and nextBeginOffset is after them.
    */
-  bodyCrcFailures: number
+  readonly bodyCrcFailures: number
 }
 
 /** A tag subscription: a list of tags, an expression "a || b", or '*' / undefined for all. */
-export type MessageFilter = { tags?: string[] | string } | string[] | string
+export type MessageFilter = { readonly tags?: readonly string[] | string } | readonly string[] | string
 
+/** What queryMessage found: the newest matches, oldest first (commit-log order). */
 export interface QueryMessageResult {
-  messages: MessageExt[]
-  indexLastUpdateTimestamp: number
-  indexLastUpdatePhyoffset: number
+  readonly messages: readonly MessageExt[]
+  readonly indexLastUpdateTimestamp: number
+  readonly indexLastUpdatePhyoffset: number
   /** Records the index led to that were not served because their body failed its CRC. */
-  bodyCrcFailures: number
+  readonly bodyCrcFailures: number
 }
 
 export interface ConsumeOptions {
@@ -76,7 +93,8 @@ export interface ConsumeOptions {
   queueId: number
   /** Where to start: the group's committed offset (default), the queue's min or max, or an offset. */
   from?: 'committed' | 'earliest' | 'latest' | number
-  tags?: string[] | string
+  /** Tags to keep: any shape getMessage's filter takes (`['a', 'b']`, `'a || b'`, `'*'`, `{ tags }`). */
+  tags?: MessageFilter
   signal?: AbortSignal
   /** Commit after every message handed out (default false: call `commit()` yourself). */
   autoCommit?: boolean
@@ -84,15 +102,29 @@ export interface ConsumeOptions {
   batchSize?: number
 }
 
+/** How an offset commit is kept. */
+export interface CommitOptions {
+  /**
+   * true: the commit's promise resolves once the offset is on disk (file and directory synced).
+   * false: kept in memory, on disk within flushConsumerOffsetInterval (a crash may lose it).
+   */
+  durable?: boolean
+}
+
 /** An async iterable over one queue that waits for new messages; see MessageStore.consume. */
 export interface Subscription extends AsyncIterable<MessageExt> {
   /** The queue offset after the last message handed out. */
   readonly position: number
-  /** Commits `position` (or the given offset) as the group's offset for the queue. */
-  commit(offset?: number): void
+  /**
+   * Commits `position` (or the given offset) as the group's offset for the queue. Durable by
+   * default: resolves once the offset is on disk; `{ durable: false }` resolves at once and leaves
+   * the write to the periodic save.
+   */
+  commit(offset?: number, options?: CommitOptions): Promise<void>
 }
 
-export type LogLevel = 'info' | 'warn' | 'error'
+/** 'debug' carries the reason of every refused put; the others what the store repaired or noticed. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 
 export interface OpenOptions extends MessageStoreOptions {
   /** Called with what the store repaired or noticed at open and while running. */
@@ -107,27 +139,27 @@ export interface OpenOptions extends MessageStoreOptions {
 
 /** A repair that open() or a running store made, as stats() lists them. */
 export interface Repair {
-  action: string
-  reason: string
+  readonly action: string
+  readonly reason: string
 }
 
 /** What stats() returns: the counters and rates of StoreStats plus the store's state. */
-export interface MessageStoreStats extends StoreStats {
-  commitLogMinOffset: number
-  commitLogMaxOffset: number
-  commitLogFlushedOffset: number
-  dispatchBehindBytes: number
-  lastExitOK: boolean
-  recovery: RecoveryOutcome | null
-  repairs: Repair[]
-  consumeQueueCount: number
-  indexFileCount: number
+export interface MessageStoreStats extends Readonly<StoreStats> {
+  readonly commitLogMinOffset: number
+  readonly commitLogMaxOffset: number
+  readonly commitLogFlushedOffset: number
+  readonly dispatchBehindBytes: number
+  readonly lastExitOK: boolean
+  readonly recovery: RecoveryOutcome | null
+  readonly repairs: readonly Repair[]
+  readonly consumeQueueCount: number
+  readonly indexFileCount: number
   /** Usage of the partitions holding the commit log and the consume queues, as cleanup last read it. */
-  diskUsage: DiskReading[]
+  readonly diskUsage: readonly DiskReading[]
   /** RocketMQ's RunningFlags: the bits (`value`) and each flag set, with why and since when. */
-  runningFlags: { value: number; flags: RunningFlagState[] }
+  readonly runningFlags: { readonly value: number; readonly flags: readonly RunningFlagState[] }
   /** Retention: files and bytes deleted, the last pass and its reason. */
-  cleanup: Omit<CleanupStats, 'diskUsage'>
+  readonly cleanup: Omit<CleanupStats, 'diskUsage'>
   /** Records reads refused since open because their body failed its CRC (checkCRCOnRead). */
-  bodyCrcFailures: number
+  readonly bodyCrcFailures: number
 }

@@ -87,6 +87,30 @@ export async function typeTests(): Promise<void> {
   // @ts-expect-error from is 'committed', 'earliest', 'latest' or an offset
   store.consume({ group: 'g', topic: 'orders', queueId: 0, from: 'newest' })
 
+  // Offsets: a plain commit returns nothing; a durable one (and subscription.commit()) a promise.
+  assertType<Equal<ReturnType<typeof subscription.commit>, Promise<void>>>()
+  const plain = store.commitOffset('g', 'orders', 0, 1)
+  assertType<Equal<typeof plain, void>>()
+  const durable = store.commitOffset('g', 'orders', 0, 1, { durable: true })
+  assertType<Equal<typeof durable, Promise<void>>>()
+  await durable
+  // @ts-expect-error durable is a boolean
+  void store.commitOffset('g', 'orders', 0, 1, { durable: 'yes' })
+
+  // Lookups by key: the time range is optional; the newest message of a key.
+  const recent: QueryMessageResult = store.queryMessage('orders', 'a', 32)
+  const latest: MessageExt | null = store.getLatestByKey('orders', 'a')
+  void [recent, latest]
+  assertType<Equal<typeof result.reason, string | undefined>>()
+
+  // Results are read-only.
+  // @ts-expect-error a put result's status is read-only
+  result.status = 'PUT_OK'
+  // @ts-expect-error a get result's messages are a read-only array
+  got.messages.push(got.messages[0])
+  // @ts-expect-error a message's fields are read-only
+  if (first !== undefined) first.queueOffset = 1
+
   // stats() and errors.
   const stats: MessageStoreStats = store.stats()
   assertType<Equal<typeof stats.lastExitOK, boolean>>()

@@ -47,9 +47,14 @@ export type PutMessageStatus =
   | 'OS_PAGECACHE_BUSY'
   | 'UNKNOWN_ERROR'
 
-/** The outcome of one put. `msgId` is computed on first access (it is a 32-character string). */
+/**
+ * The outcome of one put. `msgId` is computed on first access (it is a 32-character string).
+ * A put that failed says why in `reason` (which check refused the message, or what the store
+ * could not do); it is undefined for PUT_OK.
+ */
 export class PutMessageResult {
-  status: PutMessageStatus
+  readonly status: PutMessageStatus
+  readonly reason: string | undefined
   readonly wroteOffset: number
   readonly wroteBytes: number
   readonly queueOffset: number
@@ -64,8 +69,10 @@ export class PutMessageResult {
     queueOffset = -1,
     storeTimestamp = 0,
     storeHost: HostAddress | null = null,
+    reason?: string,
   ) {
     this.status = status
+    this.reason = reason
     this.wroteOffset = wroteOffset
     this.wroteBytes = wroteBytes
     this.queueOffset = queueOffset
@@ -83,9 +90,15 @@ export class PutMessageResult {
     return this.status === 'PUT_OK' || this.status === 'FLUSH_DISK_TIMEOUT'
   }
 
+  /** A failed put: no offsets, a status and why. */
+  static failed(status: PutMessageStatus, reason: string): PutMessageResult {
+    return new PutMessageResult(status, -1, 0, -1, 0, null, reason)
+  }
+
   toJSON(): Record<string, unknown> {
     return {
       status: this.status,
+      ...(this.reason === undefined ? {} : { reason: this.reason }),
       wroteOffset: this.wroteOffset,
       wroteBytes: this.wroteBytes,
       queueOffset: this.queueOffset,
@@ -94,6 +107,12 @@ export class PutMessageResult {
     }
   }
 }
+
+/**
+ * Commit-log blocks are reserved this far ahead of the writer, not a whole file at a time: a new
+ * store takes a few MB, and a full disk stops puts with CREATE_MAPEDFILE_FAILED, never a SIGBUS.
+ */
+export const COMMIT_LOG_RESERVE_CHUNK_BYTES = 2 * 1024 * 1024
 
 /**
  * The next queue offset per (topic, queueId): RocketMQ's topicQueueTable. Arrays indexed by queue
@@ -215,6 +234,7 @@ export class CommitLog {
       // (about 20 times the cost of encoding a 256-byte record); warmMapedFileEnable adds mlock.
       warmMappedFiles: !readOnly,
       lockWarmedFiles: config.warmMapedFileEnable,
+      reserveChunkBytes: COMMIT_LOG_RESERVE_CHUNK_BYTES,
       transientStorePool: pool,
       readOnly,
     })
@@ -236,7 +256,8 @@ export class CommitLog {
 
     let file = this.mappedFileQueue.getLastMappedFile()
     if (file === null || file.isFull()) file = this.mappedFileQueue.getLastMappedFile(0)
-    if (file === null) return new PutMessageResult('CREATE_MAPEDFILE_FAILED')
+    if (file === null) return this.createFailed()
+    if (!this.reserveFor(file, record)) return this.reserveFailed(file)
 
     this.pendingRecord = record
     this.pendingQueueOffset = queueOffset
@@ -247,17 +268,20 @@ export class CommitLog {
     if (this.pendingEndOfFile) {
       this.lastBlankOffset = wroteOffset
       file = this.mappedFileQueue.getLastMappedFile(0)
-      if (file === null) {
-        this.pendingRecord = null
-        return new PutMessageResult('CREATE_MAPEDFILE_FAILED')
-      }
+      this.pendingRecord = null
+      if (file === null) return this.createFailed()
+      if (!this.reserveFor(file, record)) return this.reserveFailed(file)
+      this.pendingRecord = record
       wroteOffset = file.fileFromOffset + file.wrotePosition
       file.appendWith(this.appendCallback)
       if (this.pendingEndOfFile) {
         // A record larger than a whole file: prepareRecord's limits make this unreachable unless
         // mappedFileSizeCommitLog is smaller than maxMessageSize.
         this.pendingRecord = null
-        return new PutMessageResult('MESSAGE_ILLEGAL')
+        return PutMessageResult.failed(
+          'MESSAGE_ILLEGAL',
+          `a ${record.length}-byte record does not fit in a ${file.fileSize}-byte commit-log file`,
+        )
       }
     }
     this.pendingRecord = null
@@ -265,6 +289,25 @@ export class CommitLog {
     file.storeTimestamp = now
     if (counted) this.topicQueueTable.set(record.topic, record.queueId, queueOffset + 1)
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
+  }
+
+  /**
+   * Reserves the blocks the append may write: the record and the 8 bytes of an end-of-file blank
+   * (a blank writes only its header, however much room it closes).
+   */
+  private reserveFor(file: MappedFile, record: PreparedRecord): boolean {
+    return file.reserve(Math.min(file.fileSize, file.wrotePosition + record.length + END_FILE_MIN_BLANK_LENGTH))
+  }
+
+  private reserveFailed(file: MappedFile): PutMessageResult {
+    const why = file.lastReserveError?.message ?? `cannot reserve blocks in ${file.fileName}`
+    return PutMessageResult.failed('CREATE_MAPEDFILE_FAILED', why)
+  }
+
+  private createFailed(): PutMessageResult {
+    const error = this.mappedFileQueue.lastCreateError
+    const why = error instanceof Error ? error.message : 'the store is shutting down'
+    return PutMessageResult.failed('CREATE_MAPEDFILE_FAILED', `cannot create the next commit-log file: ${why}`)
   }
 
   // ---- reads --------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 // Java broker. It is full when indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
 import { MQStoreError } from '../../errors.js'
 import { MappedFile } from '../mapped/mapped-file.js'
+import { native } from '../../native.js'
+import { IndexReservation } from './index-reservation.js'
 import { setInt64 } from '../bytes.js'
 import {
   ENTRY_KEY_HASH_OFFSET,
@@ -45,6 +47,8 @@ export class IndexFile {
   /** Big-endian access to the whole mapping (DataView defaults to big-endian). */
   private readonly view: DataView
   private readonly entriesStart: number
+  /** Blocks are reserved as pages are first written (null for a read-only file). */
+  private readonly reservation: IndexReservation | null
 
   // The header, mirrored in memory; every change is also written to the mapping.
   private beginTimestamp = 0
@@ -54,7 +58,7 @@ export class IndexFile {
   private hashSlotCount = 0
   private indexCount = 1
 
-  private constructor(mappedFile: MappedFile, hashSlotNum: number, indexNum: number) {
+  private constructor(mappedFile: MappedFile, hashSlotNum: number, indexNum: number, createdNow = false) {
     const expected = indexFileSize(hashSlotNum, indexNum)
     if (mappedFile.fileSize !== expected) {
       throw new MQStoreError(
@@ -69,6 +73,7 @@ export class IndexFile {
     this.fileSize = expected
     this.readOnly = mappedFile.readOnly
     this.entriesStart = indexEntriesStart(hashSlotNum)
+    this.reservation = mappedFile.readOnly ? null : new IndexReservation(mappedFile, this.entriesStart, createdNow)
     let buffer: Buffer
     if (mappedFile.readOnly) {
       mappedFile.setPositions(mappedFile.fileSize)
@@ -91,10 +96,11 @@ export class IndexFile {
     prevEndTimestamp = 0,
   ): IndexFile {
     const size = indexFileSize(hashSlotNum, indexNum)
-    const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0 })
+    // Only the header page is reserved now; slots and entries get blocks as they are written.
+    const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0, reserveChunkBytes: native.pageSize })
     let file: IndexFile
     try {
-      file = new IndexFile(mapped, hashSlotNum, indexNum)
+      file = new IndexFile(mapped, hashSlotNum, indexNum, true)
     } catch (error) {
       mapped.destroy(0)
       throw error
@@ -113,7 +119,8 @@ export class IndexFile {
   /** Maps an existing index file (which must be exactly the configured size) and reads its header. */
   static open(fileName: string, hashSlotNum: number, indexNum: number, options: IndexFileOpenOptions = {}): IndexFile {
     const size = indexFileSize(hashSlotNum, indexNum)
-    const mapped = MappedFile.open(fileName, size, { fileFromOffset: 0, readOnly: options.readOnly === true })
+    const readOnly = options.readOnly === true
+    const mapped = MappedFile.open(fileName, size, { fileFromOffset: 0, readOnly, reserveChunkBytes: native.pageSize })
     let file: IndexFile
     try {
       file = new IndexFile(mapped, hashSlotNum, indexNum)
@@ -231,6 +238,12 @@ export class IndexFile {
     if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
     const v = this.view
     const slotPos = hashSlotPosition(keyHash, this.hashSlotNum)
+    const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
+    // Every page this put writes gets its blocks first (throws NO_SPACE, nothing written).
+    const reservation = this.reservation!
+    reservation.slot(0)
+    reservation.slot(slotPos)
+    reservation.entry(entryPos, INDEX_ENTRY_SIZE)
     let prev = v.getInt32(slotPos)
     if (prev <= INVALID_INDEX || prev > indexCount) prev = INVALID_INDEX
 
@@ -242,7 +255,6 @@ export class IndexFile {
       else if (timeDiff < 0) timeDiff = 0
     }
 
-    const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
     v.setInt32(entryPos + ENTRY_KEY_HASH_OFFSET, keyHash)
     setInt64(v, entryPos + ENTRY_PHY_OFFSET_OFFSET, phyOffset)
     v.setInt32(entryPos + ENTRY_TIME_DIFF_OFFSET, timeDiff)
@@ -295,24 +307,36 @@ export class IndexFile {
   }
 
   selectPhyOffsetByHash(out: number[], keyHash: number, maxNum: number, begin: number, end: number): void {
+    if (out.length >= maxNum) return
+    this.walkByHash(keyHash, begin, end, (phyOffset) => {
+      out.push(phyOffset)
+      return out.length >= maxNum
+    })
+  }
+
+  /**
+   * Walks the chain of `keyHash`, newest entry first, calling `visit` with the phyOffset of each
+   * entry whose hash matches and whose time lies in [begin, end], until `visit` returns true.
+   * Returns true when `visit` stopped the walk.
+   */
+  walkByHash(keyHash: number, begin: number, end: number, visit: (phyOffset: number) => boolean): boolean {
     const mapped = this.mappedFile
-    if (!mapped.hold()) return
+    if (!mapped.hold()) return false
     try {
       const v = this.view
       const indexCount = this.indexCount
       let cur = v.getInt32(hashSlotPosition(keyHash, this.hashSlotNum))
       // Entry numbers run from 1 to indexCount - 1; anything else is a damaged slot.
-      if (cur <= INVALID_INDEX || cur >= indexCount || indexCount <= 1) return
+      if (cur <= INVALID_INDEX || cur >= indexCount || indexCount <= 1) return false
       for (;;) {
-        if (out.length >= maxNum) return
         const entry = readIndexEntry(v, this.entriesStart + cur * INDEX_ENTRY_SIZE)
         const prev = entry.prevIndex
-        if (entry.timeDiff < 0) return
+        if (entry.timeDiff < 0) return false
         const time = this.beginTimestamp + entry.timeDiff * 1000
-        if (entry.keyHash === keyHash && time >= begin && time <= end) out.push(entry.phyOffset)
+        if (entry.keyHash === keyHash && time >= begin && time <= end && visit(entry.phyOffset)) return true
         // A valid chain only goes to older entries; `prev >= cur` (RocketMQ checks only ==) also
         // ends the walk on a damaged chain that would otherwise loop.
-        if (prev <= INVALID_INDEX || prev >= cur || time < begin) return
+        if (prev <= INVALID_INDEX || prev >= cur || time < begin) return false
         cur = prev
       }
     } finally {
@@ -330,6 +354,7 @@ export class IndexFile {
   private prepareFlush(): boolean {
     const mapped = this.mappedFile
     if (this.readOnly || !mapped.isAvailable()) return false
+    this.reservation!.slot(0)
     this.writeHeader()
     const used = Math.min(this.fileSize, this.entriesStart + this.indexCount * INDEX_ENTRY_SIZE)
     mapped.wrotePosition = used

@@ -319,6 +319,25 @@ export class IndexService {
     return { phyOffsets, indexLastUpdateTimestamp, indexLastUpdatePhyoffset }
   }
 
+  /**
+   * Offers `accept` the phyOffsets of `topic#key`'s index entries, newest first across every file,
+   * until it accepts one (other keys may share the hash; `accept` reads the message to tell).
+   * Returns the accepted offset, or -1.
+   */
+  findNewest(topic: string, key: string, accept: (phyOffset: number) => boolean): number {
+    this.assertOpen()
+    const keyHash = indexKeyHash(`${topic}#${key}`)
+    let found = -1
+    for (let i = this.files.length - 1; i >= 0 && found < 0; i--) {
+      this.files[i].walkByHash(keyHash, 0, Number.MAX_SAFE_INTEGER, (phyOffset) => {
+        if (!accept(phyOffset)) return false
+        found = phyOffset
+        return true
+      })
+    }
+    return found
+  }
+
   // ---- expiry -------------------------------------------------------------------------------
 
   /**

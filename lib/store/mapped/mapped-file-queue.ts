@@ -38,6 +38,8 @@ export interface MappedFileQueueOptions {
   lockWarmedFiles?: boolean
   transientStorePool?: TransientStorePool | null
   readOnly?: boolean
+  /** Reserve each file's disk blocks in chunks of this size ahead of the writer (MappedFile). */
+  reserveChunkBytes?: number
 }
 
 export class MappedFileQueue {
@@ -68,7 +70,11 @@ export class MappedFileQueue {
   }
 
   private fileOptions(): MappedFileOptions {
-    return { transientStorePool: this.options.transientStorePool ?? null, readOnly: this.options.readOnly === true }
+    return {
+      transientStorePool: this.options.transientStorePool ?? null,
+      readOnly: this.options.readOnly === true,
+      reserveChunkBytes: this.options.reserveChunkBytes,
+    }
   }
 
   /**
@@ -419,6 +425,8 @@ export class MappedFileQueue {
   /** Waits for background work on the files (warm-ups), so that a shutdown can unmap at once. */
   async settle(): Promise<void> {
     while (this.warming.size > 0) await Promise.all([...this.warming])
+    for (const file of this.mappedFiles) await file.settle()
+    if (this.preallocated !== null) await this.preallocated.settle()
   }
 
   /** Drops the owner's reference of every file (they unmap once readers let go). */

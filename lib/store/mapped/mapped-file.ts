@@ -1,5 +1,10 @@
-// One preallocated, memory-mapped segment file, with RocketMQ's three positions and its reference
-// counting (hold / release / shutdown / destroy).
+// One memory-mapped segment file, with RocketMQ's three positions and its reference counting
+// (hold / release / shutdown / destroy).
+//
+// Disk blocks: the file always has its full logical size (names and sizes are RocketMQ's), but its
+// blocks may be reserved in chunks ahead of the writer (`reserveChunkBytes`), so a new store takes
+// a few MB instead of whole files. A page is written only once its blocks are reserved, so a full
+// disk is a failed reservation (a status for the caller), never a SIGBUS on a page fault.
 //
 // Positions, all relative to the file start:
 //   wrotePosition      bytes appended (to the write buffer when one is attached, else the mapping)
@@ -79,6 +84,12 @@ export interface MappedFileOptions {
    * Without it the name must be a 20-digit start offset.
    */
   fileFromOffset?: number
+  /**
+   * Reserve disk blocks in chunks of this many bytes ahead of the writer (see `reserve`) instead
+   * of the whole file at creation. Writers of such a file must call `reserve` (or
+   * `reserveRange`) before they write a page.
+   */
+  reserveChunkBytes?: number
 }
 
 export class MappedFile {
@@ -109,8 +120,17 @@ export class MappedFile {
   private cleanupOver = false
   private firstShutdownTimestamp = 0
   private warmed = false
+  /** Warm-ups of newly reserved chunks in flight (each holds the file until it ends). */
+  private readonly warming = new Set<Promise<unknown>>()
 
-  private constructor(fileName: string, fileSize: number, fd: number, options: MappedFileOptions) {
+  /** Blocks of [0, reservedPosition) are reserved on disk; nothing is written past it. */
+  private reservedTo: number
+  /** Bytes reserved per step; the file size when the whole file is reserved at creation. */
+  readonly reserveChunkBytes: number
+  /** Why the last reservation failed (a NO_SPACE or IO_ERROR MQStoreError), for the caller's report. */
+  lastReserveError: MQStoreError | null = null
+
+  private constructor(fileName: string, fileSize: number, fd: number, options: MappedFileOptions, reservedTo: number) {
     const start = options.fileFromOffset ?? parseOffsetName(basename(fileName))
     if (start === null) {
       throw new MQStoreError('BAD_FILE_NAME', `${fileName}: not a 20-digit segment name`)
@@ -129,20 +149,26 @@ export class MappedFile {
     this.mapped = Buffer.from(this.handle.buffer, 0, fileSize)
     this.pool = this.readOnly ? null : (options.transientStorePool ?? null)
     if (this.pool !== null) this.writeBuffer = this.pool.borrowBuffer()
+    this.reserveChunkBytes = reserveChunk(options, fileSize)
+    this.reservedTo = this.readOnly ? fileSize : reservedTo
   }
 
   /**
-   * Creates a new segment at full size. The blocks are reserved before the file appears under its
-   * name (written as `<name>.tmp`, preallocated, synced, renamed), so a full disk is an error
-   * here, never a SIGBUS on a later page fault, and a crash never leaves a short segment behind.
+   * Creates a new segment at full size. Its first chunk of blocks (the whole file without
+   * `reserveChunkBytes`) is reserved before the file appears under its name (written as
+   * `<name>.tmp`, sized, preallocated, synced, renamed), so a full disk is an error here, never a
+   * SIGBUS on a later page fault, and a crash never leaves a short segment behind.
    */
   static create(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
     assertFileSize(fileSize)
+    const first = reserveChunk(options, fileSize)
     const temp = `${fileName}.tmp`
     let fd = -1
     try {
       fd = fs.openSync(temp, 'w+', 0o644)
-      native.allocate(fd, 0, fileSize)
+      // The rest of the file is a hole until the writer reserves it.
+      if (first < fileSize) fs.ftruncateSync(fd, fileSize)
+      native.allocate(fd, 0, first)
       fs.fsyncSync(fd)
       fs.renameSync(temp, fileName)
     } catch (cause) {
@@ -151,7 +177,7 @@ export class MappedFile {
       throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
     }
     syncDirectory(fileName)
-    return new MappedFile(fileName, fileSize, fd, options)
+    return new MappedFile(fileName, fileSize, fd, options, first)
   }
 
   /**
@@ -175,7 +201,8 @@ export class MappedFile {
         `${fileName} is ${length} bytes, but segments of this queue are ${fileSize} bytes`,
       )
     }
-    if (options.readOnly !== true) {
+    const chunked = options.reserveChunkBytes !== undefined
+    if (options.readOnly !== true && !chunked) {
       try {
         reserveBlocks(fd, fileSize)
       } catch (cause) {
@@ -183,7 +210,70 @@ export class MappedFile {
         throw ioError(`cannot reserve the blocks of ${fileName} (${fileSize} bytes)`, cause)
       }
     }
-    return new MappedFile(fileName, fileSize, fd, options)
+    // A chunked file is reserved in chunks here too, lazily: what an earlier run reserved is not
+    // known, so the first reservation covers [0, end + chunk) from the file start, holes included
+    // (a sparse file from RocketMQ or a copy), and nothing is ever written past it. A file that is
+    // never written again (every full segment) gets no blocks it does not already have.
+    return new MappedFile(fileName, fileSize, fd, options, chunked ? 0 : fileSize)
+  }
+
+  // ---- disk reservation ---------------------------------------------------------------------
+
+  /** End of the reserved prefix: writes below it cannot fault on a full disk. */
+  get reservedPosition(): number {
+    return this.reservedTo
+  }
+
+  /**
+   * Makes sure the blocks of [0, end) are reserved. When `end` comes within half a chunk of the
+   * reserved end, reserves through the chunk after the one holding `end`, so the writer reserves
+   * once per chunk. Returns false when the file system refuses (`lastReserveError` says why).
+   */
+  reserve(end: number): boolean {
+    const reserved = this.reservedTo
+    if (reserved >= this.fileSize || end + (this.reserveChunkBytes >>> 1) <= reserved) return true
+    const chunk = this.reserveChunkBytes
+    const target = Math.min(this.fileSize, Math.ceil(end / chunk) * chunk + chunk)
+    if (!this.reserveRange(reserved, target - reserved)) return false
+    this.reservedTo = target
+    if (this.warmed) this.warmRange(reserved, target)
+    return true
+  }
+
+  /**
+   * Reserves the blocks of [offset, offset + length) (for writers that do not write in order:
+   * the index file's hash slots). False when the file system refuses (`lastReserveError`).
+   */
+  reserveRange(offset: number, length: number): boolean {
+    this.assertWritable()
+    const end = Math.min(this.fileSize, offset + length)
+    if (offset < 0 || end <= offset) return true
+    try {
+      native.allocate(this.fd, offset, end - offset)
+      this.lastReserveError = null
+      return true
+    } catch (cause) {
+      this.lastReserveError = ioError(`cannot reserve ${end - offset} bytes at ${offset} of ${this.fileName}`, cause)
+      return false
+    }
+  }
+
+  /** Faults a newly reserved range in off the JS thread, as warm() did for the first chunk. */
+  private warmRange(from: number, to: number): void {
+    if (!this.hold()) return
+    const warming: Promise<unknown> = this.handle
+      .warmAsync(from, to - from)
+      .catch(() => undefined)
+      .finally(() => {
+        this.warming.delete(warming)
+        this.release()
+      })
+    this.warming.add(warming)
+  }
+
+  /** Waits for warm-ups of reserved chunks, so that a shutdown can unmap at once. */
+  async settle(): Promise<void> {
+    while (this.warming.size > 0) await Promise.all([...this.warming])
   }
 
   // ---- positions ----------------------------------------------------------------------------
@@ -229,11 +319,12 @@ export class MappedFile {
     return outcome
   }
 
-  /** Raw append (consume queue units): succeeds only if the bytes fit. */
+  /** Raw append: succeeds only if the bytes fit and their blocks could be reserved. */
   appendMessage(data: Uint8Array, offset = 0, length = data.length - offset): boolean {
     this.assertWritable()
     const pos = this.wrotePosition
     if (pos + length > this.fileSize) return false
+    if (!this.reserve(pos + length)) return false
     this.mapped.set(data.subarray(offset, offset + length), pos)
     this.wrotePosition = pos + length
     return true
@@ -517,11 +608,14 @@ export class MappedFile {
   async warm(lock = false): Promise<boolean> {
     if (this.warmed || !this.hold()) return false
     try {
-      await this.handle.warmAsync(0, this.fileSize)
+      // Only the reserved prefix: populating a hole would allocate its blocks behind the
+      // reservation's back (and fault on a full disk). Later chunks are warmed as they are reserved.
       this.warmed = true
+      const reserved = this.reservedTo
+      await this.handle.warmAsync(0, reserved)
       if (!lock) return true
       try {
-        this.handle.lock(0, this.fileSize)
+        this.handle.lock(0, reserved)
         return true
       } catch {
         return false
@@ -558,6 +652,17 @@ function reserveBlocks(fd: number, fileSize: number): void {
   if (stat.blocks * 512 >= fileSize) return
   native.allocate(fd, 0, fileSize)
   fs.futimesSync(fd, stat.atime, stat.mtime)
+}
+
+/** The reservation step of a file: a page multiple, at most the file size. */
+function reserveChunk(options: MappedFileOptions, fileSize: number): number {
+  const chunk = options.reserveChunkBytes
+  if (chunk === undefined || options.readOnly === true) return fileSize
+  if (!Number.isSafeInteger(chunk) || chunk <= 0) {
+    throw new RangeError(`reserveChunkBytes must be a positive integer, got ${chunk}`)
+  }
+  const page = native.pageSize
+  return Math.min(fileSize, Math.ceil(chunk / page) * page)
 }
 
 function assertFileSize(fileSize: number): void {

@@ -5,7 +5,7 @@
 // The 20-byte unit and its validity rules are in cq-unit.ts.
 import { join } from 'node:path'
 
-import { MQStoreError } from '../../errors.js'
+import { ioError, MQStoreError } from '../../errors.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
 import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue.js'
 import type { SelectMappedBufferResult } from '../mapped/mapped-file.js'
@@ -22,6 +22,11 @@ import {
 
 export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
 const ZERO_UNIT = Buffer.alloc(CQ_STORE_UNIT_SIZE)
+/**
+ * Disk blocks of a consume-queue file are reserved this far ahead of the writer (3,276 units), so
+ * a new queue takes 64 KiB, not a whole file.
+ */
+export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -60,6 +65,8 @@ export class ConsumeQueue {
   // cache is used only while the file is still the queue's last file and not full.
   private writeFile: MappedFile | null = null
   private writeView: DataView | null = null
+  /** Why the last unit could not be written (no file, or no disk blocks for it). */
+  lastWriteFailure: MQStoreError | null = null
 
   constructor(
     topic: string,
@@ -84,7 +91,10 @@ export class ConsumeQueue {
     this.mappedFileSize = mappedFileSize
     this.commitLog = commitLog
     this.readOnly = options.readOnly === true
-    this.mappedFileQueue = new MappedFileQueue(this.storePath, mappedFileSize, { readOnly: this.readOnly })
+    this.mappedFileQueue = new MappedFileQueue(this.storePath, mappedFileSize, {
+      readOnly: this.readOnly,
+      reserveChunkBytes: CQ_RESERVE_CHUNK_BYTES,
+    })
   }
 
   // ---- unit decoding (no allocation; used in read loops) -------------------------------------
@@ -272,7 +282,11 @@ export class ConsumeQueue {
     if (this.readOnly) throw new TypeError(`consume queue ${this.storePath} is read-only`)
     if (this.closed) throw new MQStoreError('STORE_CLOSED', `consume queue ${this.storePath} is shut down`)
     const file = this.mappedFileQueue.getLastMappedFile(expectLogicOffset)
-    if (file === null) return null
+    if (file === null) {
+      const error = this.mappedFileQueue.lastCreateError
+      this.lastWriteFailure = ioError(`cannot create a file of consume queue ${this.topic}/${this.queueId}`, error)
+      return null
+    }
     const mapping = file.mappedBuffer()
     this.writeFile = file
     this.writeView = new DataView(mapping.buffer, mapping.byteOffset, mapping.byteLength)
@@ -283,6 +297,10 @@ export class ConsumeQueue {
   private appendUnit(file: MappedFile, offset: number, size: number, tagsCode: number): boolean {
     const pos = file.wrotePosition
     if (pos + CQ_STORE_UNIT_SIZE > this.mappedFileSize) return false
+    if (!file.reserve(pos + CQ_STORE_UNIT_SIZE)) {
+      this.lastWriteFailure = file.lastReserveError
+      return false
+    }
     const view = this.writeView!
     writeUnit(view, pos, offset, size, tagsCode)
     file.wrotePosition = pos + CQ_STORE_UNIT_SIZE

@@ -11,6 +11,9 @@ import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.js'
 import { ReadBatch, type BatchOutcome } from './read-batch.js'
 
+/** A GetMessageResult while it is being filled in (callers get it read-only). */
+type GetMessageResultDraft = { -readonly [K in keyof GetMessageResult]: GetMessageResult[K] } & { messages: MessageExt[] }
+
 /** Units read from a consume queue per pull at the least (RocketMQ reads 16,000 bytes of units). */
 const MIN_UNIT_BYTES_PER_PULL = 16_000
 
@@ -56,7 +59,7 @@ export class ReadService {
 
   /** Up to `maxMsgNums` messages of one queue from `offset`; arguments are already checked. */
   readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined): GetMessageResult {
-    const result: GetMessageResult = {
+    const result: GetMessageResultDraft = {
       status: 'NO_MESSAGE_IN_QUEUE',
       messages: [],
       nextBeginOffset: offset,
@@ -93,7 +96,7 @@ export class ReadService {
     return result
   }
 
-  private collect(queue: ConsumeQueue, offset: number, maxMsgNums: number, tags: string[] | undefined, result: GetMessageResult): void {
+  private collect(queue: ConsumeQueue, offset: number, maxMsgNums: number, tags: string[] | undefined, result: GetMessageResultDraft): void {
     const units = queue.getIndexBuffer(offset)
     if (units === null) {
       result.status = 'OFFSET_FOUND_NULL'
@@ -230,6 +233,24 @@ export class ReadService {
       indexLastUpdatePhyoffset: found.indexLastUpdatePhyoffset,
       bodyCrcFailures,
     }
+  }
+
+  /**
+   * The newest message of `topic` whose keys (or UNIQ_KEY) hold `key`: the index's entries for
+   * the key's hash are read newest first until one is really that key (other keys may share the
+   * hash), however many collide.
+   */
+  getLatestByKey(topic: string, key: string): MessageExt | null {
+    let latest: MessageExt | null = null
+    this.index().findNewest(topic, key, (offset) => {
+      // Each candidate is read (and its body checked) as lookMessageByOffset reads it.
+      const message = this.lookMessageByOffset(offset)
+      if (message === null || message.topic !== topic) return false
+      if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) return false
+      latest = message
+      return true
+    })
+    return latest
   }
 
   /** The commit-log position of the unit at `consumeQueueOffset`, or null when unreadable. */

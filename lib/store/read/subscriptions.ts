@@ -2,7 +2,7 @@
 // a message arrives for it (no polling).
 import type { ConsumerOffsets } from '../consumer-offsets.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
-import type { ConsumeOptions, MessageExt, Subscription } from '../types.js'
+import type { CommitOptions, ConsumeOptions, MessageExt, Subscription } from '../types.js'
 import type { ReadService } from './read-service.js'
 
 export interface SubscriptionDeps {
@@ -12,8 +12,8 @@ export interface SubscriptionDeps {
   /** Dispatches what the log holds beyond the consume queues, so a read sees every put. */
   catchUp: () => void
   isClosed: () => boolean
-  /** Commits through the store's checks (subscription.commit()). */
-  commit: (group: string, topic: string, queueId: number, offset: number) => void
+  /** Commits through the store's checks (subscription.commit()); resolves as the options say. */
+  commit: (group: string, topic: string, queueId: number, offset: number, options: CommitOptions) => Promise<void>
 }
 
 export class Subscriptions {
@@ -52,14 +52,14 @@ export class Subscriptions {
       get position() {
         return position
       },
-      commit(offset?: number) {
-        deps.commit(group, topic, queueId, offset ?? position)
+      commit(offset?: number, commitOptions: CommitOptions = { durable: true }) {
+        return deps.commit(group, topic, queueId, offset ?? position, commitOptions)
       },
       [Symbol.asyncIterator](): AsyncIterator<MessageExt> {
         // A hand-written iterator rather than an async generator: a message already read hands
         // out through one resolved promise, without the generator's resume machinery (that
         // machinery cost as much as reading the message).
-        let batch: MessageExt[] = []
+        let batch: readonly MessageExt[] = []
         let index = 0
         let nextBeginOffset = position
         let done = false

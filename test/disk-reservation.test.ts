@@ -1,0 +1,119 @@
+// Disk blocks are reserved in chunks ahead of the writer: files keep RocketMQ's sizes, a new store
+// takes a few MB, and disk use follows the data.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+import { MappedFile } from '../lib/store/mapped/mapped-file.js'
+import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
+import { MessageStore } from '../lib/store/message-store.js'
+import { tempDir } from './helpers/tmp.js'
+
+const MiB = 1024 * 1024
+
+let dir: string
+beforeEach(() => {
+  dir = tempDir('mqstore-reserve-')
+})
+afterEach(() => {
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+/** Bytes the files under `root` take on disk (allocated blocks, not logical sizes). */
+function diskBytes(root: string): number {
+  let total = 0
+  for (const entry of fs.readdirSync(root, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) total += fs.statSync(join(entry.parentPath, entry.name)).blocks * 512
+  }
+  return total
+}
+
+describe('chunked reservation of a mapped file', () => {
+  it('reserves the first chunk at creation and the next when the writer comes within half a chunk', () => {
+    const file = MappedFile.create(join(dir, formatOffsetName(0)), 8 * MiB, { reserveChunkBytes: MiB })
+    try {
+      expect(fs.statSync(file.fileName).size).toBe(8 * MiB)
+      expect(file.reservedPosition).toBe(MiB)
+      expect(fs.statSync(file.fileName).blocks * 512).toBeLessThan(MiB + 64 * 1024)
+      // Still more than half a chunk ahead: nothing to do.
+      expect(file.reserve(MiB / 2)).toBe(true)
+      expect(file.reservedPosition).toBe(MiB)
+      // Within half a chunk of the end: the chunk after the one holding the end is reserved too.
+      expect(file.reserve(MiB / 2 + 1)).toBe(true)
+      expect(file.reservedPosition).toBe(2 * MiB)
+      expect(fs.statSync(file.fileName).blocks * 512).toBeGreaterThanOrEqual(2 * MiB)
+      // A write larger than a chunk is covered whole.
+      expect(file.reserve(5 * MiB + 3)).toBe(true)
+      expect(file.reservedPosition).toBe(7 * MiB)
+      expect(file.reserve(8 * MiB)).toBe(true)
+      expect(file.reservedPosition).toBe(8 * MiB)
+    } finally {
+      file.shutdown(0)
+    }
+  })
+
+  it('a file without a chunk size is reserved whole at creation', () => {
+    const file = MappedFile.create(join(dir, formatOffsetName(0)), 2 * MiB)
+    try {
+      expect(file.reservedPosition).toBe(2 * MiB)
+      expect(fs.statSync(file.fileName).blocks * 512).toBeGreaterThanOrEqual(2 * MiB)
+    } finally {
+      file.shutdown(0)
+    }
+  })
+
+  it('a chunked file opened again re-reserves from its start on the first write', () => {
+    const name = join(dir, formatOffsetName(0))
+    MappedFile.create(name, 8 * MiB, { reserveChunkBytes: MiB }).shutdown(0)
+    const file = MappedFile.open(name, 8 * MiB, { reserveChunkBytes: MiB })
+    try {
+      expect(file.reservedPosition).toBe(0)
+      expect(file.reserve(3 * MiB)).toBe(true)
+      expect(file.reservedPosition).toBe(4 * MiB)
+      expect(fs.statSync(name).blocks * 512).toBeGreaterThanOrEqual(4 * MiB)
+    } finally {
+      file.shutdown(0)
+    }
+  })
+})
+
+describe('a store that starts small', () => {
+  it('a new store holding one message takes at most 16 MB on disk, with files of full logical size', async () => {
+    const store = await MessageStore.open(dir)
+    expect((await store.putMessage({ topic: 'orders', body: 'one', keys: ['order-1'] })).status).toBe('PUT_OK')
+    await store.close()
+    const commitLog = join(dir, 'commitlog', formatOffsetName(0))
+    expect(fs.statSync(commitLog).size).toBe(128 * MiB)
+    expect(fs.statSync(join(dir, 'consumequeue', 'orders', '0', formatOffsetName(0))).size).toBe(60_000 * 20)
+    const [indexName] = fs.readdirSync(join(dir, 'index'))
+    expect(fs.statSync(join(dir, 'index', indexName)).size).toBe(40 + 1_000_000 * 4 + 4_000_000 * 20)
+    expect(diskBytes(dir)).toBeLessThanOrEqual(16 * MiB)
+
+    // Reopening and writing again does not reserve whole files either.
+    const again = await MessageStore.open(dir)
+    expect((await again.putMessage({ topic: 'orders', body: 'two', keys: ['order-2'] })).status).toBe('PUT_OK')
+    await again.close()
+    expect(diskBytes(dir)).toBeLessThanOrEqual(16 * MiB)
+  })
+
+  it("with RocketMQ's sizes (1 GiB commit-log files, 420 MB index files) a new store takes at most 16 MB as well", async () => {
+    const store = await MessageStore.open(dir, { preset: 'rocketmq' })
+    expect((await store.putMessage({ topic: 'orders', body: 'one', keys: ['order-1'] })).status).toBe('PUT_OK')
+    await store.close()
+    expect(fs.statSync(join(dir, 'commitlog', formatOffsetName(0))).size).toBe(1024 * MiB)
+    expect(diskBytes(dir)).toBeLessThanOrEqual(16 * MiB)
+  })
+
+  it('disk use follows the data: 24 MB of messages take less than 24 MB plus 16 MB', async () => {
+    const store = await MessageStore.open(dir)
+    const body = Buffer.alloc(16 * 1024, 1)
+    for (let batch = 0; batch < 24; batch++) {
+      const results = await store.putMessages(Array.from({ length: 64 }, () => ({ topic: 't', body })))
+      expect(results.every((r) => r.status === 'PUT_OK')).toBe(true)
+    }
+    await store.close()
+    const data = 24 * 64 * body.length
+    expect(diskBytes(dir)).toBeGreaterThan(data)
+    expect(diskBytes(dir)).toBeLessThan(data + 16 * MiB)
+  })
+})
