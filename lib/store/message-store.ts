@@ -92,6 +92,7 @@ export class MessageStore implements AsyncDisposable {
   private rebuild = false
   private recovery: RecoveryOutcome | null = null
   private closed = false
+  private statsAtClose: MessageStoreStats | null = null
   private closing: Promise<void> | null = null
 
   private constructor(storePath: string, options: OpenOptions) {
@@ -151,8 +152,11 @@ export class MessageStore implements AsyncDisposable {
       log: (message) => dispatchLog('error', message),
     })
     this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request), {
-      onSkip: (offset, bytes, reason) =>
-        dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`),
+      onSkip: (offset, bytes, reason) => {
+        this.statsService.dispatchSkippedRanges++
+        this.statsService.dispatchSkippedBytes += bytes
+        dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`)
+      },
       onFailure: (offset, error) => logError(dispatchLog)(`dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`, error ?? 'a consume queue could not be written'),
     })
     this.flags = new RunningFlags(
@@ -577,14 +581,20 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- stats and close ----------------------------------------------------------------------
 
+  /** The store's figures, documented field by field in docs/api.md; after close, those at close. */
   stats(): MessageStoreStats {
+    if (this.statsAtClose !== null) return structuredClone(this.statsAtClose)
     const { diskUsage, ...cleanup } = this.cleanup.stats()
-    return {
-      ...this.statsService.snapshot(),
+    // Onto the snapshot rather than spread into a new literal: a 40-field spread made this 5x slower.
+    return Object.assign(this.statsService.snapshot(), {
       commitLogMinOffset: this.commitLog.getMinOffset(),
       commitLogMaxOffset: this.commitLog.getMaxOffset(),
       commitLogFlushedOffset: this.commitLog.mappedFileQueue.flushedWhere,
+      // Without write buffers every append lands in the mapping: all of it is committed.
+      commitLogCommittedOffset: this.pool === null ? this.commitLog.getMaxOffset() : this.commitLog.mappedFileQueue.committedWhere,
+      flushBehindBytes: this.commitLog.mappedFileQueue.remainHowManyDataToFlush(),
       dispatchBehindBytes: this.dispatcher.behindBytes(),
+      dispatchStuck: this.dispatcher.failed,
       lastExitOK: this.lastExitOK,
       recovery: this.recovery,
       repairs: [...this.repairs],
@@ -594,7 +604,7 @@ export class MessageStore implements AsyncDisposable {
       runningFlags: { value: this.flags.value, flags: this.flags.list() },
       cleanup,
       bodyCrcFailures: this.reads.bodyCrcFailures,
-    }
+    })
   }
 
   get isClosed(): boolean {
@@ -650,6 +660,8 @@ export class MessageStore implements AsyncDisposable {
           ...this.queues.summary(),
         })
       }
+      // The files are about to be unmapped: from here on stats() gives the figures at close.
+      this.statsAtClose = this.stats()
       this.queues.shutdown()
       this.index.current.shutdown()
       this.commitLog.shutdown()

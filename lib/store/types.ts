@@ -169,7 +169,13 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly commitLogMinOffset: number
   readonly commitLogMaxOffset: number
   readonly commitLogFlushedOffset: number
+  /** How far appends reached the mapped files: behind the max offset only with the transient store pool. */
+  readonly commitLogCommittedOffset: number
+  /** Bytes appended but not yet flushed to disk (commitLogMaxOffset - commitLogFlushedOffset). */
+  readonly flushBehindBytes: number
   readonly dispatchBehindBytes: number
+  /** True while dispatch is stopped at a record it could not index (puts are refused meanwhile). */
+  readonly dispatchStuck: boolean
   readonly lastExitOK: boolean
   readonly recovery: RecoveryOutcome | null
   readonly repairs: readonly Repair[]
