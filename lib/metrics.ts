@@ -77,10 +77,9 @@ const DEFINITIONS: Definition[] = [
   gauge('put_latency_max_seconds', 'Longest put since open.', [], (s) => one(s.putMessageEntireTimeMax / 1000)),
   gauge('get_latency_max_seconds', 'Longest getMessage since open.', [], (s) => one(s.getMessageEntireTimeMax / 1000)),
   // Commit log.
-  gauge('commitlog_offset_bytes', 'Commit-log offsets: min (oldest kept), max (end), committed, flushed.', ['position'], (s) => [
+  gauge('commitlog_offset_bytes', 'Commit-log offsets: min (oldest kept), max (end), flushed.', ['position'], (s) => [
     [{ position: 'min' }, s.commitLogMinOffset],
     [{ position: 'max' }, s.commitLogMaxOffset],
-    [{ position: 'committed' }, s.commitLogCommittedOffset],
     [{ position: 'flushed' }, s.commitLogFlushedOffset],
   ]),
   gauge('consume_queues', 'Consume queues (topic and queue id pairs).', [], (s) => one(s.consumeQueueCount)),
@@ -89,7 +88,8 @@ const DEFINITIONS: Definition[] = [
   gauge('dispatch_behind_bytes', 'Commit-log bytes not yet in the consume queues and the index.', [], (s) => one(s.dispatchBehindBytes)),
   gauge('dispatch_stuck', '1 while dispatch is stopped at a record it cannot index (puts are refused).', [], (s) => one(bit(s.dispatchStuck))),
   counter('dispatch_skipped_bytes_total', 'Damaged commit-log bytes dispatch skipped since open.', [], (s) => one(s.dispatchSkippedBytes)),
-  gauge('flush_behind_bytes', 'Commit-log bytes appended but not yet flushed to disk.', [], (s) => one(s.flushBehindBytes)),
+  gauge('flush_behind_bytes', 'Commit-log bytes in the files but not yet flushed to disk.', [], (s) => one(s.flushBehindBytes)),
+  gauge('commit_behind_bytes', 'Bytes in write buffers not yet committed to the files (transient store pool).', [], (s) => one(s.commitBehindBytes)),
   // Recovery and repairs.
   gauge('last_exit_clean', '1 when the previous close was clean, 0 after a crash.', [], (s) => one(bit(s.lastExitOK))),
   gauge('recovery_scanned_bytes', 'Commit-log bytes scanned by the recovery at open.', [], (s) => one(s.recovery?.scannedBytes ?? 0)),

@@ -22,7 +22,7 @@ const EXPECTED = [
   'open', 'put_messages_total', 'put_bytes_total', 'put_failures_total', 'get_requests_total', 'get_messages_total',
   'put_rate', 'get_requests_rate', 'get_messages_rate', 'put_latency_seconds', 'get_latency_seconds',
   'put_latency_max_seconds', 'get_latency_max_seconds', 'commitlog_offset_bytes', 'consume_queues', 'index_files',
-  'dispatch_behind_bytes', 'dispatch_stuck', 'dispatch_skipped_bytes_total', 'flush_behind_bytes', 'last_exit_clean',
+  'dispatch_behind_bytes', 'dispatch_stuck', 'dispatch_skipped_bytes_total', 'flush_behind_bytes', 'commit_behind_bytes', 'last_exit_clean',
   'recovery_scanned_bytes', 'repairs_total', 'disk_used_ratio', 'disk_total_bytes', 'disk_available_bytes',
   'running_flags', 'running_flag', 'cleanup_deleted_files_total', 'cleanup_deleted_bytes_total',
   'cleanup_manual_passes_left', 'cleanup_last_pass_timestamp_seconds',
@@ -110,7 +110,7 @@ describe('collectStoreMetrics', () => {
     expect(sample(s, 'mqstore_commitlog_offset_bytes{position="max"}')).toBe(stats.commitLogMaxOffset)
     expect(sample(s, 'mqstore_commitlog_offset_bytes{position="min"}')).toBe(stats.commitLogMinOffset)
     expect(sample(s, 'mqstore_commitlog_offset_bytes{position="flushed"}')).toBe(stats.commitLogFlushedOffset)
-    expect(sample(s, 'mqstore_commitlog_offset_bytes{position="committed"}')).toBe(stats.commitLogCommittedOffset)
+    expect(sample(s, 'mqstore_commit_behind_bytes')).toBe(0)
     expect(sample(s, 'mqstore_flush_behind_bytes')).toBe(stats.flushBehindBytes)
     expect(stats.flushBehindBytes).toBe(stats.commitLogMaxOffset - stats.commitLogFlushedOffset)
     expect(stats.flushBehindBytes).toBeGreaterThan(0)

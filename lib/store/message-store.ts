@@ -590,8 +590,8 @@ export class MessageStore implements AsyncDisposable {
       commitLogMinOffset: this.commitLog.getMinOffset(),
       commitLogMaxOffset: this.commitLog.getMaxOffset(),
       commitLogFlushedOffset: this.commitLog.mappedFileQueue.flushedWhere,
-      // Without write buffers every append lands in the mapping: all of it is committed.
-      commitLogCommittedOffset: this.pool === null ? this.commitLog.getMaxOffset() : this.commitLog.mappedFileQueue.committedWhere,
+      // Without write buffers every append lands in the mapping: nothing waits to be committed.
+      commitBehindBytes: this.pool === null ? 0 : this.commitLog.mappedFileQueue.remainHowManyDataToCommit(),
       flushBehindBytes: this.commitLog.mappedFileQueue.remainHowManyDataToFlush(),
       dispatchBehindBytes: this.dispatcher.behindBytes(),
       dispatchStuck: this.dispatcher.failed,

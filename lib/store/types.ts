@@ -169,8 +169,8 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly commitLogMinOffset: number
   readonly commitLogMaxOffset: number
   readonly commitLogFlushedOffset: number
-  /** How far appends reached the mapped files: behind the max offset only with the transient store pool. */
-  readonly commitLogCommittedOffset: number
+  /** With the transient store pool: bytes in write buffers not yet committed to the files (else 0). */
+  readonly commitBehindBytes: number
   /** Bytes appended but not yet flushed to disk (commitLogMaxOffset - commitLogFlushedOffset). */
   readonly flushBehindBytes: number
   readonly dispatchBehindBytes: number
