@@ -122,6 +122,9 @@ const DEFINITIONS: Definition[] = [
   // Compaction: the cleaner's measurements (stats().compaction) are added here with compaction.
 ]
 
+/** Labels of the metrics themselves ('le' is the histograms'): a store's labels must differ. */
+const METRIC_LABEL_NAMES = new Set(['le', ...DEFINITIONS.flatMap((d) => d.labelNames)])
+
 function counter(name: string, help: string, labelNames: string[], read: Read): Definition {
   return { name, help, type: 'counter', labelNames, read }
 }
@@ -173,16 +176,25 @@ export function collectStoreMetrics(store: StatsSource, options: StoreMetricsOpt
   const labels = { ...(options.labels ?? {}) }
   for (const [name, value] of Object.entries(labels)) {
     if (typeof value !== 'string') throw new TypeError(`label ${name} must be a string`)
+    if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name) || name.startsWith('__')) throw new TypeError(`${JSON.stringify(name)} is not a label name`)
+    if (METRIC_LABEL_NAMES.has(name)) throw new TypeError(`label ${name} is one the metrics use themselves`)
   }
   let byPrefix = groups.get(registry)
   if (byPrefix === undefined) groups.set(registry, (byPrefix = new Map()))
   let group = byPrefix.get(prefix)
+  // registry.clear() drops the metrics behind our back: start the group afresh.
+  if (group !== undefined && registry.getSingleMetric(`${prefix}open`) === undefined) group = undefined
   const labelNames = Object.keys(labels).sort()
   if (group === undefined) {
     group = createGroup(registry, prefix, labelNames)
     byPrefix.set(prefix, group)
   } else if (group.labelNames.join() !== labelNames.join()) {
     throw new TypeError(`stores exported under ${prefix} need the same label names (${group.labelNames.join(', ') || 'none'})`)
+  }
+  // Two stores with the same label values would give the registry duplicate series.
+  const key = JSON.stringify(labelNames.map((name) => labels[name]))
+  if (group.attached.some((a) => JSON.stringify(labelNames.map((name) => a.labels[name])) === key)) {
+    throw new TypeError(`a store is already exported under ${prefix} with labels ${JSON.stringify(labels)}`)
   }
   const attached: Attached = { source: store, labels }
   group.attached.push(attached)
@@ -192,7 +204,8 @@ export function collectStoreMetrics(store: StatsSource, options: StoreMetricsOpt
       const at = owner.attached.indexOf(attached)
       if (at < 0) return
       owner.attached.splice(at, 1)
-      if (owner.attached.length > 0) return
+      // A group replaced after registry.clear() no longer owns the names.
+      if (owner.attached.length > 0 || byPrefix.get(prefix) !== owner) return
       for (const name of owner.metricNames) registry.removeSingleMetric(name)
       byPrefix.delete(prefix)
     },

@@ -197,6 +197,12 @@ describe('collectStoreMetrics', () => {
     // The names are free again.
     collectStoreMetrics(a, { register: registry })
     expect(parse(await registry.metrics()).get('mqstore_put_messages_total')).toBe(4)
+    // And after registry.clear(), a store can be exported again; the old handle leaves it alone.
+    const before = collectStoreMetrics(b, { register: registry, prefix: 'cleared_' })
+    registry.clear()
+    collectStoreMetrics(b, { register: registry, prefix: 'cleared_' })
+    before.remove()
+    expect(parse(await registry.metrics()).get('cleared_put_messages_total')).toBe(7)
   })
 
   it('a prefix of its own keeps two exports apart', async () => {
@@ -213,7 +219,11 @@ describe('collectStoreMetrics', () => {
     expect(() => collectStoreMetrics(null as never)).toThrow(TypeError)
     expect(() => collectStoreMetrics(store, { register: registry, prefix: 'bad prefix' })).toThrow(/prefix/)
     expect(() => collectStoreMetrics(store, { register: registry, labels: { store: 1 as never } })).toThrow(/label store/)
+    expect(() => collectStoreMetrics(store, { register: registry, labels: { 'a-b': 'x' } })).toThrow(/not a label name/)
+    expect(() => collectStoreMetrics(store, { register: registry, labels: { window: 'x' } })).toThrow(/metrics use themselves/)
+    expect(await registry.getMetricsAsJSON()).toEqual([])
     collectStoreMetrics(store, { register: registry, labels: { store: 'a' } })
     expect(() => collectStoreMetrics(store, { register: registry, labels: { region: 'eu' } })).toThrow(/same label names/)
+    expect(() => collectStoreMetrics(store, { register: registry, labels: { store: 'a' } })).toThrow(/already exported/)
   })
 })
