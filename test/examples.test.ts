@@ -30,4 +30,17 @@ describe('examples', () => {
     const second = runExample('outbox.mjs', ['--dir', dir, '--requests', '30'])
     expect(second).toEqual({ accepted: 30, published: 30, everyIdPublished: true, firstFound: true, committed: 150 })
   })
+
+  it('metrics: GET /metrics on 127.0.0.1 answers in the Prometheus text format with the store\'s figures', () => {
+    const dir = join(tempDir('mqstore-example-'), 'metrics')
+    const summary = runExample('metrics.mjs', ['--dir', dir, '--count', '60'])
+    expect(summary).toEqual({
+      status: 200,
+      contentType: 'text/plain; version=0.0.4; charset=utf-8',
+      putMessages: 60,
+      getMessages: 60,
+      putLatencyCount: 60,
+      open: 1,
+    })
+  })
 })

@@ -40,6 +40,8 @@ interface LoadReport {
   internals: string[]
   pkgDir: string
   binding: string
+  /** How importing mqstore/metrics went without prom-client installed (an optional peer). */
+  metrics: string
 }
 
 function run(command: string, args: string[], options: SpawnSyncOptions): string {
@@ -175,7 +177,7 @@ describe('npm tarball', () => {
     const prebuild = new RegExp(`^prebuilds/${host}/mqstore[^/]*\\.node$`)
     expect(listed.filter((f) => prebuild.test(f)), listed.join('\n')).not.toHaveLength(0)
     expect(listed).toEqual(
-      expect.arrayContaining(['package.json', 'dist/lib/index.js', 'dist/lib/index.d.ts', 'binding.gyp', 'native/addon.cc']),
+      expect.arrayContaining(['package.json', 'dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/metrics.js', 'dist/lib/metrics.d.ts', 'binding.gyp', 'native/addon.cc']),
     )
     expect(listed.filter((f) => /^(build|test|node_modules)\//.test(f))).toEqual([])
     expect(existsSync(tarball)).toBe(true)
@@ -203,6 +205,7 @@ describe('npm tarball', () => {
     const script = `
       import { createRequire } from 'node:module'
       import { dirname, join } from 'node:path'
+      const metrics = await import('mqstore/metrics').then(() => 'loaded', (e) => e.code + ': ' + e.message)
       Promise.all([import('mqstore'), import('mqstore/internals')]).then(([root, m]) => {
         const require = createRequire(join(process.cwd(), 'package.json'))
         const pkgDir = dirname(require.resolve('mqstore/package.json'))
@@ -214,6 +217,7 @@ describe('npm tarball', () => {
           internals: Object.keys(m),
           pkgDir,
           binding,
+          metrics,
         }))
       })
     `
@@ -230,6 +234,8 @@ describe('npm tarball', () => {
   function expectPrebuildLoaded(report: LoadReport): void {
     expect(report.exports).toEqual(expect.arrayContaining(['MessageStore', 'MQStoreError', 'verifyStore']))
     expect(report.exports).not.toContain('native')
+    // prom-client is not installed with the package: only mqstore/metrics needs it, and says so.
+    expect(report.metrics).toMatch(/^ERR_MODULE_NOT_FOUND: .*'prom-client'/)
     expect(report.internals).toContain('native')
     expect(report.pageSize).toBeGreaterThan(0)
     expect(report.platform).toBe(process.platform)

@@ -37,6 +37,7 @@ import { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreLock } from './store-lock.js'
+import { createStoreLog, type StoreLog } from './store-logger.js'
 import { StorePaths } from './store-paths.js'
 import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
@@ -62,7 +63,10 @@ export class MessageStore implements AsyncDisposable {
   private readonly paths: StorePaths
   private readonly env: StoreEnvironment
   private readonly recordDefaults: RecordDefaults
-  private readonly logger: NonNullable<OpenOptions['logger']>
+  private readonly logger: StoreLog
+  /** Child loggers of the services that log the most (pino: `{ component }` bindings). */
+  private readonly recoveryLog: StoreLog
+  private readonly cleanupLog: StoreLog
   private readonly lock: StoreLock
   private readonly pool: TransientStorePool | null
   private readonly commitLog: CommitLog
@@ -88,6 +92,7 @@ export class MessageStore implements AsyncDisposable {
   private rebuild = false
   private recovery: RecoveryOutcome | null = null
   private closed = false
+  private statsAtClose: MessageStoreStats | null = null
   private closing: Promise<void> | null = null
 
   private constructor(storePath: string, options: OpenOptions) {
@@ -96,7 +101,9 @@ export class MessageStore implements AsyncDisposable {
     this.paths = new StorePaths(storePath)
     this.config = resolveConfig(storeOptions)
     this.env = { clock: clock ?? defaultEnvironment.clock, diskUsage: diskUsage ?? defaultEnvironment.diskUsage }
-    this.logger = logger ?? (() => {})
+    this.logger = createStoreLog(logger)
+    this.recoveryLog = this.logger.child('recovery')
+    this.cleanupLog = this.logger.child('cleanup')
     this.onProgress = onProgress ?? null
     const storeHost = parseHost(this.config.storeHost)
     this.recordDefaults = { storeHost, bornHost: parseHost(this.config.bornHost), maxMessageSize: this.config.maxMessageSize }
@@ -135,25 +142,28 @@ export class MessageStore implements AsyncDisposable {
       isClosed: () => this.closed,
       commit: (group, topic, queueId, offset, options) => this.commitOffset(group, topic, queueId, offset, options),
     })
-    const log = (name: string, error: unknown) => this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
+    const dispatchLog = this.logger.child('dispatch')
     this.targets = new DispatchTargets({
       config: this.config,
       queues: this.queues,
       index: () => this.index.current,
       checkpoint: this.checkpoint,
       subscriptions: this.subscriptions,
-      log: (message) => this.logger('error', message),
+      log: (message) => dispatchLog('error', message),
     })
     this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request), {
-      onSkip: (offset, bytes, reason) =>
-        this.logger('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`),
-      onFailure: (offset, error) => log(`dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`, error ?? 'a consume queue could not be written'),
+      onSkip: (offset, bytes, reason) => {
+        this.statsService.dispatchSkippedRanges++
+        this.statsService.dispatchSkippedBytes += bytes
+        dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`)
+      },
+      onFailure: (offset, error) => logError(dispatchLog)(`dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`, error ?? 'a consume queue could not be written'),
     })
     this.flags = new RunningFlags(
       () => this.env.clock.now(),
       (name, set, reason) => this.logger(set ? 'warn' : 'info', `running flag ${name} ${set ? 'set' : 'cleared'}: ${reason}`),
     )
-    this.flusher = new CommitLogFlusher(this.commitLog, this.config, this.checkpoint, this.flags, () => this.dispatcher.schedule(), log)
+    this.flusher = new CommitLogFlusher(this.commitLog, this.config, this.checkpoint, this.flags, () => this.dispatcher.schedule(), logError(this.logger.child('flush')))
     this.cleanup = new CleanupService(
       {
         commitLog: this.commitLog,
@@ -167,7 +177,7 @@ export class MessageStore implements AsyncDisposable {
       this.config,
       this.env,
       this.flags,
-      this.logger,
+      this.cleanupLog,
     )
   }
 
@@ -226,7 +236,7 @@ export class MessageStore implements AsyncDisposable {
   /** Records a repair: kept for stats() and told to the logger. */
   private repair(action: string, reason: string): void {
     this.repairs.push({ action, reason })
-    this.logger('warn', `${action}: ${reason}`)
+    this.recoveryLog('warn', `${action}: ${reason}`)
   }
 
   /** Deletes the index so that dispatch rebuilds it. */
@@ -261,15 +271,14 @@ export class MessageStore implements AsyncDisposable {
 
     this.flusher.start()
     this.statsService.start()
-    const onError = (name: string, error: unknown) =>
-      this.logger('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
+    const onError = logError(this.logger)
     this.loops.push(
-      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), onError),
+      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), logError(this.logger.child('flush'))),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
     )
     this.cleanLoop = new ServiceLoop('clean-resource', this.config.cleanResourceInterval, async () => {
       await this.cleanup.runPass()
-    }, onError)
+    }, logError(this.cleanupLog))
     this.loops.push(this.cleanLoop)
     // Read the disk now: a store opened on a full disk refuses puts from the start.
     this.cleanup.checkDisk()
@@ -572,14 +581,20 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- stats and close ----------------------------------------------------------------------
 
+  /** The store's figures, documented field by field in docs/api.md; after close, those at close. */
   stats(): MessageStoreStats {
+    if (this.statsAtClose !== null) return structuredClone(this.statsAtClose)
     const { diskUsage, ...cleanup } = this.cleanup.stats()
-    return {
-      ...this.statsService.snapshot(),
+    // Onto the snapshot rather than spread into a new literal: a 40-field spread made this 5x slower.
+    return Object.assign(this.statsService.snapshot(), {
       commitLogMinOffset: this.commitLog.getMinOffset(),
       commitLogMaxOffset: this.commitLog.getMaxOffset(),
       commitLogFlushedOffset: this.commitLog.mappedFileQueue.flushedWhere,
+      // Without write buffers every append lands in the mapping: nothing waits to be committed.
+      commitBehindBytes: this.pool === null ? 0 : this.commitLog.mappedFileQueue.remainHowManyDataToCommit(),
+      flushBehindBytes: this.commitLog.mappedFileQueue.remainHowManyDataToFlush(),
       dispatchBehindBytes: this.dispatcher.behindBytes(),
+      dispatchStuck: this.dispatcher.failed,
       lastExitOK: this.lastExitOK,
       recovery: this.recovery,
       repairs: [...this.repairs],
@@ -589,7 +604,7 @@ export class MessageStore implements AsyncDisposable {
       runningFlags: { value: this.flags.value, flags: this.flags.list() },
       cleanup,
       bodyCrcFailures: this.reads.bodyCrcFailures,
-    }
+    })
   }
 
   get isClosed(): boolean {
@@ -645,6 +660,8 @@ export class MessageStore implements AsyncDisposable {
           ...this.queues.summary(),
         })
       }
+      // The files are about to be unmapped: from here on stats() gives the figures at close.
+      this.statsAtClose = this.stats()
       this.queues.shutdown()
       this.index.current.shutdown()
       this.commitLog.shutdown()
@@ -658,4 +675,9 @@ export class MessageStore implements AsyncDisposable {
       this.lock.release()
     }
   }
+}
+
+/** How a service's failure is logged: its name and the error's message, at error level. */
+function logError(log: StoreLog): (name: string, error: unknown) => void {
+  return (name, error) => log('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
 }

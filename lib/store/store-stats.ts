@@ -1,10 +1,14 @@
 // StoreStatsService's figures: cumulative counters sampled once a second (601 samples, ten minutes),
-// from which put and get rates over 10 s, 60 s and 600 s are derived, plus latency maxima and a
-// put-latency histogram with RocketMQ's buckets.
+// from which put and get rates over 10 s, 60 s and 600 s are derived, plus latency maxima, sums and
+// put and get latency histograms with RocketMQ's buckets. docs/api.md documents each field.
 
-/** Upper bounds (ms, exclusive) of the put latency buckets; the last bucket is "10 s or more". */
-const PUT_LATENCY_BUCKETS_MS = [1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10_000]
-const PUT_LATENCY_LABELS = ['<=0ms', '0~10ms', '10~50ms', '50~100ms', '100~200ms', '200~500ms', '500ms~1s',
+/**
+ * Upper bounds (ms, exclusive) of the latency buckets; the last bucket is "10 s or more". Elapsed
+ * times are whole milliseconds, so the first bucket ('<=0ms') holds what took under 1 ms.
+ */
+export const LATENCY_BUCKETS_MS = [1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10_000]
+/** RocketMQ's names of the buckets, the keys of putMessageDistributeTime; one more than the bounds. */
+export const LATENCY_LABELS = ['<=0ms', '0~10ms', '10~50ms', '50~100ms', '100~200ms', '200~500ms', '500ms~1s',
   '1~2s', '2~3s', '3~4s', '4~5s', '5~10s', '10s~']
 const SAMPLES_KEPT = 601
 
@@ -24,8 +28,21 @@ export interface StoreStats {
   putMessageFailedTimes: number
   putMessageAverageSize: number
   putMessageEntireTimeMax: number
+  /** Put latency (ms) summed over the messages stored. */
+  putMessageEntireTimeTotal: number
   getMessageEntireTimeMax: number
+  /** getMessage latency (ms) summed over the calls. */
+  getMessageEntireTimeTotal: number
+  getMessageTimesTotalFound: number
+  getMessageTimesTotalMiss: number
+  getMessageTransferedMsgCount: number
+  /** Messages stored per put latency bucket (LATENCY_LABELS). */
   putMessageDistributeTime: Record<string, number>
+  /** getMessage calls per latency bucket (LATENCY_LABELS). */
+  getMessageDistributeTime: Record<string, number>
+  /** Damaged commit-log ranges dispatch skipped since open, and their bytes. */
+  dispatchSkippedRanges: number
+  dispatchSkippedBytes: number
   putTps: { '10s': number; '60s': number; '600s': number }
   getFoundTps: { '10s': number; '60s': number; '600s': number }
   getMissTps: { '10s': number; '60s': number; '600s': number }
@@ -39,11 +56,16 @@ export class StoreStatsService {
   putMessageSizeTotal = 0
   putMessageFailedTimes = 0
   putMessageEntireTimeMax = 0
+  putMessageEntireTimeTotal = 0
   getMessageEntireTimeMax = 0
+  getMessageEntireTimeTotal = 0
   getMessageTimesTotalFound = 0
   getMessageTimesTotalMiss = 0
   getMessageTransferedMsgCount = 0
-  private readonly putLatency = new Array<number>(PUT_LATENCY_LABELS.length).fill(0)
+  dispatchSkippedRanges = 0
+  dispatchSkippedBytes = 0
+  private readonly putLatency = new Array<number>(LATENCY_LABELS.length).fill(0)
+  private readonly getLatency = new Array<number>(LATENCY_LABELS.length).fill(0)
   private readonly samples: Sample[] = []
   private timer: NodeJS.Timeout | null = null
 
@@ -62,12 +84,9 @@ export class StoreStatsService {
     this.putMessageTimesTotal += messages
     this.putMessageSizeTotal += bytes
     if (elapsedMs > this.putMessageEntireTimeMax) this.putMessageEntireTimeMax = elapsedMs
-    let bucket = 0
-    if (elapsedMs > 0) {
-      bucket = PUT_LATENCY_BUCKETS_MS.findIndex((bound, i) => i > 0 && elapsedMs < bound)
-      if (bucket < 0) bucket = PUT_LATENCY_LABELS.length - 1
-    }
-    this.putLatency[bucket] += messages
+    // Each message of a batch waited the whole batch's time.
+    this.putMessageEntireTimeTotal += elapsedMs * messages
+    this.putLatency[latencyBucket(elapsedMs)] += messages
   }
 
   recordGet(found: number, elapsedMs: number): void {
@@ -78,6 +97,8 @@ export class StoreStatsService {
       this.getMessageTimesTotalMiss += 1
     }
     if (elapsedMs > this.getMessageEntireTimeMax) this.getMessageEntireTimeMax = elapsedMs
+    this.getMessageEntireTimeTotal += elapsedMs
+    this.getLatency[latencyBucket(elapsedMs)] += 1
   }
 
   private sample(): void {
@@ -110,8 +131,7 @@ export class StoreStatsService {
   }
 
   snapshot(): StoreStats {
-    const distribution: Record<string, number> = {}
-    PUT_LATENCY_LABELS.forEach((label, i) => (distribution[label] = this.putLatency[i]))
+    const distribution = (counts: number[]) => Object.fromEntries(LATENCY_LABELS.map((label, i) => [label, counts[i]]))
     return {
       bootTimestamp: this.bootTimestamp,
       runtimeMs: Date.now() - this.bootTimestamp,
@@ -121,8 +141,16 @@ export class StoreStatsService {
       putMessageAverageSize:
         this.putMessageTimesTotal > 0 ? this.putMessageSizeTotal / this.putMessageTimesTotal : 0,
       putMessageEntireTimeMax: this.putMessageEntireTimeMax,
+      putMessageEntireTimeTotal: this.putMessageEntireTimeTotal,
       getMessageEntireTimeMax: this.getMessageEntireTimeMax,
-      putMessageDistributeTime: distribution,
+      getMessageEntireTimeTotal: this.getMessageEntireTimeTotal,
+      getMessageTimesTotalFound: this.getMessageTimesTotalFound,
+      getMessageTimesTotalMiss: this.getMessageTimesTotalMiss,
+      getMessageTransferedMsgCount: this.getMessageTransferedMsgCount,
+      putMessageDistributeTime: distribution(this.putLatency),
+      getMessageDistributeTime: distribution(this.getLatency),
+      dispatchSkippedRanges: this.dispatchSkippedRanges,
+      dispatchSkippedBytes: this.dispatchSkippedBytes,
       putTps: this.rates((s) => s.puts),
       getFoundTps: this.rates((s) => s.getFound),
       getMissTps: this.rates((s) => s.getMiss),
@@ -130,4 +158,11 @@ export class StoreStatsService {
       getTransferedTps: this.rates((s) => s.getTransferred),
     }
   }
+}
+
+/** The bucket of an elapsed time in whole ms: 0 for under 1 ms, the last for 10 s or more. */
+function latencyBucket(elapsedMs: number): number {
+  if (elapsedMs <= 0) return 0
+  const bucket = LATENCY_BUCKETS_MS.findIndex((bound, i) => i > 0 && elapsedMs < bound)
+  return bucket < 0 ? LATENCY_LABELS.length - 1 : bucket
 }

@@ -127,8 +127,12 @@ export interface Subscription extends AsyncIterable<MessageExt> {
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 
 export interface OpenOptions extends MessageStoreOptions {
-  /** Called with what the store repaired or noticed at open and while running. */
-  logger?: (level: LogLevel, message: string) => void
+  /**
+   * Where the store tells what it repaired or noticed at open and while running: a function
+   * `(level, message)`, or a pino-compatible logger (debug, info, warn and error methods;
+   * `child({ component })` is called once per service when present). Silent when absent.
+   */
+  logger?: Logger
   /** Called while open() scans the commit log after a crash (about every 64 MiB, and at the end). */
   onProgress?: (progress: { phase: 'recover'; scannedBytes: number; totalBytes: number }) => void
   /** @internal The clock policies read (retention, compaction lags); the real clock by default. */
@@ -136,6 +140,23 @@ export interface OpenOptions extends MessageStoreOptions {
   /** @internal Where disk usage is read from; `fs.statfs` by default. */
   diskUsage?: DiskUsageSource
 }
+
+/** The logger option's function form: called with a level and one sentence. */
+export type LogFunction = (level: LogLevel, message: string) => void
+
+/**
+ * A pino-compatible logger: one method per level, each called with the message alone, and an
+ * optional `child(bindings)` that the store calls once per service with `{ component }`.
+ */
+export interface LevelLogger {
+  debug(message: string): void
+  info(message: string): void
+  warn(message: string): void
+  error(message: string): void
+  child?(bindings: { component: string }): LevelLogger
+}
+
+export type Logger = LogFunction | LevelLogger
 
 /** A repair that open() or a running store made, as stats() lists them. */
 export interface Repair {
@@ -148,7 +169,13 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly commitLogMinOffset: number
   readonly commitLogMaxOffset: number
   readonly commitLogFlushedOffset: number
+  /** With the transient store pool: bytes in write buffers not yet committed to the files (else 0). */
+  readonly commitBehindBytes: number
+  /** Bytes appended but not yet flushed to disk (commitLogMaxOffset - commitLogFlushedOffset). */
+  readonly flushBehindBytes: number
   readonly dispatchBehindBytes: number
+  /** True while dispatch is stopped at a record it could not index (puts are refused meanwhile). */
+  readonly dispatchStuck: boolean
   readonly lastExitOK: boolean
   readonly recovery: RecoveryOutcome | null
   readonly repairs: readonly Repair[]

@@ -3,22 +3,28 @@ import * as os from 'node:os'
 import { join } from 'node:path'
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { afterAll } from 'vitest'
 
 const made = new Set<string>()
-process.once('exit', () => {
+function removeMade(): void {
   if (process.env.MQSTORE_KEEP_TMP) return
   for (const dir of made) {
     try {
       fs.rmSync(dir, { recursive: true, force: true })
+      made.delete(dir)
     } catch {
       // a folder still mounted or busy stays for the OS to clean
     }
   }
-})
+}
+// vitest ends its fork workers without an 'exit' event: remove the folders when the test file
+// ends (each file loads this module afresh), and at exit for anything else.
+afterAll(removeMade)
+process.once('exit', removeMade)
 
 /**
  * A fresh directory per call under the OS temp folder. Every directory it made is removed when
- * the test worker exits (kept when MQSTORE_KEEP_TMP is set, to look at after a failure).
+ * the test file ends (kept when MQSTORE_KEEP_TMP is set, to look at after a failure).
  */
 export function tempDir(prefix = 'mqstore-'): string {
   const dir = fs.mkdtempSync(join(os.tmpdir(), prefix))
