@@ -431,3 +431,73 @@ describe('segment grouping', () => {
     expect(groups.map((g) => g.map((s: { baseOffset: number }) => s.baseOffset))).toEqual([[0, 10], [20, 30, 40]])
   })
 })
+
+describe('compaction against a model', () => {
+  type Op =
+    | { kind: 'put'; key: number; value: number }
+    | { kind: 'delete'; key: number }
+    | { kind: 'advance'; ms: number }
+    | { kind: 'compact' }
+    | { kind: 'roll' }
+    | { kind: 'reopen' }
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    { weight: 8, arbitrary: fc.record({ kind: fc.constant('put' as const), key: fc.nat(12), value: fc.nat(1000) }) },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), key: fc.nat(12) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 1, max: 20_000 }) }) },
+    { weight: 2, arbitrary: fc.constant({ kind: 'compact' as const }) },
+    { weight: 1, arbitrary: fc.constant({ kind: 'roll' as const }) },
+    { weight: 1, arbitrary: fc.constant({ kind: 'reopen' as const }) },
+  )
+
+  it('folding the queue from its start always gives the model (a Map of key → last value)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 120 }), fc.integer({ min: 16, max: 64 }), async (ops, mapSlots) => {
+        for (const s of services.splice(0)) await s.close()
+        fs.rmSync(join(dir, 'compaction'), { recursive: true, force: true })
+        config = { ...TOPIC_CONFIG_DEFAULTS, cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 10_000, segmentMs: 30_000 }
+        const options = { offsetMapBytes: mapSlots * 24 }
+        let s = openService(options)
+        const model = new Map<string, string>()
+        const written = new Map<number, string | null>()
+        const check = (): void => {
+          const seen = readAll(s, T, 0)
+          const folded = new Map<string, string>()
+          let last = -1
+          for (const r of seen) {
+            expect(r.offset).toBeGreaterThan(last)
+            last = r.offset
+            // A survivor is exactly what was written at its offset.
+            expect(r.tombstone ? null : r.value).toBe(written.get(r.offset))
+            if (r.tombstone) folded.delete(r.key)
+            else folded.set(r.key, r.value)
+          }
+          expect(folded).toEqual(model)
+        }
+        for (const o of ops) {
+          if (o.kind === 'put' || o.kind === 'delete') {
+            const key = `k${o.key}`
+            const value = o.kind === 'put' ? `v${o.value}-${'p'.repeat(o.value % 200)}` : null
+            const offset = s.maxOffset(T, 0)
+            const { request, bytes } = makeRecord(T, 0, offset, key, value, clock.now())
+            s.dispatch(request, bytes)
+            written.set(offset, value)
+            if (value === null) model.delete(key)
+            else model.set(key, value)
+          } else if (o.kind === 'advance') {
+            clock.advance(o.ms)
+          } else if (o.kind === 'compact') {
+            await s.compact()
+            check()
+          } else if (o.kind === 'roll') {
+            s.rollDue()
+          } else {
+            s = await reopenService(s, options)
+            check()
+          }
+        }
+        check()
+      }),
+      { numRuns: 40 },
+    )
+  })
+})
