@@ -6,8 +6,9 @@
 //   3. rewrite every file below the map's end, grouped up to segmentBytes, keeping a record when it
 //      is the latest for its key (tombstones until their delete horizon), into <base>.cleaned;
 //   4. swap the cleaned files in (.cleaned → .swap → old .deleted → final name).
-// The pass runs on the event loop in slices: it yields after each chunk of bytes, checks for an
-// abort there, and counts its bytes through the shared throttler.
+// The pass runs on the event loop in short slices (DEFAULT_SLICE_MS, or CHUNK_BYTES of records,
+// whichever comes first): it yields between them, sees aborts there, and counts its bytes through
+// the shared throttler. Only the final renames of a swap run in one go.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
@@ -25,11 +26,40 @@ import { formatOffsetName } from '../mapped/segment-name.js'
 import type { TopicConfig } from '../topics/topic-table.js'
 import { CLEANED_SUFFIX, type CompactionLog } from './compaction-log.js'
 import { keyDigest, type OffsetMap } from './offset-map.js'
-import { CompactionSegment, DELETE_HORIZON_PROPERTY, horizonOf } from './segment.js'
+import { CompactionSegment, DELETE_HORIZON_PROPERTY, horizonOf, type IndexedRecord } from './segment.js'
 import type { Throttler } from './throttler.js'
 
-/** Bytes a pass reads or writes between two yields to the event loop (one "I/O chunk"). */
+/** Most bytes a pass reads between two yields to the event loop (one "I/O chunk"). */
 export const CHUNK_BYTES = 64 * 1024
+/** Default longest run of a pass on the event loop before it yields, ms. */
+export const DEFAULT_SLICE_MS = 0.25
+
+/** Decides when a pass running on the event loop yields: after sliceMs or CHUNK_BYTES. */
+export class Slicer {
+  private start = performance.now()
+  private bytes = 0
+  readonly sliceMs: number
+  /** Yields so far (each one a point where an abort is seen). */
+  yields = 0
+
+  constructor(sliceMs: number) {
+    this.sliceMs = sliceMs
+  }
+
+  /** Counts `bytes`; true when the slice is used up. */
+  due(bytes: number): boolean {
+    this.bytes += bytes
+    return this.bytes >= CHUNK_BYTES || performance.now() - this.start >= this.sliceMs
+  }
+
+  /** Lets the event loop run (puts, reads, timers), then starts a new slice. */
+  async yield(): Promise<void> {
+    this.yields++
+    await yieldToLoop()
+    this.start = performance.now()
+    this.bytes = 0
+  }
+}
 
 export interface Dirtiness {
   firstDirtyOffset: number
@@ -143,6 +173,7 @@ export interface PassContext {
   config: TopicConfig
   map: OffsetMap
   throttler: Throttler
+  slicer: Slicer
   /** Throws (CleaningAborted) when the queue's pass must stop; called between chunks. */
   checkDone: () => void
   now: () => number
@@ -176,10 +207,10 @@ async function buildMap(ctx: PassContext, firstDirty: number, firstUncleanable: 
       map.latestOffset = offset
       counters.bytesRead += size
       chunk += size
-      if (chunk >= CHUNK_BYTES) {
+      if (ctx.slicer.due(size)) {
         await ctx.throttler.maybeThrottle(chunk)
         chunk = 0
-        await yieldToLoop()
+        await ctx.slicer.yield()
         ctx.checkDone()
       }
     }
@@ -245,6 +276,8 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
   fs.rmSync(path, { force: true })
   const fd = fs.openSync(path, 'w')
   let written = false
+  const index: IndexedRecord[] = []
+  let position = 0
   try {
     let out = Buffer.allocUnsafe(CHUNK_BYTES)
     let outLength = 0
@@ -265,6 +298,7 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
         result.recordsRead++
         result.bytesRead += size
         let record: Buffer | null = data.subarray(pos, pos + size)
+        let horizonKept = 0
         if (offset <= map.latestOffset) {
           const r = checkRecord(data, pos, pos + size, false)
           if (r.status !== 'OK' || r.keys === undefined) {
@@ -276,10 +310,14 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
               record = null
             } else if (bodyLengthAt(data, pos) <= 0) {
               const horizon = horizonOf(data, pos)
-              if (horizon === 0) record = withHorizon(data, pos, passStart + config.deleteRetentionMs)
-              else if (passStart >= horizon) {
+              if (horizon === 0) {
+                horizonKept = passStart + config.deleteRetentionMs
+                record = withHorizon(data, pos, horizonKept)
+              } else if (passStart >= horizon) {
                 record = null
                 result.tombstonesDropped++
+              } else {
+                horizonKept = horizon
               }
             }
           }
@@ -288,6 +326,8 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
           result.recordsDropped++
         } else {
           result.recordsKept++
+          index.push({ queueOffset: offset, position, size: record.length, storeTimestamp: s.timestampAt(k), tagsCode: s.tagsCodeAt(k), horizon: horizonKept })
+          position += record.length
           if (outLength + record.length > out.length) {
             await flushOut()
             if (record.length > out.length) out = Buffer.allocUnsafe(record.length)
@@ -296,12 +336,12 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
           outLength += record.length
         }
         chunk += size
-        if (chunk >= CHUNK_BYTES) {
+        if (ctx.slicer.due(size)) {
           const readBytes = chunk
           chunk = 0
           await ctx.throttler.maybeThrottle(readBytes)
           await flushOut()
-          await yieldToLoop()
+          await ctx.slicer.yield()
           ctx.checkDone()
         }
       }
@@ -309,13 +349,14 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
     await flushOut()
     ctx.checkDone()
     ctx.onStep?.('fsync-cleaned')
-    fs.fsyncSync(fd)
+    // On the libuv pool: an fsync of a whole file would stall puts on the event loop.
+    await new Promise<void>((resolve, reject) => fs.fsync(fd, (error) => (error ? reject(error) : resolve())))
     written = true
   } finally {
     fs.closeSync(fd)
     if (!written) fs.rmSync(path, { force: true })
   }
-  return CompactionSegment.open(path, base, ctx.now())
+  return CompactionSegment.open(path, base, ctx.now(), index)
 }
 
 /**
@@ -359,7 +400,7 @@ export async function cleanQueue(ctx: PassContext, d: Dirtiness): Promise<PassRe
       throw error
     }
     ctx.onStep?.('swap')
-    log.replaceSegments([cleaned], group, ctx.now(), ctx.fileDeleteDelayMs)
+    await log.replaceSegments([cleaned], group, ctx.now(), ctx.fileDeleteDelayMs)
     result.filesRewritten += group.length
     result.filesWritten++
   }

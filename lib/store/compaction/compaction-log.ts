@@ -217,26 +217,38 @@ export class CompactionLog {
    * 2. rename each old file → .deleted (removed after `deleteDelayMs`);
    * 3. rename each .swap → its final name; fsync the directory.
    * A crash before step 1 completed leaves the old files (the open deletes every .cleaned and the
-   * unfinished .swap set); after it, the open finishes steps 2 and 3.
+   * unfinished .swap set); after it, the open finishes steps 2 and 3. The caller holds the queue
+   * InProgress throughout, so nothing else renames or deletes these files meanwhile.
    */
-  replaceSegments(cleaned: CompactionSegment[], old: CompactionSegment[], now: number, deleteDelayMs: number): void {
+  async replaceSegments(cleaned: CompactionSegment[], old: CompactionSegment[], now: number, deleteDelayMs: number): Promise<void> {
+    // Renames and directory fsyncs go through the libuv pool so that puts keep running; readers
+    // keep using the old files (their mappings outlive the renames) until the list is switched.
     const byNewest = [...cleaned].sort((a, b) => b.baseOffset - a.baseOffset)
-    for (const s of byNewest) s.rename(s.path.slice(0, -CLEANED_SUFFIX.length) + SWAP_SUFFIX)
-    syncDirectory(join(this.dir, 'x'))
+    for (const s of byNewest) await s.renameAsync(s.path.slice(0, -CLEANED_SUFFIX.length) + SWAP_SUFFIX)
+    await syncDirectoryAsync(this.dir)
+    for (const s of old) await s.renameAsync(join(this.dir, formatOffsetName(s.baseOffset) + DELETED_SUFFIX))
+    for (const s of byNewest) await s.renameAsync(join(this.dir, formatOffsetName(s.baseOffset)))
+    await syncDirectoryAsync(this.dir)
     const gone = new Set(old)
-    for (const s of old) {
-      s.rename(join(this.dir, formatOffsetName(s.baseOffset) + DELETED_SUFFIX))
-      this.pendingDeletes.push({ path: s.path, dueAt: now + deleteDelayMs })
-      s.close()
-    }
-    for (const s of byNewest) s.rename(join(this.dir, formatOffsetName(s.baseOffset)))
-    syncDirectory(join(this.dir, 'x'))
     const kept = this.segments.filter((s) => !gone.has(s))
     kept.push(...cleaned)
     kept.sort((a, b) => a.baseOffset - b.baseOffset)
     this.segments.length = 0
     this.segments.push(...kept)
-    this.removeDueFiles(now)
+    for (const s of old) {
+      this.pendingDeletes.push({ path: s.path, dueAt: now + deleteDelayMs })
+      s.close()
+    }
+    await this.removeDueFilesAsync(now)
+  }
+
+  private async removeDueFilesAsync(now: number): Promise<void> {
+    for (let i = this.pendingDeletes.length - 1; i >= 0; i--) {
+      const p = this.pendingDeletes[i]
+      if (p.dueAt > now) continue
+      this.pendingDeletes.splice(i, 1)
+      await fs.promises.rm(p.path, { force: true })
+    }
   }
 
   /**
@@ -359,6 +371,18 @@ export function recoverInterruptedSwap(dir: string): LogOpenReport {
   }
   if (report.removed.length > 0 || report.rolledForward.length > 0) syncDirectory(join(dir, 'x'))
   return report
+}
+
+async function syncDirectoryAsync(dir: string): Promise<void> {
+  let handle: fs.promises.FileHandle | null = null
+  try {
+    handle = await fs.promises.open(dir, 'r')
+    await handle.sync()
+  } catch {
+    // Some file systems refuse fsync on directories; the renames themselves are atomic.
+  } finally {
+    await handle?.close()
+  }
 }
 
 function suffixBase(name: string, suffix: string): number | null {

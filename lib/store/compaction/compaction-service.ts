@@ -11,7 +11,7 @@ import type { Clock } from '../environment.js'
 import { hasCompact, type TopicConfig } from '../topics/topic-table.js'
 import { CleanerCheckpoint, CHECKPOINT_FILE_NAME, queueKey } from './cleaner-checkpoint.js'
 import { CleanerManager, CleaningAborted } from './cleaner-manager.js'
-import { cleanQueue, dirtiness, isEligible, type Dirtiness, type PassResult } from './cleaner.js'
+import { cleanQueue, DEFAULT_SLICE_MS, dirtiness, Slicer, isEligible, type Dirtiness, type PassResult } from './cleaner.js'
 import { CompactionLog, type LogOpenReport, type ReadVisitor } from './compaction-log.js'
 import { OffsetMap } from './offset-map.js'
 import { Throttler } from './throttler.js'
@@ -25,6 +25,8 @@ export interface CompactionOptions {
   backoffMs?: number
   /** How long an old file renamed .deleted stays for readers that still hold it. */
   fileDeleteDelayMs?: number
+  /** Longest run of a pass on the event loop before it yields, ms (default 0.25). */
+  sliceMs?: number
   /** Run automatic passes (default true). compact() works either way. */
   enabled?: boolean
 }
@@ -34,6 +36,7 @@ export const COMPACTION_DEFAULTS = {
   ioMaxBytesPerSecond: Infinity,
   backoffMs: 15_000,
   fileDeleteDelayMs: 60_000,
+  sliceMs: DEFAULT_SLICE_MS,
   enabled: true,
 } as const
 
@@ -106,6 +109,7 @@ export class CompactionService {
     if (!Number.isSafeInteger(o.fileDeleteDelayMs) || o.fileDeleteDelayMs < 0) {
       throw new MQStoreError('INVALID_OPTION', `compaction fileDeleteDelayMs must be an integer >= 0`)
     }
+    if (!(o.sliceMs > 0)) throw new MQStoreError('INVALID_OPTION', `compaction sliceMs must be positive`)
     if (!(o.ioMaxBytesPerSecond > 0)) throw new MQStoreError('INVALID_OPTION', `compaction ioMaxBytesPerSecond must be positive`)
     try {
       this.map = new OffsetMap(o.offsetMapBytes)
@@ -338,6 +342,7 @@ export class CompactionService {
           config,
           map: this.map,
           throttler: this.throttler,
+          slicer: new Slicer(this.options.sliceMs),
           checkDone: () => {
             if (this.closed) throw new CleaningAborted(key)
             this.manager.checkDone(key)
