@@ -14,6 +14,9 @@ import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
 import { bodyCrcsOf } from './commitlog/body-crc.js'
 import { CommitLogFlusher, markUnflushed } from './flusher.js'
+import { CompactedTopics, type SetTopicConfigOptions } from './compaction/compacted-topics.js'
+import type { CompactReport } from './compaction/compaction-service.js'
+import type { TopicConfig, TopicConfigInput } from './topics/topic-table.js'
 import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
@@ -26,6 +29,7 @@ import {
   checkQuery,
   checkQueue,
   filterTags,
+  keysString,
   type RecordDefaults,
 } from './message-validation.js'
 import type { ConsumeQueue } from './queue/consume-queue.js'
@@ -79,6 +83,8 @@ export class MessageStore implements AsyncDisposable {
   private readonly flusher: CommitLogFlusher
   private readonly reads: ReadService
   private readonly subscriptions: Subscriptions
+  private readonly compacted: CompactedTopics
+  private readonly initialTopics: OpenOptions['topics']
   private readonly statsService = new StoreStatsService()
   private readonly loops: ServiceLoop[] = []
   /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
@@ -96,7 +102,7 @@ export class MessageStore implements AsyncDisposable {
   private closing: Promise<void> | null = null
 
   private constructor(storePath: string, options: OpenOptions) {
-    const { logger, onProgress, clock, diskUsage, ...storeOptions } = options
+    const { logger, onProgress, clock, diskUsage, topics, compaction, ...storeOptions } = options
     this.storePath = storePath
     this.paths = new StorePaths(storePath)
     this.config = resolveConfig(storeOptions)
@@ -134,8 +140,23 @@ export class MessageStore implements AsyncDisposable {
       config: this.config,
       onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
     })
+    this.initialTopics = topics
+    const compacted = new CompactedTopics(
+      {
+        topicsFile: this.paths.topics,
+        compactionDir: this.paths.compaction,
+        clock: this.env.clock,
+        config: this.config,
+        commitLog: this.commitLog,
+        queues: this.queues,
+        log: (level, message) => this.logger(level, message),
+      },
+      compaction,
+    )
+    this.compacted = compacted
     this.subscriptions = new Subscriptions({
-      read: this.reads,
+      read: { readQueue: (...a) => compacted.readQueue(...a) ?? this.reads.readQueue(...a) },
+      bounds: (topic, queueId) => (compacted.isCompacted(topic) ? { min: compacted.minOffset(topic, queueId), max: compacted.maxOffset(topic, queueId) } : null),
       queues: this.queues,
       offsets: this.consumerOffsets,
       catchUp: () => this.catchUp(),
@@ -151,7 +172,7 @@ export class MessageStore implements AsyncDisposable {
       subscriptions: this.subscriptions,
       log: (message) => dispatchLog('error', message),
     })
-    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request), {
+    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request) && this.compacted.dispatch(request), {
       onSkip: (offset, bytes, reason) => {
         this.statsService.dispatchSkippedRanges++
         this.statsService.dispatchSkippedBytes += bytes
@@ -214,6 +235,7 @@ export class MessageStore implements AsyncDisposable {
       this.repair('deleted the index to rebuild it', indexFailure)
     }
     this.consumerOffsets.load()
+    this.compacted.load(this.initialTopics)
     const progress = this.onProgress === null ? null : (scanned: number, total: number) =>
       this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
     const { outcome, redispatchAll } = recoverStore({
@@ -226,7 +248,10 @@ export class MessageStore implements AsyncDisposable {
       repair: (action, reason) => this.repair(action, reason),
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
       discardIndex: (reason) => this.discardIndex(reason),
-      dispatchRecovered: (request) => void this.targets.dispatch(request, false),
+      dispatchRecovered: (request) => {
+        this.targets.dispatch(request, false)
+        this.compacted.dispatch(request)
+      },
       progress,
     })
     this.recovery = outcome
@@ -263,6 +288,7 @@ export class MessageStore implements AsyncDisposable {
       rebuild: this.rebuild,
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
+    this.compacted.reconcile()
 
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()
@@ -275,6 +301,7 @@ export class MessageStore implements AsyncDisposable {
     this.loops.push(
       new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), logError(this.logger.child('flush'))),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
+      new ServiceLoop('flush-compaction-logs', this.config.flushIntervalConsumeQueue, () => this.compacted.flush(), onError),
     )
     this.cleanLoop = new ServiceLoop('clean-resource', this.config.cleanResourceInterval, async () => {
       await this.cleanup.runPass()
@@ -283,12 +310,14 @@ export class MessageStore implements AsyncDisposable {
     // Read the disk now: a store opened on a full disk refuses puts from the start.
     this.cleanup.checkDisk()
     for (const loop of this.loops) loop.start()
+    this.compacted.start()
   }
 
   /** Releases what the constructor and a failed load took, without flushing anything. */
   private abandon(): void {
     this.closed = true
     this.dispatcher.stop()
+    void this.compacted.close()
     try {
       this.queues.shutdown()
       this.index.current.shutdown()
@@ -349,7 +378,11 @@ export class MessageStore implements AsyncDisposable {
     const now = Date.now()
     // Every body's CRC in one native call; a message that is not an object fails in buildRecord.
     const crcs = bodyCrcsOf(messages.map((message) => (message !== null && typeof message === 'object' ? message.body : undefined)))
-    const records = messages.map((message, i) => buildRecord(message, now, this.recordDefaults, crcs[i]))
+    const records = messages.map((message, i) => {
+      const record = buildRecord(message, now, this.recordDefaults, crcs[i])
+      if (isPrepareFailure(record)) return record
+      return this.compacted.admit(record.topic, keysString(message.keys) ?? message.properties?.KEYS) ?? record
+    })
     let bytes = 0
     let appended = 0
     let lastEnd = -1
@@ -435,7 +468,8 @@ export class MessageStore implements AsyncDisposable {
     checkPositive(maxMsgNums, 'maxMsgNums')
     const began = Date.now()
     this.catchUp()
-    const result = this.reads.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter))
+    const tags = filterTags(filter)
+    const result = this.compacted.readQueue(topic, queueId, offset, maxMsgNums, tags) ?? this.reads.readQueue(topic, queueId, offset, maxMsgNums, tags)
     this.statsService.recordGet(result.messages.length, Date.now() - began)
     return result
   }
@@ -471,11 +505,13 @@ export class MessageStore implements AsyncDisposable {
   }
 
   getMinOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0, topic, queueId)
+    const c = this.compacted
+    return this.reading(() => (c.isCompacted(topic) ? c.minOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0)), topic, queueId)
   }
 
   getMaxOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0, topic, queueId)
+    const c = this.compacted
+    return this.reading(() => (c.isCompacted(topic) ? c.maxOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0)), topic, queueId)
   }
 
   getMessageTotalInQueue(topic: string, queueId: number): number {
@@ -485,7 +521,8 @@ export class MessageStore implements AsyncDisposable {
   /** The queue offset whose message's store time is nearest to `timestamp` (0 for an unknown queue). */
   getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
     checkOffset(timestamp, 'timestamp')
-    return this.reading(() => this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0, topic, queueId)
+    const c = this.compacted
+    return this.reading(() => (c.isCompacted(topic) ? c.offsetByTime(topic, queueId, timestamp) : (this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0)), topic, queueId)
   }
 
   /** The commit-log offset of the message at `consumeQueueOffset`, 0 when unreadable. */
@@ -497,11 +534,15 @@ export class MessageStore implements AsyncDisposable {
   /** Store time of the message at `consumeQueueOffset`, -1 when unreadable. */
   getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
     checkOffset(consumeQueueOffset, 'consumeQueueOffset')
-    return this.reading(() => this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset), topic, queueId)
+    const c = this.compacted
+    return this.reading(() => (c.isCompacted(topic) ? c.storeTimeAt(topic, queueId, consumeQueueOffset) : this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset)), topic, queueId)
   }
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
   getEarliestMessageTime(topic?: string, queueId?: number): number {
+    if (topic !== undefined && queueId !== undefined && this.compacted.isCompacted(topic)) {
+      return this.reading(() => this.compacted.storeTimeAt(topic, queueId, 0))
+    }
     return this.reading(() => this.reads.getEarliestMessageTime(topic, queueId))
   }
 
@@ -579,6 +620,40 @@ export class MessageStore implements AsyncDisposable {
     return this.cleanup.runPass()
   }
 
+  // ---- topics and compaction ---------------------------------------------------------------
+
+  /**
+   * Sets a topic's cleanup policy and retention / compaction settings (merged into what it has),
+   * persisted in config/topics.json. Unknown fields and bad values throw INVALID_OPTION. Removing
+   * `compact` aborts the topic's compaction and deletes its compaction logs; adding it copies the
+   * topic's messages into new ones (refused when some have no key, unless `force`).
+   */
+  async setTopicConfig(topic: string, config: TopicConfigInput, options?: SetTopicConfigOptions): Promise<TopicConfig> {
+    this.assertOpen()
+    this.catchUp()
+    return this.compacted.setTopicConfig(topic, config, options)
+  }
+
+  /** The settings in force for a topic (defaults for what was never set). */
+  getTopicConfig(topic: string): TopicConfig {
+    this.assertOpen()
+    return this.compacted.getTopicConfig(topic)
+  }
+
+  /** Runs a compaction pass now over the compacted queues (of `topic`) that have anything to clean. */
+  compact(topic?: string): Promise<CompactReport> {
+    this.assertOpen()
+    if (topic !== undefined) checkQueue(topic, 0)
+    this.catchUp()
+    return this.compacted.compact(topic)
+  }
+
+  /** Clears the backoff of queues that compaction marked uncleanable, so the next pass retries them. */
+  retryCompaction(topic?: string): void {
+    this.assertOpen()
+    this.compacted.service.retryUncleanable(topic)
+  }
+
   // ---- stats and close ----------------------------------------------------------------------
 
   /** The store's figures, documented field by field in docs/api.md; after close, those at close. */
@@ -604,6 +679,7 @@ export class MessageStore implements AsyncDisposable {
       runningFlags: { value: this.flags.value, flags: this.flags.list() },
       cleanup,
       bodyCrcFailures: this.reads.bodyCrcFailures,
+      compaction: this.compacted.stats(),
     })
   }
 
@@ -638,6 +714,7 @@ export class MessageStore implements AsyncDisposable {
       this.statsService.shutdown()
       this.dispatcher.doReput()
       this.dispatcher.stop()
+      await this.compacted.close()
       await this.flusher.shutdown()
       await this.commitLog.mappedFileQueue.settle()
       // After a failed sync nothing more is synced or vouched for: the abort file stays, and the

@@ -240,6 +240,20 @@ export class CompactionService {
     }
   }
 
+  /** truncate() while nothing else can hold the queue (open, before the cleaner starts). */
+  truncateAtOpen(topic: string, queueId: number, queueOffset: number): void {
+    const key = queueKey(topic, queueId)
+    const log = this.logOf(topic, queueId)
+    if (log === undefined || !this.manager.tryStart(key)) return
+    try {
+      log.truncateFrom(queueOffset, this.clock.now())
+      const cp = this.checkpoint.get(topic, queueId)
+      if (cp !== undefined && cp > log.nextOffset) this.checkpoint.update(topic, queueId, log.nextOffset)
+    } finally {
+      this.manager.done(key)
+    }
+  }
+
   /** The topic left compaction: stop its passes and delete its logs and checkpoint entries. */
   async dropTopic(topic: string): Promise<void> {
     for (const { queueId } of this.queues(topic)) {
