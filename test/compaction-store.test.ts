@@ -1,0 +1,215 @@
+// Compacted topics through the store's API: real store directories, real files.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+import { MQStoreError } from '../lib/errors.js'
+import { MessageStore, type MessageExt, type OpenOptions } from '../lib/store/message-store.js'
+import { ManualClock } from './helpers/compaction.js'
+import { tempDir } from './helpers/tmp.js'
+
+const TOPIC = 'profiles'
+let dir: string
+let clock: ManualClock
+const open: MessageStore[] = []
+
+function options(extra: OpenOptions = {}): OpenOptions {
+  return {
+    mappedFileSizeCommitLog: 64 * 1024,
+    mappedFileSizeConsumeQueue: 20 * 200,
+    maxHashSlotNum: 64,
+    maxIndexNum: 256,
+    clock,
+    topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0 } },
+    compaction: { enabled: false, fileDeleteDelayMs: 0 },
+    ...extra,
+  }
+}
+
+beforeEach(() => {
+  dir = tempDir()
+  clock = new ManualClock(Date.now())
+})
+afterEach(async () => {
+  for (const store of open.splice(0)) await store.close()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+async function openStore(extra: OpenOptions = {}): Promise<MessageStore> {
+  const store = await MessageStore.open(dir, options(extra))
+  open.push(store)
+  return store
+}
+
+async function reopen(store: MessageStore, extra: OpenOptions = {}): Promise<MessageStore> {
+  await store.close()
+  open.splice(open.indexOf(store), 1)
+  return openStore(extra)
+}
+
+/** Puts `rounds` values of `keys` keys; returns key → [offset, value] of the last one. */
+async function putRounds(store: MessageStore, keys: number, rounds: number, queueId = 0): Promise<Map<string, [number, string]>> {
+  const latest = new Map<string, [number, string]>()
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < keys; k++) {
+      const value = `v${r}-${'x'.repeat(60)}`
+      const res = await store.putMessage({ topic: TOPIC, queueId, body: value, keys: `user-${k}`, tags: k % 2 === 0 ? 'even' : 'odd' })
+      expect(res.status).toBe('PUT_OK')
+      latest.set(`user-${k}`, [res.queueOffset, value])
+    }
+  }
+  return latest
+}
+
+function readQueue(store: MessageStore, from = 0, queueId = 0): MessageExt[] {
+  const out: MessageExt[] = []
+  let offset = from
+  for (;;) {
+    const r = store.getMessage('g', TOPIC, queueId, offset, 32)
+    if (r.status !== 'FOUND') break
+    out.push(...r.messages)
+    offset = r.nextBeginOffset
+  }
+  return out
+}
+
+describe('compacted topics in the store', () => {
+  it('answers MESSAGE_ILLEGAL to a put without a key, and takes keyed puts', async () => {
+    const store = await openStore()
+    expect((await store.putMessage({ topic: TOPIC, queueId: 0, body: 'x' })).status).toBe('MESSAGE_ILLEGAL')
+    expect((await store.putMessage({ topic: TOPIC, queueId: 0, body: 'x', keys: ['   '] })).status).toBe('MESSAGE_ILLEGAL')
+    expect((await store.putMessage({ topic: TOPIC, queueId: 0, body: 'x', keys: ['a', 'b'] })).status).toBe('PUT_OK')
+    expect((await store.putMessage({ topic: 'plain', queueId: 0, body: 'x' })).status).toBe('PUT_OK')
+  })
+
+  it('serves the latest value per key at its original offset after compact(), and min/max/time from the compacted files', async () => {
+    const store = await openStore()
+    const latest = await putRounds(store, 8, 20)
+    const report = await store.compact()
+    expect(report.queues).toHaveLength(1)
+    expect(report.recordsDropped).toBeGreaterThan(0)
+    expect(report.bytesWritten).toBeLessThan(report.bytesRead)
+    const seen = readQueue(store)
+    for (const [key, [offset, value]] of latest) {
+      const m = seen.find((x) => x.queueOffset === offset)
+      expect(m?.keys, key).toEqual([key])
+      expect(m!.body.toString()).toBe(value)
+    }
+    // Offsets only grow; the msgId of a survivor is the one its put returned (commit-log offset).
+    const offsets = seen.map((m) => m.queueOffset)
+    expect(offsets).toEqual([...offsets].sort((a, b) => a - b))
+    expect(store.getMinOffsetInQueue(TOPIC, 0)).toBe(seen[0].queueOffset)
+    expect(store.getMinOffsetInQueue(TOPIC, 0)).toBeGreaterThan(0)
+    expect(store.getMaxOffsetInQueue(TOPIC, 0)).toBe(160)
+    // A removed offset reads as the next survivor.
+    const r = store.getMessage('g', TOPIC, 0, 0, 1)
+    expect(r.status).toBe('FOUND')
+    expect(r.messages[0].queueOffset).toBe(seen[0].queueOffset)
+    expect(r.nextBeginOffset).toBe(seen[0].queueOffset + 1)
+    expect(store.getMessage('g', TOPIC, 0, 160, 1).status).toBe('OFFSET_OVERFLOW_ONE')
+    expect(store.getOffsetInQueueByTime(TOPIC, 0, 0)).toBe(seen[0].queueOffset)
+    expect(store.getMessageStoreTimeStamp(TOPIC, 0, seen[0].queueOffset)).toBe(seen[0].storeTimestamp)
+    // The tag filter works on compacted reads too.
+    const odd = store.getMessage('g', TOPIC, 0, 0, 100, { tags: ['odd'] })
+    expect(odd.messages.every((m) => m.tags === 'odd')).toBe(true)
+    const s = store.stats().compaction
+    expect(s.passes).toBe(1)
+    expect(s.recopyPercent).toBeGreaterThan(0)
+    expect(s.maxBufferUtilizationPercent).toBeGreaterThan(0)
+    expect(s.uncleanableQueueCount).toBe(0)
+  })
+
+  it('keeps the compacted state across close and reopen, and keeps taking puts at the next offset', async () => {
+    let store = await openStore()
+    await putRounds(store, 5, 20)
+    await store.compact()
+    const before = readQueue(store).map((m) => [m.queueOffset, m.body.toString()])
+    store = await reopen(store)
+    expect(readQueue(store).map((m) => [m.queueOffset, m.body.toString()])).toEqual(before)
+    const r = await store.putMessage({ topic: TOPIC, queueId: 0, body: 'after', keys: 'user-1' })
+    expect(r.queueOffset).toBe(100)
+    expect(readQueue(store).at(-1)!.body.toString()).toBe('after')
+  })
+
+  it('persists topic settings in config/topics.json, refuses bad ones, and changes them at run time', async () => {
+    let store = await openStore()
+    expect(store.getTopicConfig(TOPIC).cleanupPolicy).toBe('compact')
+    await expect(store.setTopicConfig('orders', { cleanupPolicy: 'nope' as never })).rejects.toThrow(MQStoreError)
+    await expect(store.setTopicConfig('orders', { bogus: 1 } as never)).rejects.toMatchObject({ code: 'INVALID_OPTION' })
+    const c = await store.setTopicConfig('orders', { cleanupPolicy: 'compact,delete', retentionMs: 1000 })
+    expect(c.cleanupPolicy).toBe('compact,delete')
+    const file = JSON.parse(fs.readFileSync(join(dir, 'config', 'topics.json'), 'utf8'))
+    expect(file.topicConfigTable.orders).toMatchObject({ topicName: 'orders', perm: 6, cleanupPolicy: 'compact,delete', retentionMs: 1000 })
+    store = await reopen(store, { topics: undefined })
+    expect(store.getTopicConfig('orders')).toMatchObject({ cleanupPolicy: 'compact,delete', retentionMs: 1000 })
+    expect(store.getTopicConfig(TOPIC)).toMatchObject({ cleanupPolicy: 'compact', segmentBytes: 4096 })
+    await expect(MessageStore.open(join(dir, 'other'), options({ topics: { x: { segmentBytes: 1 } } }))).rejects.toMatchObject({ code: 'INVALID_OPTION' })
+  })
+
+  it('refuses to compact a topic holding keyless messages unless forced, then copies its keyed messages in', async () => {
+    const store = await openStore()
+    await store.putMessage({ topic: 'late', queueId: 0, body: 'a1', keys: 'a' })
+    await store.putMessage({ topic: 'late', queueId: 0, body: 'no key' })
+    await store.putMessage({ topic: 'late', queueId: 0, body: 'a2', keys: 'a' })
+    await expect(store.setTopicConfig('late', { cleanupPolicy: 'compact' })).rejects.toThrow(/without a key/)
+    await store.setTopicConfig('late', { cleanupPolicy: 'compact', segmentBytes: 4096 }, { force: true })
+    const r = store.getMessage('g', 'late', 0, 0, 10)
+    expect(r.messages.map((m) => m.body.toString())).toEqual(['a1', 'a2'])
+    expect(store.getMaxOffsetInQueue('late', 0)).toBe(3)
+    // Removing compact again deletes the compaction logs; reads come from the consume queue.
+    await store.setTopicConfig('late', { cleanupPolicy: 'delete' })
+    expect(fs.existsSync(join(dir, 'compaction', 'late'))).toBe(false)
+    expect(store.getMessage('g', 'late', 0, 0, 10).messages).toHaveLength(3)
+  })
+
+  it('a consumer that keeps up sees every message while passes run', async () => {
+    const store = await openStore()
+    const abort = new AbortController()
+    const seen: number[] = []
+    const total = 300
+    const consumer = (async () => {
+      for await (const m of store.consume({ group: 'g', topic: TOPIC, queueId: 0, from: 0, signal: abort.signal })) {
+        seen.push(m.queueOffset)
+        if (seen.length === total) abort.abort()
+      }
+    })()
+    for (let i = 0; i < total; i++) {
+      await store.putMessage({ topic: TOPIC, queueId: 0, body: `v${i}-${'y'.repeat(50)}`, keys: `k${i % 7}` })
+      // Let the consumer read what was put before a pass may remove it.
+      await new Promise((resolve) => setImmediate(resolve))
+      if (i % 50 === 49) await store.compact()
+    }
+    await consumer
+    expect(seen).toEqual(Array.from({ length: total }, (_, i) => i))
+  })
+
+  it('keeps the latest values of a compacted topic when the commit-log files that held them are gone', async () => {
+    let store = await openStore()
+    const latest = await putRounds(store, 6, 20)
+    for (let i = 0; i < 1000; i++) await store.putMessage({ topic: 'filler', queueId: 0, body: 'z'.repeat(300) })
+    await store.compact()
+    store = await reopen(store)
+    await store.close()
+    open.splice(open.indexOf(store), 1)
+    // Commit-log retention deletes the oldest files: do the same on disk.
+    const logDir = join(dir, 'commitlog')
+    const files = fs.readdirSync(logDir).sort()
+    expect(files.length).toBeGreaterThan(3)
+    for (const f of files.slice(0, 2)) fs.rmSync(join(logDir, f))
+    store = await openStore()
+    expect(store.getMinPhyOffset()).toBeGreaterThan(0)
+    const seen = readQueue(store)
+    for (const [key, [offset, value]] of latest) {
+      const m = seen.find((x) => x.queueOffset === offset)
+      expect(m?.body.toString(), key).toBe(value)
+    }
+  })
+
+  it('runs automatic passes on its own when a queue is dirty enough', async () => {
+    const store = await openStore({ compaction: { enabled: true, backoffMs: 10, fileDeleteDelayMs: 0 } })
+    await putRounds(store, 4, 30)
+    for (let i = 0; i < 500 && store.stats().compaction.passes === 0; i++) await new Promise((r) => setTimeout(r, 10))
+    expect(store.stats().compaction.passes).toBeGreaterThan(0)
+    expect(store.stats().compaction.timeSinceLastRunMs).toBeGreaterThanOrEqual(0)
+  })
+})
