@@ -641,11 +641,11 @@ export class MessageStore implements AsyncDisposable {
   }
 
   /** Runs a compaction pass now over the compacted queues (of `topic`) that have anything to clean. */
-  compact(topic?: string): Promise<CompactReport> {
+  compact(topic?: string, options: { onProgress?: (queuesDone: number, queuesTotal: number) => void } = {}): Promise<CompactReport> {
     this.assertOpen()
     if (topic !== undefined) checkQueue(topic, 0)
     this.catchUp()
-    return this.compacted.compact(topic)
+    return this.compacted.compact(topic, options.onProgress)
   }
 
   /** Clears the backoff of queues that compaction marked uncleanable, so the next pass retries them. */

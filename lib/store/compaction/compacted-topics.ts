@@ -283,8 +283,8 @@ export class CompactedTopics {
 
   // ---- cleaning, reporting, lifecycle --------------------------------------------------------
 
-  compact(topic?: string): Promise<CompactReport> {
-    return this.service.compact(topic)
+  compact(topic?: string, onProgress?: (queuesDone: number, queuesTotal: number) => void): Promise<CompactReport> {
+    return this.service.compact(topic, onProgress)
   }
 
   stats(): CleanerStats {

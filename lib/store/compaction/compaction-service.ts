@@ -316,12 +316,14 @@ export class CompactionService {
    * Runs a pass now over every compacted queue (of `topic`) with anything to clean, ignoring the
    * dirty-ratio threshold but not the uncleanable boundary (active file, min lag).
    */
-  compact(topic?: string): Promise<CompactReport> {
+  compact(topic?: string, onProgress?: (queuesDone: number, queuesTotal: number) => void): Promise<CompactReport> {
     return this.serial(async () => {
       const started = performance.now()
       const report: CompactReport = { queues: [], bytesRead: 0, bytesWritten: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0, failed: [] }
-      for (const log of [...this.logs.values()]) {
-        if (topic !== undefined && log.topic !== topic) continue
+      const logs = [...this.logs.values()].filter((log) => topic === undefined || log.topic === topic)
+      let done = 0
+      for (const log of logs) {
+        onProgress?.(done++, logs.length)
         const key = queueKey(log.topic, log.queueId)
         if (this.manager.state(key) !== undefined) continue
         const now = this.clock.now()
@@ -340,6 +342,7 @@ export class CompactionService {
           report.failed.push({ topic: log.topic, queueId: log.queueId, error: String((error as Error).message ?? error) })
         }
       }
+      onProgress?.(logs.length, logs.length)
       report.durationMs = performance.now() - started
       return report
     })
