@@ -162,6 +162,42 @@ describe('compacted topics in the store', () => {
     expect(store.getMessage('g', 'late', 0, 0, 10).messages).toHaveLength(3)
   })
 
+  it('removing compact from a topic aborts its running pass and deletes its compaction logs', async () => {
+    const store = await openStore({ compaction: { enabled: false, fileDeleteDelayMs: 0, ioMaxBytesPerSecond: 50_000, sliceMs: 0.01 } })
+    await putRounds(store, 8, 20)
+    const qdir = join(dir, 'compaction', TOPIC, '0')
+    const pass = store.compact()
+    while (!fs.readdirSync(qdir).some((n) => n.endsWith('.cleaned'))) await new Promise((r) => setImmediate(r))
+    await store.setTopicConfig(TOPIC, { cleanupPolicy: 'delete' })
+    const report = await pass
+    expect(report.queues).toEqual([])
+    expect(fs.existsSync(join(dir, 'compaction', TOPIC))).toBe(false)
+    // Every message is there again, from the consume queue.
+    expect(readQueue(store)).toHaveLength(160)
+  })
+
+  it('shows a tombstone (keyed, empty body) until its delete horizon, then neither it nor its key', async () => {
+    const store = await openStore({ topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 60_000 } } })
+    await putRounds(store, 6, 10)
+    const tomb = await store.putMessage({ topic: TOPIC, queueId: 0, body: '', keys: 'user-2' })
+    await putRounds(store, 6, 10)
+    // user-2 was written again after the tombstone; delete it for good this time.
+    const last = await store.putMessage({ topic: TOPIC, queueId: 0, body: '', keys: 'user-3' })
+    await putRounds(store, 1, 40)
+    await store.compact()
+    let seen = readQueue(store)
+    expect(seen.some((m) => m.queueOffset === tomb.queueOffset)).toBe(false) // superseded by later values
+    const kept = seen.find((m) => m.queueOffset === last.queueOffset)!
+    expect(kept.body.length).toBe(0)
+    expect(Number(kept.properties.DELETE_HORIZON)).toBe(clock.now() + 60_000)
+    expect(seen.some((m) => m.keys[0] === 'user-3' && m.queueOffset < last.queueOffset)).toBe(false)
+    clock.advance(60_000)
+    await store.compact()
+    seen = readQueue(store)
+    expect(seen.some((m) => m.keys[0] === 'user-3')).toBe(false)
+    expect(seen.some((m) => m.keys[0] === 'user-2' && m.body.length > 0)).toBe(true)
+  })
+
   it('a consumer that keeps up sees every message while passes run', async () => {
     const store = await openStore()
     const abort = new AbortController()

@@ -501,3 +501,55 @@ describe('compaction against a model', () => {
     )
   })
 })
+
+describe('cleaner safety', () => {
+  it('an error in one queue marks it uncleanable with a backoff, the others are cleaned, and a retry clears it', async () => {
+    const s = openService()
+    put(s, manyUpdates(5, 20), 0)
+    for (const [key, value] of manyUpdates(5, 20)) {
+      const offset = s.maxOffset(T, 1)
+      const { request, bytes } = makeRecord(T, 1, offset, key, value, clock.now())
+      s.dispatch(request, bytes)
+    }
+    // A directory where queue 0's first cleaned file must go: the pass cannot write it.
+    const log0 = s.logOf(T, 0)!
+    const blocker = join(log0.dir, `${formatOffsetName(0)}.cleaned`)
+    fs.mkdirSync(blocker)
+    const report = await s.compact()
+    expect(report.failed.map((f) => f.queueId)).toEqual([0])
+    expect(report.queues.map((q) => q.queueId)).toEqual([1])
+    const stats = s.stats()
+    expect(stats.uncleanableQueueCount).toBe(1)
+    expect(stats.uncleanable[0]).toMatchObject({ topic: T, queueId: 0, failures: 1 })
+    expect(stats.uncleanableBytes).toBeGreaterThan(0)
+    // Automatic selection skips it while its backoff runs.
+    expect(await s.tick()).toBe(false)
+    fs.rmSync(blocker, { recursive: true })
+    s.retryUncleanable(T)
+    expect(s.stats().uncleanableQueueCount).toBe(0)
+    expect(await s.tick()).toBe(true)
+    expect(s.stats().lastPass).toMatchObject({ queueId: 0 })
+  })
+
+  it('aborting a running pass leaves no .cleaned file, no checkpoint move, and the queue paused until resumed', async () => {
+    const s = openService({ ioMaxBytesPerSecond: 50_000, sliceMs: 0.01 })
+    put(s, manyUpdates(8, 40))
+    const log = s.logOf(T, 0)!
+    const before = readAll(s, T, 0)
+    const pass = s.compact()
+    // Wait until the pass has started writing its first cleaned file.
+    while (!fs.readdirSync(log.dir).some((n) => n.endsWith('.cleaned'))) await new Promise((r) => setImmediate(r))
+    const key = `${T} 0`
+    await s.manager.abortAndPause(key)
+    expect(s.manager.state(key)).toEqual({ kind: 'Paused', count: 1 })
+    const report = await pass
+    expect(report.queues).toEqual([])
+    expect(report.failed).toEqual([])
+    expect(fs.readdirSync(log.dir).filter((n) => n.includes('.'))).toEqual([])
+    expect(readAll(s, T, 0)).toEqual(before)
+    // Paused: neither a manual nor an automatic pass touches it.
+    expect((await s.compact()).queues).toEqual([])
+    s.manager.resume(key)
+    expect((await s.compact()).queues).toHaveLength(1)
+  })
+})
