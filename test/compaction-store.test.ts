@@ -281,3 +281,69 @@ describe('mqstore compact', () => {
     expect(after.stats().compaction.passes).toBe(0)
   })
 })
+
+describe('compacted topic against a model', () => {
+  it('reading the queue from its start folds to the model (key → last value) over random puts, tombstones, passes, commit-log retention and reopens', async () => {
+    const fc = (await import('fast-check')).default
+    type Op = { kind: 'put'; key: number; size: number } | { kind: 'delete'; key: number } | { kind: 'filler' } | { kind: 'compact' } | { kind: 'advance' } | { kind: 'reopen'; dropOldest: boolean }
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      { weight: 10, arbitrary: fc.record({ kind: fc.constant('put' as const), key: fc.nat(9), size: fc.nat(300) }) },
+      { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), key: fc.nat(9) }) },
+      { weight: 2, arbitrary: fc.constant({ kind: 'filler' as const }) },
+      { weight: 2, arbitrary: fc.constant({ kind: 'compact' as const }) },
+      { weight: 1, arbitrary: fc.constant({ kind: 'advance' as const }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('reopen' as const), dropOldest: fc.boolean() }) },
+    )
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 80 }), async (ops) => {
+        for (const s of open.splice(0)) await s.close()
+        fs.rmSync(dir, { recursive: true, force: true })
+        const extra: OpenOptions = { topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 5_000 } } }
+        let store = await openStore(extra)
+        const model = new Map<string, string>()
+        let step = 0
+        const check = (): void => {
+          const folded = new Map<string, string>()
+          let last = -1
+          for (const m of readQueue(store)) {
+            expect(m.queueOffset).toBeGreaterThan(last)
+            last = m.queueOffset
+            if (m.body.length === 0) folded.delete(m.keys.join(' '))
+            else folded.set(m.keys.join(' '), m.body.toString())
+          }
+          expect(folded).toEqual(model)
+        }
+        for (const o of ops) {
+          step++
+          if (o.kind === 'put' || o.kind === 'delete') {
+            const key = `key-${o.key}`
+            const body = o.kind === 'put' ? `s${step}-${'b'.repeat(o.size)}` : ''
+            expect((await store.putMessage({ topic: TOPIC, queueId: 0, keys: key, body })).status).toBe('PUT_OK')
+            if (body === '') model.delete(key)
+            else model.set(key, body)
+          } else if (o.kind === 'filler') {
+            for (let i = 0; i < 40; i++) await store.putMessage({ topic: 'filler', queueId: 0, body: 'f'.repeat(1000) })
+          } else if (o.kind === 'compact') {
+            await store.compact()
+            check()
+          } else if (o.kind === 'advance') {
+            clock.advance(3_000)
+          } else {
+            await store.close()
+            open.splice(open.indexOf(store), 1)
+            if (o.dropOldest) {
+              // Commit-log retention: the oldest file goes (never the last one).
+              const logDir = join(dir, 'commitlog')
+              const files = fs.readdirSync(logDir).sort()
+              if (files.length > 2) fs.rmSync(join(logDir, files[0]))
+            }
+            store = await openStore(extra)
+            check()
+          }
+        }
+        check()
+      }),
+      { numRuns: 15 },
+    )
+  }, 300_000)
+})
