@@ -12,16 +12,6 @@ import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { setImmediate as turn } from 'node:timers/promises'
 
 import { MessageStore } from '../lib/index.js'
-import { CompactionService } from '../lib/store/compaction/compaction-service.js'
-import {
-  checkRecord,
-  encodeProperties,
-  isPrepareFailure,
-  prepareRecord,
-  writeRecord,
-} from '../lib/store/commitlog/record.js'
-import { systemClock } from '../lib/store/environment.js'
-import { TOPIC_CONFIG_DEFAULTS, type TopicConfig } from '../lib/store/topics/topic-table.js'
 
 const records = Number(process.argv[2] ?? 150_000)
 const keys = Number(process.argv[3] ?? 15_000)
@@ -29,29 +19,6 @@ const sliceMs = Number(process.argv[4] ?? 0.25)
 const BODY = 256
 const PUT_INTERVAL_MS = 0.5
 const TOPIC = 'bench-compacted'
-
-function record(offset: number, key: string, body: Buffer, at: number): { bytes: Buffer; request: ReturnType<typeof checkRecord> } {
-  const prepared = prepareRecord(
-    {
-      topic: TOPIC,
-      queueId: 0,
-      body,
-      flag: 0,
-      sysFlag: 0,
-      bornTimestamp: at,
-      bornHost: { address: '127.0.0.1', port: 1 },
-      storeHost: { address: '127.0.0.1', port: 10911 },
-      reconsumeTimes: 0,
-      preparedTransactionOffset: 0,
-      propertiesString: encodeProperties({ KEYS: key }),
-    },
-    4 << 20,
-  )
-  if (isPrepareFailure(prepared)) throw new Error(prepared.reason)
-  const bytes = Buffer.alloc(prepared.length)
-  writeRecord(bytes, 0, prepared, offset, offset * 400, at)
-  return { bytes, request: checkRecord(bytes, 0, bytes.length, false) }
-}
 
 function quantile(sorted: number[], q: number): number {
   return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
@@ -83,19 +50,21 @@ async function producePuts(store: MessageStore, until: Promise<unknown>): Promis
 
 async function main(): Promise<void> {
   const root = fs.mkdtempSync(join(os.tmpdir(), 'mqstore-bench-compaction-'))
-  const config: TopicConfig = { ...TOPIC_CONFIG_DEFAULTS, cleanupPolicy: 'compact', minCleanableDirtyRatio: 0 }
-  const service = new CompactionService(join(root, 'compaction'), systemClock, () => config, { enabled: false, fileDeleteDelayMs: 0, sliceMs })
-  service.open()
-  const store = await MessageStore.open(join(root, 'store'), { flushDiskType: 'ASYNC_FLUSH', mappedFileSizeCommitLog: 64 << 20 })
+  const store = await MessageStore.open(join(root, 'store'), {
+    flushDiskType: 'ASYNC_FLUSH',
+    mappedFileSizeCommitLog: 64 << 20,
+    topics: { [TOPIC]: { cleanupPolicy: 'compact', minCleanableDirtyRatio: 0 } },
+    compaction: { enabled: false, fileDeleteDelayMs: 0, sliceMs },
+  })
   try {
     const body = Buffer.alloc(BODY, 1)
-    for (let i = 0; i < records; i++) {
-      const { bytes, request } = record(i, `key-${i % keys}`, body, Date.now())
-      service.dispatch(request, bytes)
+    const BATCH = 1000
+    for (let i = 0; i < records; i += BATCH) {
+      const batch = []
+      for (let k = i; k < Math.min(records, i + BATCH); k++) batch.push({ topic: TOPIC, queueId: 0, keys: `key-${k % keys}`, body })
+      await store.putMessages(batch)
     }
-    service.logOf(TOPIC, 0)!.roll(records, config.segmentBytes, Date.now())
-    service.flush()
-    const logBytes = service.logOf(TOPIC, 0)!.sizeBytes()
+    const logBytes = store.stats().compaction.logBytes
 
     // Warm-up (first files of the plain topic's queues), then without a pass for a fixed while.
     await producePuts(store, new Promise((r) => setTimeout(r, 1500)))
@@ -106,7 +75,7 @@ async function main(): Promise<void> {
     // With a pass.
     const loopBusy = monitorEventLoopDelay({ resolution: 1 })
     loopBusy.enable()
-    const pass = service.compact()
+    const pass = store.compact(TOPIC)
     const busy = await producePuts(store, pass)
     const report = await pass
     loopBusy.disable()
@@ -140,7 +109,6 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(out, null, 2))
     console.log(`p99 ratio during/without a pass: ${(out.putLatencyMs.duringPass.p99 / out.putLatencyMs.withoutPass.p99).toFixed(2)}`)
   } finally {
-    await service.close()
     await store.close()
     fs.rmSync(root, { recursive: true, force: true })
   }

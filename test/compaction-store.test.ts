@@ -2,6 +2,7 @@
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import fc from 'fast-check'
 
 import { MQStoreError } from '../lib/errors.js'
 import { MessageStore, type MessageExt, type OpenOptions } from '../lib/store/message-store.js'
@@ -284,7 +285,6 @@ describe('mqstore compact', () => {
 
 describe('compacted topic against a model', () => {
   it('reading the queue from its start folds to the model (key → last value) over random puts, tombstones, passes, commit-log retention and reopens', async () => {
-    const fc = (await import('fast-check')).default
     type Op = { kind: 'put'; key: number; size: number } | { kind: 'delete'; key: number } | { kind: 'filler' } | { kind: 'compact' } | { kind: 'advance' } | { kind: 'reopen'; dropOldest: boolean }
     const op: fc.Arbitrary<Op> = fc.oneof(
       { weight: 10, arbitrary: fc.record({ kind: fc.constant('put' as const), key: fc.nat(9), size: fc.nat(300) }) },
