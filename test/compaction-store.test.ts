@@ -334,7 +334,7 @@ describe('compacted topic against a model', () => {
             if (o.dropOldest) {
               // Commit-log retention: the oldest file goes (never the last one).
               const logDir = join(dir, 'commitlog')
-              const files = fs.readdirSync(logDir).sort()
+              const files = fs.existsSync(logDir) ? fs.readdirSync(logDir).sort() : []
               if (files.length > 2) fs.rmSync(join(logDir, files[0]))
             }
             store = await openStore(extra)

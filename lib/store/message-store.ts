@@ -380,7 +380,7 @@ export class MessageStore implements AsyncDisposable {
     const crcs = bodyCrcsOf(messages.map((message) => (message !== null && typeof message === 'object' ? message.body : undefined)))
     const records = messages.map((message, i) => {
       const record = buildRecord(message, now, this.recordDefaults, crcs[i])
-      if (isPrepareFailure(record)) return record
+      if (isPrepareFailure(record) || !this.compacted.isCompacted(record.topic)) return record
       return this.compacted.admit(record.topic, keysString(message.keys) ?? message.properties?.KEYS) ?? record
     })
     let bytes = 0

@@ -57,6 +57,13 @@ export class CompactedTopics {
     }
     for (const topic of this.table.topics()) if (hasCompact(this.table.get(topic).cleanupPolicy)) this.compacted.add(topic)
     this.service.open()
+    // Logs of a topic that left compaction while the store was closed (options.topics) are stale.
+    for (const topic of new Set(this.service.queues().map((q) => q.topic))) {
+      if (!this.compacted.has(topic)) {
+        this.deps.log('warn', `topic ${topic} is no longer compacted: deleted its compaction logs`)
+        this.service.dropTopicAtOpen(topic)
+      }
+    }
   }
 
   /**

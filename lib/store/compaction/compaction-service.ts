@@ -254,6 +254,17 @@ export class CompactionService {
     }
   }
 
+  /** Deletes the logs of a topic that is no longer compacted, at open (nothing runs yet). */
+  dropTopicAtOpen(topic: string): void {
+    for (const { queueId } of this.queues(topic)) {
+      const key = queueKey(topic, queueId)
+      this.logs.get(key)?.destroy()
+      this.logs.delete(key)
+      if (this.checkpoint.get(topic, queueId) !== undefined) this.checkpoint.update(topic, queueId, undefined)
+    }
+    fs.rmSync(join(this.rootDir, topic), { recursive: true, force: true })
+  }
+
   /** The topic left compaction: stop its passes and delete its logs and checkpoint entries. */
   async dropTopic(topic: string): Promise<void> {
     for (const { queueId } of this.queues(topic)) {

@@ -174,6 +174,8 @@ export class TopicTable {
   readonly path: string
   private readonly clock: Clock
   private readonly entries = new Map<string, TopicEntry>()
+  /** Resolved settings per topic (dispatch asks for them on every record of a compacted topic). */
+  private readonly resolved = new Map<string, TopicConfig>()
   private counter = 0
 
   constructor(path: string, clock: Clock) {
@@ -211,7 +213,12 @@ export class TopicTable {
 
   /** The settings in force for a topic: what was set, defaults for the rest. */
   get(topic: string): TopicConfig {
-    return resolve(this.entries.get(topic))
+    let config = this.resolved.get(topic)
+    if (config === undefined) {
+      config = Object.freeze(resolve(this.entries.get(topic)))
+      if (this.entries.has(topic)) this.resolved.set(topic, config)
+    }
+    return config
   }
 
   entry(topic: string): Readonly<TopicEntry> | undefined {
@@ -249,6 +256,7 @@ export class TopicTable {
     for (const name of ROCKETMQ_FIELDS) (next as unknown as Record<string, unknown>)[name] = (current as unknown as Record<string, unknown>)[name]
     Object.assign(next, settings)
     this.entries.set(topic, next)
+    this.resolved.delete(topic)
     this.persist()
     return config
   }
