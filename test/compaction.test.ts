@@ -553,3 +553,27 @@ describe('cleaner safety', () => {
     expect((await s.compact()).queues).toHaveLength(1)
   })
 })
+
+describe('mapped-file budget', () => {
+  it('keeps at most maxMappedFiles sealed files mapped, maps them again on reads, and cleans through it', async () => {
+    const s = openService({ maxMappedFiles: 2 })
+    const entries = manyUpdates(10, 16)
+    put(s, entries)
+    const log = s.logOf(T, 0)!
+    expect(log.segments.length).toBeGreaterThan(5)
+    expect(s.stats().mappedFiles).toBe(0)
+    const first = readAll(s, T, 0)
+    expect(first).toHaveLength(entries.length)
+    expect(s.stats().mappedFiles).toBeLessThanOrEqual(2)
+    // A lease outlives the eviction of its file's mapping.
+    const lease = log.segments[0].acquire()!
+    readAll(s, T, 0)
+    expect(lease.data.readInt32BE(0)).toBe(log.segments[0].sizeAt(0))
+    lease.release()
+    await s.compact()
+    expect(s.stats().mappedFiles).toBeLessThanOrEqual(2)
+    const latest = latestByKey(entries)
+    const seen = readAll(s, T, 0)
+    for (const [key, { offset, value }] of latest) expect(seen.find((r) => r.offset === offset)?.value, key).toBe(value)
+  })
+})

@@ -29,6 +29,8 @@ import { keyDigest, type OffsetMap } from './offset-map.js'
 import { CompactionSegment, DELETE_HORIZON_PROPERTY, horizonOf, type IndexedRecord } from './segment.js'
 import type { Throttler } from './throttler.js'
 
+const EMPTY = Buffer.alloc(0)
+
 /** Most bytes a pass reads between two yields to the event loop (one "I/O chunk"). */
 export const CHUNK_BYTES = 64 * 1024
 /** Default longest run of a pass on the event loop before it yields, ms. */
@@ -192,27 +194,33 @@ async function buildMap(ctx: PassContext, firstDirty: number, firstUncleanable: 
     const s = log.segments[i]
     const nextBase = log.segments[i + 1].baseOffset
     if (nextBase <= firstDirty || s.baseOffset >= firstUncleanable) continue
-    const data = s.data()
-    for (let k = s.lowerBound(firstDirty); k < s.count; k++) {
-      const offset = s.offsetAt(k)
-      if (offset >= firstUncleanable) break
-      const pos = s.positionAt(k)
-      const size = s.sizeAt(k)
-      const r = checkRecord(data, pos, pos + size, false)
-      if (r.status === 'OK' && r.keys !== undefined) {
-        const digest = keyDigest(r.keys)
-        if (map.isFull() && map.get(digest) < 0) return { end: map.latestOffset + 1, full: true }
-        map.put(digest, offset)
+    const lease = s.acquire()
+    if (lease === null && s.count > 0) throw new Error(`${s.path} cannot be read`)
+    const data = lease?.data ?? EMPTY
+    try {
+      for (let k = lease === null ? s.count : s.lowerBound(firstDirty); k < s.count; k++) {
+        const offset = s.offsetAt(k)
+        if (offset >= firstUncleanable) break
+        const pos = s.positionAt(k)
+        const size = s.sizeAt(k)
+        const r = checkRecord(data, pos, pos + size, false)
+        if (r.status === 'OK' && r.keys !== undefined) {
+          const digest = keyDigest(r.keys)
+          if (map.isFull() && map.get(digest) < 0) return { end: map.latestOffset + 1, full: true }
+          map.put(digest, offset)
+        }
+        map.latestOffset = offset
+        counters.bytesRead += size
+        chunk += size
+        if (ctx.slicer.due(size)) {
+          await ctx.throttler.maybeThrottle(chunk)
+          chunk = 0
+          await ctx.slicer.yield()
+          ctx.checkDone()
+        }
       }
-      map.latestOffset = offset
-      counters.bytesRead += size
-      chunk += size
-      if (ctx.slicer.due(size)) {
-        await ctx.throttler.maybeThrottle(chunk)
-        chunk = 0
-        await ctx.slicer.yield()
-        ctx.checkDone()
-      }
+    } finally {
+      lease?.release()
     }
     // Offsets between the last record and the next file were removed earlier: covered too.
     map.latestOffset = Math.max(map.latestOffset, Math.min(nextBase, firstUncleanable) - 1)
@@ -290,8 +298,10 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
       outLength = 0
     }
     for (const s of group) {
-      const data = s.data()
-      for (let k = 0; k < s.count; k++) {
+      const lease = s.acquire()
+      const data = lease?.data ?? EMPTY
+      try {
+      for (let k = 0; lease !== null && k < s.count; k++) {
         const offset = s.offsetAt(k)
         const pos = s.positionAt(k)
         const size = s.sizeAt(k)
@@ -344,6 +354,9 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
           await ctx.slicer.yield()
           ctx.checkDone()
         }
+      }
+      } finally {
+        lease?.release()
       }
     }
     await flushOut()

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { MQStoreError } from '../../errors.js'
 import { syncDirectory } from '../mapped/directory.js'
 import { formatOffsetName, parseOffsetName } from '../mapped/segment-name.js'
-import { CompactionSegment } from './segment.js'
+import { CompactionSegment, MappingBudget } from './segment.js'
 
 export const CLEANED_SUFFIX = '.cleaned'
 export const SWAP_SUFFIX = '.swap'
@@ -44,17 +44,21 @@ export class CompactionLog {
   /** Files renamed .deleted, with the clock time after which they may be removed. */
   readonly pendingDeletes: { path: string; dueAt: number }[] = []
 
-  private constructor(dir: string, topic: string, queueId: number) {
+  /** Shared by the logs of a store: how many sealed files may be mapped at once. */
+  readonly budget: MappingBudget
+
+  private constructor(dir: string, topic: string, queueId: number, budget: MappingBudget) {
     this.dir = dir
     this.topic = topic
     this.queueId = queueId
+    this.budget = budget
   }
 
   /** Opens (or creates) the log in `dir`, first finishing or undoing an interrupted rewrite. */
-  static open(dir: string, topic: string, queueId: number, now: number): { log: CompactionLog; report: LogOpenReport } {
+  static open(dir: string, topic: string, queueId: number, now: number, budget = new MappingBudget(1024)): { log: CompactionLog; report: LogOpenReport } {
     fs.mkdirSync(dir, { recursive: true })
     const report = recoverInterruptedSwap(dir)
-    const log = new CompactionLog(dir, topic, queueId)
+    const log = new CompactionLog(dir, topic, queueId, budget)
     const bases = fs
       .readdirSync(dir)
       .map((name) => ({ name, base: parseOffsetName(name) }))
@@ -63,6 +67,7 @@ export class CompactionLog {
     try {
       for (const { name, base } of bases) {
         const segment = CompactionSegment.open(join(dir, name), base, now)
+        log.segments.at(-1)?.seal(budget)
         log.segments.push(segment)
         // An overlap means a rewrite left both generations behind, which the recovery above
         // excludes; refuse rather than serve a key twice.
@@ -76,6 +81,7 @@ export class CompactionLog {
       throw error
     }
     const last = log.segments.at(-1)
+    last?.activate(budget)
     if (last !== undefined) log.nextOffset = Math.max(last.baseOffset, last.count > 0 ? last.lastOffset() + 1 : 0)
     return { log, report }
   }
@@ -128,14 +134,16 @@ export class CompactionLog {
     const base = Math.max(baseOffset, this.nextOffset)
     const active = this.active()
     if (active !== null) {
-      active.flush()
       if (active.count === 0 && active.baseOffset <= base) {
         this.segments.pop()
         active.close()
         fs.rmSync(active.path, { force: true })
+      } else {
+        active.seal(this.budget)
       }
     }
     const segment = CompactionSegment.create(join(this.dir, formatOffsetName(base)), base, capacity, now)
+    segment.activate(this.budget)
     this.segments.push(segment)
     return segment
   }
@@ -160,15 +168,16 @@ export class CompactionLog {
     for (; i < this.segments.length; i++) {
       const segment = this.segments[i]
       if (segment.count === 0 || segment.lastOffset() < fromOffset) continue
-      if (!segment.hold()) continue
+      const lease = segment.acquire()
+      if (lease === null) continue
       try {
-        const data = segment.data()
+        const data = lease.data
         for (let k = segment.lowerBound(fromOffset); k < segment.count; k++) {
           visited++
           if (!visit(data, segment.positionAt(k), segment.sizeAt(k), segment.offsetAt(k), segment.tagsCodeAt(k))) return visited
         }
       } finally {
-        segment.release()
+        lease.release()
       }
     }
     return visited
@@ -231,6 +240,7 @@ export class CompactionLog {
     await syncDirectoryAsync(this.dir)
     const gone = new Set(old)
     const kept = this.segments.filter((s) => !gone.has(s))
+    for (const s of cleaned) s.seal(this.budget)
     kept.push(...cleaned)
     kept.sort((a, b) => a.baseOffset - b.baseOffset)
     this.segments.length = 0

@@ -14,6 +14,7 @@ import { CleanerManager, CleaningAborted } from './cleaner-manager.js'
 import { cleanQueue, DEFAULT_SLICE_MS, dirtiness, Slicer, isEligible, type Dirtiness, type PassResult } from './cleaner.js'
 import { CompactionLog, type LogOpenReport, type ReadVisitor } from './compaction-log.js'
 import { OffsetMap } from './offset-map.js'
+import { MappingBudget } from './segment.js'
 import { Throttler } from './throttler.js'
 
 export interface CompactionOptions {
@@ -25,6 +26,8 @@ export interface CompactionOptions {
   backoffMs?: number
   /** How long an old file renamed .deleted stays for readers that still hold it. */
   fileDeleteDelayMs?: number
+  /** Sealed compaction-log files mapped at once, over all queues (default 1024; each holds a descriptor). */
+  maxMappedFiles?: number
   /** Longest run of a pass on the event loop before it yields, ms (default 0.25). */
   sliceMs?: number
   /** Run automatic passes (default true). compact() works either way. */
@@ -36,6 +39,7 @@ export const COMPACTION_DEFAULTS = {
   ioMaxBytesPerSecond: Infinity,
   backoffMs: 15_000,
   fileDeleteDelayMs: 60_000,
+  maxMappedFiles: 1024,
   sliceMs: DEFAULT_SLICE_MS,
   enabled: true,
 } as const
@@ -69,6 +73,8 @@ export interface CleanerStats {
   lastPass: PassResult | null
   logs: number
   logBytes: number
+  /** Sealed compaction-log files mapped right now (active files are always mapped). */
+  mappedFiles: number
 }
 
 export type TopicConfigSource = (topic: string) => TopicConfig
@@ -83,6 +89,7 @@ export class CompactionService {
   readonly manager: CleanerManager
   private readonly throttler: Throttler
   private readonly map: OffsetMap
+  private readonly budget: MappingBudget
   /** One pass at a time: automatic and manual passes queue up here. */
   private chain: Promise<unknown> = Promise.resolve()
   private timer: NodeJS.Timeout | null = null
@@ -116,6 +123,11 @@ export class CompactionService {
     } catch (cause) {
       throw new MQStoreError('INVALID_OPTION', `compaction offsetMapBytes: ${(cause as Error).message}`, { cause })
     }
+    try {
+      this.budget = new MappingBudget(o.maxMappedFiles)
+    } catch (cause) {
+      throw new MQStoreError('INVALID_OPTION', `compaction maxMappedFiles: ${(cause as Error).message}`, { cause })
+    }
     this.checkpoint = new CleanerCheckpoint(join(rootDir, CHECKPOINT_FILE_NAME))
     this.manager = new CleanerManager(o.backoffMs)
     this.throttler = new Throttler(o.ioMaxBytesPerSecond, clock)
@@ -131,7 +143,7 @@ export class CompactionService {
       for (const q of fs.readdirSync(topicDir)) {
         const queueId = Number(q)
         if (!/^\d+$/.test(q) || !Number.isSafeInteger(queueId)) continue
-        const { log, report } = CompactionLog.open(join(topicDir, q), topic, queueId, this.clock.now())
+        const { log, report } = CompactionLog.open(join(topicDir, q), topic, queueId, this.clock.now(), this.budget)
         this.logs.set(queueKey(topic, queueId), log)
         if (report.removed.length > 0 || report.rolledForward.length > 0) this.openReports.push({ topic, queueId, report })
       }
@@ -177,7 +189,7 @@ export class CompactionService {
     const key = queueKey(topic, queueId)
     let log = this.logs.get(key)
     if (log === undefined) {
-      log = CompactionLog.open(join(this.rootDir, topic, String(queueId)), topic, queueId, this.clock.now()).log
+      log = CompactionLog.open(join(this.rootDir, topic, String(queueId)), topic, queueId, this.clock.now(), this.budget).log
       this.logs.set(key, log)
     }
     return log
@@ -489,6 +501,7 @@ export class CompactionService {
       lastPass: last,
       logs: this.logs.size,
       logBytes,
+      mappedFiles: this.budget.mapped,
     }
   }
 

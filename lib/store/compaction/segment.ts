@@ -4,8 +4,11 @@
 // queue offsets it holds, and where, is kept in memory (built by a scan at open), so that reads skip
 // removed offsets with a binary search and the cleaner needs no second file per segment.
 //
-// The active (last) file is preallocated at the topic's segmentBytes and filled up to a zero tail;
-// a cleaned file is exactly as long as what it kept (possibly zero bytes, then it is not mapped).
+// The active (last) file is preallocated at the topic's segmentBytes and filled up to a zero tail,
+// and stays mapped. A sealed file (older ones; a cleaned file is exactly as long as what it kept,
+// possibly zero bytes) is mapped only while it is read, within a budget of mapped files per store
+// (each mapping also holds a descriptor): a queue with many files, or a store with many queues,
+// does not run into the process's limits on mappings and descriptors.
 import * as fs from 'node:fs'
 
 import { MQStoreError } from '../../errors.js'
@@ -33,6 +36,47 @@ export interface IndexedRecord extends EntryInfo {
   horizon: number
 }
 
+/** A mapped view of a segment's records, held until released. */
+export interface SegmentLease {
+  readonly data: Buffer
+  release(): void
+}
+
+/**
+ * The sealed files that are mapped, least recently used first; past `maxMapped` the oldest is
+ * unmapped (readers that hold it keep it until they release it).
+ */
+export class MappingBudget {
+  readonly maxMapped: number
+  private readonly lru = new Set<CompactionSegment>()
+
+  constructor(maxMapped: number) {
+    if (!Number.isSafeInteger(maxMapped) || maxMapped < 1) throw new RangeError(`maxMapped must be a positive integer, got ${maxMapped}`)
+    this.maxMapped = maxMapped
+  }
+
+  get mapped(): number {
+    return this.lru.size
+  }
+
+  touch(segment: CompactionSegment): void {
+    this.lru.delete(segment)
+    this.lru.add(segment)
+    while (this.lru.size > this.maxMapped) {
+      const oldest = this.lru.values().next().value as CompactionSegment
+      this.lru.delete(oldest)
+      oldest.unmap()
+    }
+  }
+
+  forget(segment: CompactionSegment): void {
+    this.lru.delete(segment)
+  }
+}
+
+/** The budget of segments opened without one (tests of single files, recovery scans). */
+const UNBOUNDED = new MappingBudget(Number.MAX_SAFE_INTEGER)
+
 export class CompactionSegment {
   readonly baseOffset: number
   /** The current name of the file (it changes through .cleaned → .swap → final → .deleted). */
@@ -40,7 +84,10 @@ export class CompactionSegment {
   readonly capacity: number
   /** Clock time the segment was created or loaded, for time-based rolls of a file without records. */
   readonly createdAt: number
-  private readonly file: MappedFile | null
+  private file: MappedFile | null
+  /** Only the active file takes appends; it is never unmapped by the budget. */
+  private active: boolean
+  private budget: MappingBudget = UNBOUNDED
   private offsets = new Float64Array(INITIAL_ENTRIES)
   private positions = new Int32Array(INITIAL_ENTRIES)
   private sizes = new Int32Array(INITIAL_ENTRIES)
@@ -60,7 +107,62 @@ export class CompactionSegment {
     this.baseOffset = baseOffset
     this.capacity = capacity
     this.file = file
+    this.active = file !== null
     this.createdAt = createdAt
+  }
+
+  /** Makes this a sealed file under `budget`: unmapped now, mapped again when read. */
+  seal(budget: MappingBudget): void {
+    this.budget = budget
+    if (this.active) this.file?.flush(0)
+    this.active = false
+    this.unmap()
+  }
+
+  /** Keeps the file mapped for appends (the active file of its log). */
+  activate(budget: MappingBudget): void {
+    this.budget = budget
+    this.active = true
+    budget.forget(this)
+  }
+
+  /** Drops the mapping of a sealed file (readers holding it keep it until they release it). */
+  unmap(): void {
+    if (this.active || this.file === null) return
+    this.file.shutdown(0)
+    this.file = null
+    this.budget.forget(this)
+  }
+
+  private mapping(): MappedFile | null {
+    if (this.file === null) {
+      if (this.capacity === 0) return null
+      const file = MappedFile.open(this.path, this.capacity, { fileFromOffset: this.baseOffset })
+      file.setPositions(this.bytes)
+      this.file = file
+    }
+    if (!this.active) this.budget.touch(this)
+    return this.file
+  }
+
+  /**
+   * The records' bytes, mapped and held until the lease is released; null for a file without
+   * records. Throws when the file cannot be mapped.
+   */
+  acquire(): SegmentLease | null {
+    if (this.bytes === 0) return null
+    const file = this.mapping()
+    if (file === null || !file.hold()) return null
+    const data = file.readableBuffer().subarray(0, this.bytes)
+    let released = false
+    return {
+      data,
+      release: () => {
+        if (released) return
+        released = true
+        file.release()
+      },
+    }
   }
 
   /** A new empty file of `capacity` bytes, reserved on disk before it appears under its name. */
@@ -79,17 +181,19 @@ export class CompactionSegment {
    * the active file); `bytes` ends there and appends continue from it.
    */
   static open(path: string, baseOffset: number, now: number, known?: readonly IndexedRecord[]): CompactionSegment {
+    // Opened mapped (for the scan) and counted as active until the log seals it.
     const size = fs.statSync(path).size
+    if (known !== undefined) {
+      // The writer of a cleaned file knows what it wrote: no second read, and no mapping yet.
+      const segment = new CompactionSegment(path, baseOffset, size, null, now)
+      for (const r of known) segment.index(r.queueOffset, r.position, r.size, r.storeTimestamp, r.tagsCode, r.horizon)
+      return segment
+    }
     const file = size === 0 ? null : MappedFile.open(path, size, { fileFromOffset: baseOffset })
     const segment = new CompactionSegment(path, baseOffset, size, file, now)
     if (file !== null) {
-      if (known === undefined) {
-        file.setPositions(size)
-        segment.scan(file.readableBuffer())
-      } else {
-        // The writer of a cleaned file knows what it wrote: no second read of the file.
-        for (const r of known) segment.index(r.queueOffset, r.position, r.size, r.storeTimestamp, r.tagsCode, r.horizon)
-      }
+      file.setPositions(size)
+      segment.scan(file.readableBuffer())
       file.setPositions(segment.bytes)
     }
     return segment
@@ -146,7 +250,7 @@ export class CompactionSegment {
    * does not fit. `horizon` is the record's delete horizon (0 for none).
    */
   append(record: Uint8Array, queueOffset: number, storeTimestamp: number, tagsCode: number, horizon = 0): boolean {
-    if (this.file === null || record.length > this.room) return false
+    if (!this.active || this.file === null || record.length > this.room) return false
     if (this.count > 0 && queueOffset <= this.offsets[this.count - 1]) {
       throw new MQStoreError('CORRUPTION', `${this.path}: offset ${queueOffset} does not follow ${this.lastOffset()}`)
     }
@@ -212,31 +316,21 @@ export class CompactionSegment {
     return this.count
   }
 
-  /** Holds the mapping for a read; false when the file is gone (or empty). Pair with release(). */
-  hold(): boolean {
-    return this.file !== null && this.file.hold()
-  }
-
-  release(): void {
-    this.file?.release()
-  }
-
-  /** The mapped bytes [0, bytes). Read them only while holding the segment (or as its owner). */
-  data(): Buffer {
-    return this.file === null ? Buffer.alloc(0) : this.file.readableBuffer().subarray(0, this.bytes)
-  }
-
   /** Drops records from index `i` on (recovery truncation of the active file). */
   truncateTo(i: number): void {
     if (i >= this.count) return
     this.count = i
-    this.bytes = i === 0 ? 0 : this.positions[i - 1] + this.sizes[i - 1]
-    if (this.file !== null) {
-      // Zero the cut-off bytes so a later scan cannot take them for records.
-      const buf = this.file.readableBuffer()
-      buf.fill(0, this.bytes)
-      this.file.setPositions(this.bytes)
+    const file = this.mapping()
+    if (file !== null && file.hold()) {
+      try {
+        // Zero the cut-off bytes so a later scan cannot take them for records.
+        file.readableBuffer().fill(0, i === 0 ? 0 : this.positions[i - 1] + this.sizes[i - 1])
+      } finally {
+        file.release()
+      }
     }
+    this.bytes = i === 0 ? 0 : this.positions[i - 1] + this.sizes[i - 1]
+    this.file?.setPositions(this.bytes)
     this.largestTimestamp = 0
     this.minHorizon = Infinity
     for (let k = 0; k < this.count; k++) if (this.timestamps[k] > this.largestTimestamp) this.largestTimestamp = this.timestamps[k]
@@ -260,6 +354,9 @@ export class CompactionSegment {
   /** Drops the owner's reference; the mapping goes once readers release it. The file stays. */
   close(): void {
     this.file?.shutdown(0)
+    this.file = null
+    this.active = false
+    this.budget.forget(this)
   }
 }
 
