@@ -242,6 +242,29 @@ describe('compacted topics in the store', () => {
     }
   })
 
+  it('cuts a compaction log back when a crash took the commit log\'s tail, so the offsets can be reused', async () => {
+    let store = await openStore()
+    const results = []
+    for (let i = 0; i < 60; i++) results.push(await store.putMessage({ topic: TOPIC, queueId: 0, body: `old-${i}`, keys: `k${i % 5}` }))
+    await store.close()
+    open.splice(open.indexOf(store), 1)
+    // A crash that lost the last ten records: zeros from the 51st record on, and no clean shutdown.
+    const logFile = join(dir, 'commitlog', fs.readdirSync(join(dir, 'commitlog')).sort()[0])
+    const from = results[50].wroteOffset
+    const end = results[59].wroteOffset + results[59].wroteBytes
+    const fd = fs.openSync(logFile, 'r+')
+    fs.writeSync(fd, Buffer.alloc(end - from), 0, end - from, from)
+    fs.closeSync(fd)
+    fs.writeFileSync(join(dir, 'abort'), '')
+    store = await openStore()
+    expect(store.getMaxOffsetInQueue(TOPIC, 0)).toBe(50)
+    expect(readQueue(store).every((m) => m.queueOffset < 50)).toBe(true)
+    const r = await store.putMessage({ topic: TOPIC, queueId: 0, body: 'new-50', keys: 'k0' })
+    expect(r.queueOffset).toBe(50)
+    expect(readQueue(store).at(-1)).toMatchObject({ queueOffset: 50 })
+    expect(readQueue(store).at(-1)!.body.toString()).toBe('new-50')
+  })
+
   it('runs automatic passes on its own when a queue is dirty enough', async () => {
     const store = await openStore({ compaction: { enabled: true, backoffMs: 10, fileDeleteDelayMs: 0 } })
     await putRounds(store, 4, 30)
