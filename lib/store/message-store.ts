@@ -301,7 +301,7 @@ export class MessageStore implements AsyncDisposable {
     this.loops.push(
       new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), logError(this.logger.child('flush'))),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
-      new ServiceLoop('flush-compaction-logs', this.config.flushIntervalConsumeQueue, () => this.compacted.flush(), onError),
+      new ServiceLoop('flush-compaction-logs', this.config.flushIntervalConsumeQueue, () => this.compacted.flushAsync(), onError),
     )
     this.cleanLoop = new ServiceLoop('clean-resource', this.config.cleanResourceInterval, async () => {
       await this.cleanup.runPass()

@@ -306,6 +306,10 @@ export class CompactedTopics {
     this.service.flush()
   }
 
+  flushAsync(): Promise<void> {
+    return this.service.flushAsync()
+  }
+
   close(): Promise<void> {
     return this.service.close()
   }

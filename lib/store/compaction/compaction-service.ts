@@ -510,6 +510,11 @@ export class CompactionService {
     for (const log of this.logs.values()) log.flush()
   }
 
+  /** flush() off the event loop, one file after another. */
+  async flushAsync(): Promise<void> {
+    for (const log of [...this.logs.values()]) await log.active()?.flushAsync()
+  }
+
   /** Stops the loop, aborts a running pass (it leaves no .cleaned file), flushes and unmaps. */
   async close(): Promise<void> {
     if (this.closed) return

@@ -114,7 +114,8 @@ export class CompactionSegment {
   /** Makes this a sealed file under `budget`: unmapped now, mapped again when read. */
   seal(budget: MappingBudget): void {
     this.budget = budget
-    if (this.active) this.file?.flush(0)
+    // The flush runs on the libuv pool and holds the mapping, so the unmap below waits for it.
+    if (this.active && this.file !== null) this.file.flushAsync(0).catch(() => undefined)
     this.active = false
     this.unmap()
   }
@@ -339,6 +340,11 @@ export class CompactionSegment {
   /** Forces the written bytes to disk. */
   flush(): void {
     this.file?.flush(0)
+  }
+
+  /** The same, with msync on the libuv pool (the periodic flush: puts keep running meanwhile). */
+  async flushAsync(): Promise<void> {
+    await this.file?.flushAsync(0)
   }
 
   async renameAsync(to: string): Promise<void> {
