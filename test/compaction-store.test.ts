@@ -265,6 +265,30 @@ describe('compacted topics in the store', () => {
     expect(readQueue(store).at(-1)!.body.toString()).toBe('new-50')
   })
 
+  it('commit-log retention deletes the files that held a compacted topic without losing its latest values', async () => {
+    let store = await openStore()
+    const latest = await putRounds(store, 6, 20)
+    for (let i = 0; i < 1000; i++) await store.putMessage({ topic: 'filler', queueId: 0, body: 'z'.repeat(300) })
+    await store.compact()
+    const logDir = join(dir, 'commitlog')
+    const names = fs.readdirSync(logDir).sort()
+    expect(names.length).toBeGreaterThan(3)
+    const old = (clock.now() - 100 * 3_600_000) / 1000
+    for (const name of names.slice(0, -1)) fs.utimesSync(join(logDir, name), old, old)
+    store.executeDeleteFilesManually()
+    const pass = await store.runCleanupPass()
+    expect(pass.commitLogFiles).toBe(names.length - 1)
+    expect(store.getMinPhyOffset()).toBeGreaterThan(0)
+    const check = (s: MessageStore): void => {
+      const seen = readQueue(s)
+      for (const [key, [offset, value]] of latest) expect(seen.find((x) => x.queueOffset === offset)?.body.toString(), key).toBe(value)
+      expect(s.getMinOffsetInQueue(TOPIC, 0)).toBe(seen[0].queueOffset)
+    }
+    check(store)
+    store = await reopen(store)
+    check(store)
+  })
+
   it('runs automatic passes on its own when a queue is dirty enough', async () => {
     const store = await openStore({ compaction: { enabled: true, backoffMs: 10, fileDeleteDelayMs: 0 } })
     await putRounds(store, 4, 30)
