@@ -180,8 +180,6 @@ export interface PassContext {
   checkDone: () => void
   now: () => number
   fileDeleteDelayMs: number
-  /** Set to test crash points: called with a step name before each file operation. */
-  onStep?: (step: string) => void
 }
 
 /** Builds the offset map over the dirty range; returns the map's end (first offset it does not cover). */
@@ -361,7 +359,6 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
     }
     await flushOut()
     ctx.checkDone()
-    ctx.onStep?.('fsync-cleaned')
     // On the libuv pool: an fsync of a whole file would stall puts on the event loop.
     await new Promise<void>((resolve, reject) => fs.fsync(fd, (error) => (error ? reject(error) : resolve())))
     written = true
@@ -412,7 +409,6 @@ export async function cleanQueue(ctx: PassContext, d: Dirtiness): Promise<PassRe
       fs.rmSync(cleaned.path, { force: true })
       throw error
     }
-    ctx.onStep?.('swap')
     await log.replaceSegments([cleaned], group, ctx.now(), ctx.fileDeleteDelayMs)
     result.filesRewritten += group.length
     result.filesWritten++

@@ -292,7 +292,7 @@ export class CompactionLog {
    * Drops every record at or after `queueOffset` (the commit log lost them in a crash and will give
    * those offsets to new messages). The caller holds the queue paused.
    */
-  truncateFrom(queueOffset: number, now: number): void {
+  truncateFrom(queueOffset: number): void {
     while (this.segments.length > 1 && this.segments.at(-1)!.baseOffset >= queueOffset) {
       const s = this.segments.pop()!
       s.close()
@@ -308,7 +308,6 @@ export class CompactionLog {
       fs.rmSync(active.path, { force: true })
     }
     syncDirectory(join(this.dir, 'x'))
-    void now
   }
 
   flush(): void {

@@ -101,8 +101,6 @@ export class CompactionService {
   private lastPass: PassResult | null = null
   /** Reports of the swap recovery done at open, per queue directory. */
   readonly openReports: { topic: string; queueId: number; report: LogOpenReport }[] = []
-  /** Test hook: called with a step name before file operations of a pass. */
-  onStep: ((step: string) => void) | undefined
   /** Errors of passes and of the loop, for the facade to report. */
   onError: ((topic: string, queueId: number, error: unknown) => void) | undefined
 
@@ -244,7 +242,7 @@ export class CompactionService {
     const key = queueKey(topic, queueId)
     await this.manager.abortAndPause(key)
     try {
-      log.truncateFrom(queueOffset, this.clock.now())
+      log.truncateFrom(queueOffset)
       const cp = this.checkpoint.get(topic, queueId)
       if (cp !== undefined && cp > log.nextOffset) this.checkpoint.update(topic, queueId, log.nextOffset)
     } finally {
@@ -258,7 +256,7 @@ export class CompactionService {
     const log = this.logOf(topic, queueId)
     if (log === undefined || !this.manager.tryStart(key)) return
     try {
-      log.truncateFrom(queueOffset, this.clock.now())
+      log.truncateFrom(queueOffset)
       const cp = this.checkpoint.get(topic, queueId)
       if (cp !== undefined && cp > log.nextOffset) this.checkpoint.update(topic, queueId, log.nextOffset)
     } finally {
@@ -389,7 +387,6 @@ export class CompactionService {
           },
           now: () => this.clock.now(),
           fileDeleteDelayMs: this.options.fileDeleteDelayMs,
-          onStep: this.onStep,
         },
         d,
       )
