@@ -4,7 +4,7 @@
 // Latency is measured open-loop: puts are due at a fixed rate and each one's latency runs from
 // the moment it was due to the moment its put resolved, so time the event loop spends in a
 // cleaning slice counts against the put that had to wait for it.
-//   node dist/bench/compaction.js [records=150000] [keys=15000] [sliceMs=0.25]
+//   node dist/bench/compaction.js [records=150000] [keys=15000] [sliceMs=0.25] [ioMaxBytesPerSecond=unlimited]
 import * as fs from 'node:fs'
 import * as os from 'node:os'
 import { join } from 'node:path'
@@ -16,6 +16,7 @@ import { MessageStore } from '../lib/index.js'
 const records = Number(process.argv[2] ?? 150_000)
 const keys = Number(process.argv[3] ?? 15_000)
 const sliceMs = Number(process.argv[4] ?? 0.25)
+const ioMaxBytesPerSecond = Number(process.argv[5] ?? Infinity)
 const BODY = 256
 const PUT_INTERVAL_MS = 0.5
 const TOPIC = 'bench-compacted'
@@ -54,7 +55,7 @@ async function main(): Promise<void> {
     flushDiskType: 'ASYNC_FLUSH',
     mappedFileSizeCommitLog: 64 << 20,
     topics: { [TOPIC]: { cleanupPolicy: 'compact', minCleanableDirtyRatio: 0 } },
-    compaction: { enabled: false, fileDeleteDelayMs: 0, sliceMs },
+    compaction: { enabled: false, fileDeleteDelayMs: 0, sliceMs, ioMaxBytesPerSecond },
   })
   try {
     const body = Buffer.alloc(BODY, 1)
@@ -88,6 +89,7 @@ async function main(): Promise<void> {
       records,
       keys,
       sliceMs,
+      ioMaxBytesPerSecond,
       logBytes,
       pass: {
         bytesIn: q.bytesRead,
