@@ -29,7 +29,6 @@ import {
   checkQuery,
   checkQueue,
   filterTags,
-  keysString,
   type RecordDefaults,
 } from './message-validation.js'
 import type { ConsumeQueue } from './queue/consume-queue.js'
@@ -84,7 +83,6 @@ export class MessageStore implements AsyncDisposable {
   private readonly reads: ReadService
   private readonly subscriptions: Subscriptions
   private readonly compacted: CompactedTopics
-  private readonly initialTopics: OpenOptions['topics']
   private readonly statsService = new StoreStatsService()
   private readonly loops: ServiceLoop[] = []
   /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
@@ -140,19 +138,7 @@ export class MessageStore implements AsyncDisposable {
       config: this.config,
       onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
     })
-    this.initialTopics = topics
-    const compacted = new CompactedTopics(
-      {
-        topicsFile: this.paths.topics,
-        compactionDir: this.paths.compaction,
-        clock: this.env.clock,
-        config: this.config,
-        commitLog: this.commitLog,
-        queues: this.queues,
-        log: (level, message) => this.logger(level, message),
-      },
-      compaction,
-    )
+    const compacted = new CompactedTopics({ topicsFile: this.paths.topics, compactionDir: this.paths.compaction, clock: this.env.clock, config: this.config, commitLog: this.commitLog, queues: this.queues, log: this.logger }, compaction, topics)
     this.compacted = compacted
     this.subscriptions = new Subscriptions({
       read: { readQueue: (...a) => compacted.readQueue(...a) ?? this.reads.readQueue(...a) },
@@ -235,7 +221,7 @@ export class MessageStore implements AsyncDisposable {
       this.repair('deleted the index to rebuild it', indexFailure)
     }
     this.consumerOffsets.load()
-    this.compacted.load(this.initialTopics)
+    this.compacted.load()
     const progress = this.onProgress === null ? null : (scanned: number, total: number) =>
       this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
     const { outcome, redispatchAll } = recoverStore({
@@ -248,10 +234,7 @@ export class MessageStore implements AsyncDisposable {
       repair: (action, reason) => this.repair(action, reason),
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
       discardIndex: (reason) => this.discardIndex(reason),
-      dispatchRecovered: (request) => {
-        this.targets.dispatch(request, false)
-        this.compacted.dispatch(request)
-      },
+      dispatchRecovered: (request) => void (this.targets.dispatch(request, false), this.compacted.dispatch(request)),
       progress,
     })
     this.recovery = outcome
@@ -378,11 +361,7 @@ export class MessageStore implements AsyncDisposable {
     const now = Date.now()
     // Every body's CRC in one native call; a message that is not an object fails in buildRecord.
     const crcs = bodyCrcsOf(messages.map((message) => (message !== null && typeof message === 'object' ? message.body : undefined)))
-    const records = messages.map((message, i) => {
-      const record = buildRecord(message, now, this.recordDefaults, crcs[i])
-      if (isPrepareFailure(record) || !this.compacted.isCompacted(record.topic)) return record
-      return this.compacted.admit(record.topic, keysString(message.keys) ?? message.properties?.KEYS) ?? record
-    })
+    const records = messages.map((message, i) => this.compacted.admit(message, buildRecord(message, now, this.recordDefaults, crcs[i])))
     let bytes = 0
     let appended = 0
     let lastEnd = -1
@@ -505,13 +484,11 @@ export class MessageStore implements AsyncDisposable {
   }
 
   getMinOffsetInQueue(topic: string, queueId: number): number {
-    const c = this.compacted
-    return this.reading(() => (c.isCompacted(topic) ? c.minOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0)), topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.minOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0)), topic, queueId)
   }
 
   getMaxOffsetInQueue(topic: string, queueId: number): number {
-    const c = this.compacted
-    return this.reading(() => (c.isCompacted(topic) ? c.maxOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0)), topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.maxOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0)), topic, queueId)
   }
 
   getMessageTotalInQueue(topic: string, queueId: number): number {
@@ -521,8 +498,7 @@ export class MessageStore implements AsyncDisposable {
   /** The queue offset whose message's store time is nearest to `timestamp` (0 for an unknown queue). */
   getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
     checkOffset(timestamp, 'timestamp')
-    const c = this.compacted
-    return this.reading(() => (c.isCompacted(topic) ? c.offsetByTime(topic, queueId, timestamp) : (this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0)), topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.offsetByTime(topic, queueId, timestamp) : (this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0)), topic, queueId)
   }
 
   /** The commit-log offset of the message at `consumeQueueOffset`, 0 when unreadable. */
@@ -534,15 +510,12 @@ export class MessageStore implements AsyncDisposable {
   /** Store time of the message at `consumeQueueOffset`, -1 when unreadable. */
   getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
     checkOffset(consumeQueueOffset, 'consumeQueueOffset')
-    const c = this.compacted
-    return this.reading(() => (c.isCompacted(topic) ? c.storeTimeAt(topic, queueId, consumeQueueOffset) : this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset)), topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.storeTimeAt(topic, queueId, consumeQueueOffset) : this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset)), topic, queueId)
   }
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
   getEarliestMessageTime(topic?: string, queueId?: number): number {
-    if (topic !== undefined && queueId !== undefined && this.compacted.isCompacted(topic)) {
-      return this.reading(() => this.compacted.storeTimeAt(topic, queueId, 0))
-    }
+    if (topic !== undefined && queueId !== undefined && this.compacted.isCompacted(topic)) return this.reading(() => this.compacted.storeTimeAt(topic, queueId, 0))
     return this.reading(() => this.reads.getEarliestMessageTime(topic, queueId))
   }
 
@@ -622,36 +595,24 @@ export class MessageStore implements AsyncDisposable {
 
   // ---- topics and compaction ---------------------------------------------------------------
 
-  /**
-   * Sets a topic's cleanup policy and retention / compaction settings (merged into what it has),
-   * persisted in config/topics.json. Unknown fields and bad values throw INVALID_OPTION. Removing
-   * `compact` aborts the topic's compaction and deletes its compaction logs; adding it copies the
-   * topic's messages into new ones (refused when some have no key, unless `force`).
-   */
+  /** Merges settings into a topic's (saved in config/topics.json); see docs/compaction.md for policy changes. */
   async setTopicConfig(topic: string, config: TopicConfigInput, options?: SetTopicConfigOptions): Promise<TopicConfig> {
-    this.assertOpen()
-    this.catchUp()
-    return this.compacted.setTopicConfig(topic, config, options)
+    return this.reading(() => this.compacted.setTopicConfig(topic, config, options))
   }
 
-  /** The settings in force for a topic (defaults for what was never set). */
   getTopicConfig(topic: string): TopicConfig {
-    this.assertOpen()
-    return this.compacted.getTopicConfig(topic)
+    return this.reading(() => this.compacted.getTopicConfig(topic))
   }
 
   /** Runs a compaction pass now over the compacted queues (of `topic`) that have anything to clean. */
   compact(topic?: string, options: { onProgress?: (queuesDone: number, queuesTotal: number) => void } = {}): Promise<CompactReport> {
-    this.assertOpen()
     if (topic !== undefined) checkQueue(topic, 0)
-    this.catchUp()
-    return this.compacted.compact(topic, options.onProgress)
+    return this.reading(() => this.compacted.compact(topic, options.onProgress))
   }
 
   /** Clears the backoff of queues that compaction marked uncleanable, so the next pass retries them. */
   retryCompaction(topic?: string): void {
-    this.assertOpen()
-    this.compacted.service.retryUncleanable(topic)
+    this.reading(() => this.compacted.service.retryUncleanable(topic))
   }
 
   // ---- stats and close ----------------------------------------------------------------------

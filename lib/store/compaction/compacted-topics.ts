@@ -6,13 +6,14 @@
 import { MQStoreError } from '../../errors.js'
 import { bodyCrcOf } from '../commitlog/body-crc.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
-import { checkRecord, decodeMessage, SysFlag, tagsMatch, type DispatchRequest, type PrepareFailure } from '../commitlog/record.js'
+import { checkRecord, decodeMessage, isPrepareFailure, SysFlag, tagsMatch, type DispatchRequest, type PrepareFailure, type PreparedRecord } from '../commitlog/record.js'
+import { keysString } from '../message-validation.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { Clock } from '../environment.js'
 import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import { hasCompact, TopicTable, type TopicConfig, type TopicConfigInput } from '../topics/topic-table.js'
-import type { GetMessageResult, MessageExt } from '../types.js'
+import type { GetMessageResult, Message, MessageExt } from '../types.js'
 import { CompactionService, type CleanerStats, type CompactionOptions, type CompactReport } from './compaction-service.js'
 
 /** Records a compacted read passes over (removed by the tag filter) before it gives up. */
@@ -40,8 +41,12 @@ export class CompactedTopics {
   /** Topics whose policy holds compact, kept as a set: dispatch asks for every record. */
   private readonly compacted = new Set<string>()
 
-  constructor(deps: CompactedTopicsDeps, options: CompactionOptions | undefined) {
+  /** Settings given at open (options.topics), applied over the saved ones by load(). */
+  private readonly initial: Record<string, unknown> | undefined
+
+  constructor(deps: CompactedTopicsDeps, options: CompactionOptions | undefined, initial?: Record<string, unknown>) {
     this.deps = deps
+    this.initial = initial
     this.table = new TopicTable(deps.topicsFile, deps.clock)
     this.service = new CompactionService(deps.compactionDir, deps.clock, (topic) => this.table.get(topic), options)
     this.service.onError = (topic, queueId, error) =>
@@ -49,7 +54,8 @@ export class CompactedTopics {
   }
 
   /** Loads the table, applies `options.topics` over it, and opens the compaction logs. */
-  load(initial: Record<string, unknown> | undefined): void {
+  load(): void {
+    const initial = this.initial
     this.table.load()
     if (initial !== undefined) {
       if (initial === null || typeof initial !== 'object') throw new MQStoreError('INVALID_OPTION', 'topics must be an object of topic settings')
@@ -127,10 +133,15 @@ export class CompactedTopics {
     return this.compacted.has(topic)
   }
 
-  /** A put to a compacted topic needs a non-empty key: the whole KEYS property is the compaction key. */
-  admit(topic: string, keys: string | undefined): PrepareFailure | null {
-    if (!this.compacted.has(topic) || (keys !== undefined && keys.trim() !== '')) return null
-    return { status: 'MESSAGE_ILLEGAL', reason: `topic ${topic} is compacted: a message needs a key` }
+  /**
+   * A put to a compacted topic needs a non-empty key (the whole KEYS property is the compaction
+   * key): the record as built, or MESSAGE_ILLEGAL.
+   */
+  admit<R extends PreparedRecord | PrepareFailure>(message: Message, record: R): R | PrepareFailure {
+    if (isPrepareFailure(record) || !this.compacted.has(record.topic)) return record
+    const keys = keysString(message.keys) ?? message.properties?.KEYS
+    if (keys !== undefined && keys.trim() !== '') return record
+    return { status: 'MESSAGE_ILLEGAL', reason: `topic ${record.topic} is compacted: a message needs a key` }
   }
 
   /** Dispatch stage: copies a record of a compacted topic into its queue's log. */
