@@ -14,9 +14,7 @@ import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
 import { bodyCrcsOf } from './commitlog/body-crc.js'
 import { CommitLogFlusher, markUnflushed } from './flusher.js'
-import { CompactedTopics, type SetTopicConfigOptions } from './compaction/compacted-topics.js'
-import type { CompactReport } from './compaction/compaction-service.js'
-import type { TopicConfig, TopicConfigInput } from './topics/topic-table.js'
+import { CompactedTopics, type CompactReport, type SetTopicConfigOptions, type TopicConfig, type TopicConfigInput } from './compaction/compacted-topics.js'
 import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
@@ -138,11 +136,9 @@ export class MessageStore implements AsyncDisposable {
       config: this.config,
       onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
     })
-    const compacted = new CompactedTopics({ topicsFile: this.paths.topics, compactionDir: this.paths.compaction, clock: this.env.clock, config: this.config, commitLog: this.commitLog, queues: this.queues, log: this.logger }, compaction, topics)
-    this.compacted = compacted
+    this.compacted = new CompactedTopics({ topicsFile: this.paths.topics, compactionDir: this.paths.compaction, clock: this.env.clock, config: this.config, commitLog: this.commitLog, queues: this.queues, log: this.logger }, compaction, topics)
     this.subscriptions = new Subscriptions({
-      read: { readQueue: (...a) => compacted.readQueue(...a) ?? this.reads.readQueue(...a) },
-      bounds: (topic, queueId) => (compacted.isCompacted(topic) ? { min: compacted.minOffset(topic, queueId), max: compacted.maxOffset(topic, queueId) } : null),
+      read: this.compacted.subscriptionReads(this.reads),
       queues: this.queues,
       offsets: this.consumerOffsets,
       catchUp: () => this.catchUp(),
@@ -271,7 +267,6 @@ export class MessageStore implements AsyncDisposable {
       rebuild: this.rebuild,
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
-    this.compacted.reconcile()
 
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()
@@ -447,8 +442,7 @@ export class MessageStore implements AsyncDisposable {
     checkPositive(maxMsgNums, 'maxMsgNums')
     const began = Date.now()
     this.catchUp()
-    const tags = filterTags(filter)
-    const result = this.compacted.readQueue(topic, queueId, offset, maxMsgNums, tags) ?? this.reads.readQueue(topic, queueId, offset, maxMsgNums, tags)
+    const result = this.compacted.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter)) ?? this.reads.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter))
     this.statsService.recordGet(result.messages.length, Date.now() - began)
     return result
   }
@@ -515,8 +509,7 @@ export class MessageStore implements AsyncDisposable {
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
   getEarliestMessageTime(topic?: string, queueId?: number): number {
-    if (topic !== undefined && queueId !== undefined && this.compacted.isCompacted(topic)) return this.reading(() => this.compacted.storeTimeAt(topic, queueId, 0))
-    return this.reading(() => this.reads.getEarliestMessageTime(topic, queueId))
+    return this.reading(() => (topic !== undefined && queueId !== undefined && this.compacted.isCompacted(topic) ? this.compacted.storeTimeAt(topic, queueId, 0) : this.reads.getEarliestMessageTime(topic, queueId)))
   }
 
   getMinPhyOffset(): number {
@@ -593,27 +586,12 @@ export class MessageStore implements AsyncDisposable {
     return this.cleanup.runPass()
   }
 
-  // ---- topics and compaction ---------------------------------------------------------------
-
-  /** Merges settings into a topic's (saved in config/topics.json); see docs/compaction.md for policy changes. */
-  async setTopicConfig(topic: string, config: TopicConfigInput, options?: SetTopicConfigOptions): Promise<TopicConfig> {
-    return this.reading(() => this.compacted.setTopicConfig(topic, config, options))
-  }
-
-  getTopicConfig(topic: string): TopicConfig {
-    return this.reading(() => this.compacted.getTopicConfig(topic))
-  }
-
-  /** Runs a compaction pass now over the compacted queues (of `topic`) that have anything to clean. */
-  compact(topic?: string, options: { onProgress?: (queuesDone: number, queuesTotal: number) => void } = {}): Promise<CompactReport> {
-    if (topic !== undefined) checkQueue(topic, 0)
-    return this.reading(() => this.compacted.compact(topic, options.onProgress))
-  }
-
-  /** Clears the backoff of queues that compaction marked uncleanable, so the next pass retries them. */
-  retryCompaction(topic?: string): void {
-    this.reading(() => this.compacted.service.retryUncleanable(topic))
-  }
+  // Topic settings and compaction (docs/compaction.md): settings merge into a topic's and are saved in config/topics.json;
+  // compact() runs a pass now over the compacted queues (of `topic`) with anything to clean; retryCompaction() clears backoffs.
+  setTopicConfig = (topic: string, config: TopicConfigInput, options?: SetTopicConfigOptions): Promise<TopicConfig> => this.reading(() => this.compacted.setTopicConfig(topic, config, options))
+  getTopicConfig = (topic: string): TopicConfig => this.reading(() => this.compacted.getTopicConfig(topic))
+  compact = (topic?: string, options: { onProgress?: (done: number, total: number) => void } = {}): Promise<CompactReport> => this.reading(() => this.compacted.compact(topic, options.onProgress), topic, topic === undefined ? undefined : 0)
+  retryCompaction = (topic?: string): void => this.reading(() => this.compacted.service.retryUncleanable(topic))
 
   // ---- stats and close ----------------------------------------------------------------------
 

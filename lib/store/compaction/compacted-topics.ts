@@ -14,6 +14,11 @@ import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import { hasCompact, TopicTable, type TopicConfig, type TopicConfigInput } from '../topics/topic-table.js'
 import type { GetMessageResult, Message, MessageExt } from '../types.js'
+import type { ReadService } from '../read/read-service.js'
+import type { SubscriptionDeps } from '../read/subscriptions.js'
+
+export type { CompactReport } from './compaction-service.js'
+export type { TopicConfig, TopicConfigInput } from '../topics/topic-table.js'
 import { CompactionService, type CleanerStats, type CompactionOptions, type CompactReport } from './compaction-service.js'
 
 /** Records a compacted read passes over (removed by the tag filter) before it gives up. */
@@ -222,6 +227,14 @@ export class CompactedTopics {
     return result
   }
 
+  /** What subscriptions read through: compacted queues here, the others from `reads`. */
+  subscriptionReads(reads: Pick<ReadService, 'readQueue'>): SubscriptionDeps['read'] {
+    return {
+      readQueue: (...a) => this.readQueue(...a) ?? reads.readQueue(...a),
+      bounds: (topic, queueId) => (this.compacted.has(topic) ? { min: this.minOffset(topic, queueId), max: this.maxOffset(topic, queueId) } : null),
+    }
+  }
+
   minOffset(topic: string, queueId: number): number {
     return this.service.minOffset(topic, queueId)
   }
@@ -309,7 +322,9 @@ export class CompactedTopics {
     return this.service.stats()
   }
 
+  /** After open's replay: reconciles the logs with the consume queues, then starts automatic passes. */
   start(): void {
+    this.reconcile()
     this.service.start()
   }
 

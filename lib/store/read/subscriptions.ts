@@ -6,10 +6,9 @@ import type { CommitOptions, ConsumeOptions, MessageExt, Subscription } from '..
 import type { ReadService } from './read-service.js'
 
 export interface SubscriptionDeps {
-  read: Pick<ReadService, 'readQueue'>
+  /** Reads of a queue; `bounds` gives a queue's offsets when they do not come from its consume queue (compacted topics). */
+  read: Pick<ReadService, 'readQueue'> & { bounds?: (topic: string, queueId: number) => { min: number; max: number } | null }
   queues: ConsumeQueueTable
-  /** A queue's offsets when they do not come from its consume queue (compacted topics); else null. */
-  bounds?: (topic: string, queueId: number) => { min: number; max: number } | null
   offsets: ConsumerOffsets
   /** Dispatches what the log holds beyond the consume queues, so a read sees every put. */
   catchUp: () => void
@@ -125,7 +124,7 @@ export class Subscriptions {
   private startOffset(group: string, topic: string, queueId: number, from: NonNullable<ConsumeOptions['from']>): number {
     this.deps.catchUp()
     const queue = this.deps.queues.find(topic, queueId)
-    const bounds = this.deps.bounds?.(topic, queueId) ?? null
+    const bounds = this.deps.read.bounds?.(topic, queueId) ?? null
     const min = bounds?.min ?? queue?.getMinOffsetInQueue() ?? 0
     const max = bounds?.max ?? queue?.getMaxOffsetInQueue() ?? 0
     if (typeof from === 'number') {
