@@ -6,6 +6,10 @@
 /// <reference types="node" preserve="true" />
 export { MessageStore, PutMessageResult } from './store/message-store.js'
 export type {
+  CleanerStats,
+  CleanupPolicy,
+  CompactionOptions,
+  CompactReport,
   CommitOptions,
   ConsumeOptions,
   GetMessageResult,
@@ -23,6 +27,9 @@ export type {
   RecoveryOutcome,
   Repair,
   Subscription,
+  TopicConfig,
+  TopicConfigInput,
+  PassResult,
 } from './store/types.js'
 export { ERROR_CODES, MQStoreError } from './errors.js'
 export type { ErrorCode } from './errors.js'

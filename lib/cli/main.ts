@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 
 import { benchCommand } from './bench.js'
 import { runClean } from './clean.js'
+import { runCompact } from './compact.js'
 import { demoCommand } from './demo.js'
 import { EXIT, EXIT_CODES_TEXT, runCommand, type Command, type Output } from './frame.js'
 import { getCommand } from './get.js'
@@ -31,6 +32,17 @@ const cleanCommand: Command = {
   passthrough: (args, out, err) => runClean(args, out, err),
 }
 
+const compactCommand: Command = {
+  name: 'compact',
+  summary: 'run a compaction pass now over the compacted topics of a closed store (takes the lock)',
+  synopsis: 'compact <dir> [--topic T] [--json] [--max-hash-slot-num N --max-index-num N]',
+  description: `
+Runs one compaction pass over the store's compacted queues (of topic T only) and prints what it
+did: queues cleaned, bytes read and written, records kept and dropped, duration; a progress bar on
+a TTY. File sizes are read from the store's files. Exit code 1 when a queue failed.`,
+  passthrough: (args, out, err) => runCompact(args, out, err),
+}
+
 export const COMMANDS: Command[] = [
   inspectCommand,
   tailCommand,
@@ -38,6 +50,7 @@ export const COMMANDS: Command[] = [
   statsCommand,
   verifyCommand,
   cleanCommand,
+  compactCommand,
   benchCommand,
   demoCommand,
 ]

@@ -14,6 +14,7 @@ import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
 import { bodyCrcsOf } from './commitlog/body-crc.js'
 import { CommitLogFlusher, markUnflushed } from './flusher.js'
+import { CompactedTopics, type CompactReport, type SetTopicConfigOptions, type TopicConfig, type TopicConfigInput } from './compaction/compacted-topics.js'
 import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
@@ -79,6 +80,7 @@ export class MessageStore implements AsyncDisposable {
   private readonly flusher: CommitLogFlusher
   private readonly reads: ReadService
   private readonly subscriptions: Subscriptions
+  private readonly compacted: CompactedTopics
   private readonly statsService = new StoreStatsService()
   private readonly loops: ServiceLoop[] = []
   /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
@@ -96,7 +98,7 @@ export class MessageStore implements AsyncDisposable {
   private closing: Promise<void> | null = null
 
   private constructor(storePath: string, options: OpenOptions) {
-    const { logger, onProgress, clock, diskUsage, ...storeOptions } = options
+    const { logger, onProgress, clock, diskUsage, topics, compaction, ...storeOptions } = options
     this.storePath = storePath
     this.paths = new StorePaths(storePath)
     this.config = resolveConfig(storeOptions)
@@ -134,8 +136,9 @@ export class MessageStore implements AsyncDisposable {
       config: this.config,
       onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
     })
+    this.compacted = new CompactedTopics({ topicsFile: this.paths.topics, compactionDir: this.paths.compaction, clock: this.env.clock, config: this.config, commitLog: this.commitLog, queues: this.queues, log: this.logger }, compaction, topics)
     this.subscriptions = new Subscriptions({
-      read: this.reads,
+      read: this.compacted.subscriptionReads(this.reads),
       queues: this.queues,
       offsets: this.consumerOffsets,
       catchUp: () => this.catchUp(),
@@ -151,7 +154,7 @@ export class MessageStore implements AsyncDisposable {
       subscriptions: this.subscriptions,
       log: (message) => dispatchLog('error', message),
     })
-    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request), {
+    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request) && this.compacted.dispatch(request), {
       onSkip: (offset, bytes, reason) => {
         this.statsService.dispatchSkippedRanges++
         this.statsService.dispatchSkippedBytes += bytes
@@ -214,6 +217,7 @@ export class MessageStore implements AsyncDisposable {
       this.repair('deleted the index to rebuild it', indexFailure)
     }
     this.consumerOffsets.load()
+    this.compacted.load()
     const progress = this.onProgress === null ? null : (scanned: number, total: number) =>
       this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
     const { outcome, redispatchAll } = recoverStore({
@@ -226,7 +230,7 @@ export class MessageStore implements AsyncDisposable {
       repair: (action, reason) => this.repair(action, reason),
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
       discardIndex: (reason) => this.discardIndex(reason),
-      dispatchRecovered: (request) => void this.targets.dispatch(request, false),
+      dispatchRecovered: (request) => void (this.targets.dispatch(request, false), this.compacted.dispatch(request)),
       progress,
     })
     this.recovery = outcome
@@ -275,6 +279,7 @@ export class MessageStore implements AsyncDisposable {
     this.loops.push(
       new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), logError(this.logger.child('flush'))),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
+      new ServiceLoop('flush-compaction-logs', this.config.flushIntervalConsumeQueue, () => this.compacted.flushAsync(), onError),
     )
     this.cleanLoop = new ServiceLoop('clean-resource', this.config.cleanResourceInterval, async () => {
       await this.cleanup.runPass()
@@ -283,12 +288,14 @@ export class MessageStore implements AsyncDisposable {
     // Read the disk now: a store opened on a full disk refuses puts from the start.
     this.cleanup.checkDisk()
     for (const loop of this.loops) loop.start()
+    this.compacted.start()
   }
 
   /** Releases what the constructor and a failed load took, without flushing anything. */
   private abandon(): void {
     this.closed = true
     this.dispatcher.stop()
+    void this.compacted.close()
     try {
       this.queues.shutdown()
       this.index.current.shutdown()
@@ -349,7 +356,7 @@ export class MessageStore implements AsyncDisposable {
     const now = Date.now()
     // Every body's CRC in one native call; a message that is not an object fails in buildRecord.
     const crcs = bodyCrcsOf(messages.map((message) => (message !== null && typeof message === 'object' ? message.body : undefined)))
-    const records = messages.map((message, i) => buildRecord(message, now, this.recordDefaults, crcs[i]))
+    const records = messages.map((message, i) => this.compacted.admit(message, buildRecord(message, now, this.recordDefaults, crcs[i])))
     let bytes = 0
     let appended = 0
     let lastEnd = -1
@@ -435,7 +442,7 @@ export class MessageStore implements AsyncDisposable {
     checkPositive(maxMsgNums, 'maxMsgNums')
     const began = Date.now()
     this.catchUp()
-    const result = this.reads.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter))
+    const result = this.compacted.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter)) ?? this.reads.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter))
     this.statsService.recordGet(result.messages.length, Date.now() - began)
     return result
   }
@@ -471,11 +478,11 @@ export class MessageStore implements AsyncDisposable {
   }
 
   getMinOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0, topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.minOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0)), topic, queueId)
   }
 
   getMaxOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0, topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.maxOffset(topic, queueId) : (this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0)), topic, queueId)
   }
 
   getMessageTotalInQueue(topic: string, queueId: number): number {
@@ -485,7 +492,7 @@ export class MessageStore implements AsyncDisposable {
   /** The queue offset whose message's store time is nearest to `timestamp` (0 for an unknown queue). */
   getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
     checkOffset(timestamp, 'timestamp')
-    return this.reading(() => this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0, topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.offsetByTime(topic, queueId, timestamp) : (this.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0)), topic, queueId)
   }
 
   /** The commit-log offset of the message at `consumeQueueOffset`, 0 when unreadable. */
@@ -497,12 +504,12 @@ export class MessageStore implements AsyncDisposable {
   /** Store time of the message at `consumeQueueOffset`, -1 when unreadable. */
   getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
     checkOffset(consumeQueueOffset, 'consumeQueueOffset')
-    return this.reading(() => this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset), topic, queueId)
+    return this.reading(() => (this.compacted.isCompacted(topic) ? this.compacted.storeTimeAt(topic, queueId, consumeQueueOffset) : this.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset)), topic, queueId)
   }
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
   getEarliestMessageTime(topic?: string, queueId?: number): number {
-    return this.reading(() => this.reads.getEarliestMessageTime(topic, queueId))
+    return this.reading(() => (topic !== undefined && queueId !== undefined && this.compacted.isCompacted(topic) ? this.compacted.storeTimeAt(topic, queueId, 0) : this.reads.getEarliestMessageTime(topic, queueId)))
   }
 
   getMinPhyOffset(): number {
@@ -579,6 +586,13 @@ export class MessageStore implements AsyncDisposable {
     return this.cleanup.runPass()
   }
 
+  // Topic settings and compaction (docs/compaction.md): settings merge into a topic's and are saved in config/topics.json;
+  // compact() runs a pass now over the compacted queues (of `topic`) with anything to clean; retryCompaction() clears backoffs.
+  setTopicConfig = (topic: string, config: TopicConfigInput, options?: SetTopicConfigOptions): Promise<TopicConfig> => this.reading(() => this.compacted.setTopicConfig(topic, config, options))
+  getTopicConfig = (topic: string): TopicConfig => this.reading(() => this.compacted.getTopicConfig(topic))
+  compact = (topic?: string, options: { onProgress?: (done: number, total: number) => void } = {}): Promise<CompactReport> => this.reading(() => this.compacted.compact(topic, options.onProgress), topic, topic === undefined ? undefined : 0)
+  retryCompaction = (topic?: string): void => this.reading(() => this.compacted.service.retryUncleanable(topic))
+
   // ---- stats and close ----------------------------------------------------------------------
 
   /** The store's figures, documented field by field in docs/api.md; after close, those at close. */
@@ -604,6 +618,7 @@ export class MessageStore implements AsyncDisposable {
       runningFlags: { value: this.flags.value, flags: this.flags.list() },
       cleanup,
       bodyCrcFailures: this.reads.bodyCrcFailures,
+      compaction: this.compacted.stats(),
     })
   }
 
@@ -638,6 +653,7 @@ export class MessageStore implements AsyncDisposable {
       this.statsService.shutdown()
       this.dispatcher.doReput()
       this.dispatcher.stop()
+      await this.compacted.close()
       await this.flusher.shutdown()
       await this.commitLog.mappedFileQueue.settle()
       // After a failed sync nothing more is synced or vouched for: the abort file stays, and the

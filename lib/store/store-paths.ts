@@ -5,6 +5,8 @@
 //   <root>/checkpoint, <root>/abort, <root>/lock
 //   <root>/config/consumerOffset.json, <root>/config/topics.json
 //   <root>/config/storeSizes.json             the file sizes the store was written with (mqstore)
+//   <root>/compaction/<topic>/<queueId>/<20-digit queue offset>   compaction logs of compacted topics
+//   <root>/compaction/cleaner-offset-checkpoint
 import { join } from 'node:path'
 
 export const COMMITLOG_DIR = 'commitlog'
@@ -17,6 +19,7 @@ export const LOCK_FILE = 'lock'
 export const CONSUMER_OFFSET_FILE = 'consumerOffset.json'
 export const TOPICS_FILE = 'topics.json'
 export const STORE_SIZES_FILE = 'storeSizes.json'
+export const COMPACTION_DIR = 'compaction'
 
 /** The paths of one store directory. */
 export class StorePaths {
@@ -30,6 +33,7 @@ export class StorePaths {
   readonly consumerOffsets: string
   readonly topics: string
   readonly storeSizes: string
+  readonly compaction: string
 
   constructor(readonly root: string) {
     this.commitLog = join(root, COMMITLOG_DIR)
@@ -42,6 +46,7 @@ export class StorePaths {
     this.consumerOffsets = join(this.config, CONSUMER_OFFSET_FILE)
     this.topics = join(this.config, TOPICS_FILE)
     this.storeSizes = join(this.config, STORE_SIZES_FILE)
+    this.compaction = join(root, COMPACTION_DIR)
   }
 
   /** The folder of one topic's queues. */

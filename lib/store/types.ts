@@ -7,6 +7,12 @@ import type { CleanupStats } from './cleanup/cleanup-service.js'
 import type { DiskReading } from './cleanup/disk-policy.js'
 import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
+import type { CleanerStats, CompactionOptions } from './compaction/compaction-service.js'
+import type { TopicConfigInput } from './topics/topic-table.js'
+
+export type { CleanupPolicy, TopicConfig, TopicConfigInput } from './topics/topic-table.js'
+export type { CleanerStats, CompactionOptions, CompactReport } from './compaction/compaction-service.js'
+export type { PassResult } from './compaction/cleaner.js'
 
 export type { PutMessageStatus } from './commitlog/commit-log.js'
 export { PutMessageResult } from './commitlog/commit-log.js'
@@ -135,6 +141,13 @@ export interface OpenOptions extends MessageStoreOptions {
   logger?: Logger
   /** Called while open() scans the commit log after a crash (about every 64 MiB, and at the end). */
   onProgress?: (progress: { phase: 'recover'; scannedBytes: number; totalBytes: number }) => void
+  /**
+   * Topic settings applied at open over those persisted in config/topics.json (same shape as
+   * setTopicConfig): `{ orders: { cleanupPolicy: 'compact' } }`.
+   */
+  topics?: Record<string, TopicConfigInput>
+  /** The compaction cleaner: offset-map memory, I/O rate limit, backoff, slice length, automatic passes. */
+  compaction?: CompactionOptions
   /** @internal The clock policies read (retention, compaction lags); the real clock by default. */
   clock?: Clock
   /** @internal Where disk usage is read from; `fs.statfs` by default. */
@@ -189,4 +202,6 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly cleanup: Omit<CleanupStats, 'diskUsage'>
   /** Records reads refused since open because their body failed its CRC (checkCRCOnRead). */
   readonly bodyCrcFailures: number
+  /** The compaction cleaner's measurements (Kafka's LogCleaner gauges, per store). */
+  readonly compaction: CleanerStats
 }

@@ -16,6 +16,9 @@ import {
   type PutMessageStatus,
   type QueryMessageResult,
   type Subscription,
+  type TopicConfig,
+  type TopicConfigInput,
+  type CompactReport,
 } from 'mqstore'
 import type { MappedFile } from 'mqstore/internals'
 
@@ -119,6 +122,16 @@ export async function typeTests(): Promise<void> {
   assertType<Equal<typeof stats.runningFlags.value, number>>()
   const flagReasons: string[] = stats.runningFlags.flags.map((f) => f.reason)
   void flagReasons
+  // Compaction: topic settings, a pass on demand, the cleaner's measurements.
+  const topicOptions: OpenOptions = { topics: { profiles: { cleanupPolicy: 'compact', minCompactionLagMs: 1000 } }, compaction: { ioMaxBytesPerSecond: 1 << 20 } }
+  void topicOptions
+  // @ts-expect-error a cleanup policy is one of three strings
+  void ({ cleanupPolicy: 'forever' } satisfies TopicConfigInput)
+  const settings: TopicConfig = await store.setTopicConfig('profiles', { cleanupPolicy: 'compact,delete', retentionMs: 60_000 })
+  assertType<Equal<typeof settings.cleanupPolicy, 'delete' | 'compact' | 'compact,delete'>>()
+  const report: CompactReport = await store.compact('profiles')
+  assertType<Equal<typeof report.bytesWritten, number>>()
+  assertType<Equal<typeof stats.compaction.maxDirtyPercent, number>>()
   // Retention: a manual request returns nothing to await.
   assertType<Equal<ReturnType<typeof store.executeDeleteFilesManually>, void>>()
   try {

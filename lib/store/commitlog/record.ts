@@ -978,6 +978,17 @@ export function checkRecord(
   }
 }
 
+/**
+ * BODYLENGTH of the record at buf[pos] (a record checkRecord found OK): the compaction cleaner
+ * tells tombstones (empty bodies) from values by it without decoding the record.
+ */
+export function bodyLengthAt(buf: Buffer, pos: number, views?: DataViewCache): number {
+  const dv = dataViewOf(buf, views)
+  const sysFlag = dv.getInt32(pos + OFFSET_SYSFLAG)
+  const storeEnd = pos + OFFSET_BORNHOST + bornHostLength(sysFlag) + REL_STOREHOST + storeHostLength(sysFlag)
+  return dv.getInt32(storeEnd + REL_BODYLENGTH)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Full decoding (reads)
 

@@ -80,6 +80,11 @@ export class ConsumeQueueTable {
     this.topics.clear()
   }
 
+  /** The queues of one topic, by queue id. */
+  queuesOf(topic: string): ConsumeQueue[] {
+    return [...(this.topics.get(topic)?.values() ?? [])].sort((a, b) => a.queueId - b.queueId)
+  }
+
   *all(): Generator<ConsumeQueue> {
     for (const queues of this.topics.values()) yield* queues.values()
   }

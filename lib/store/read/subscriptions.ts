@@ -6,7 +6,8 @@ import type { CommitOptions, ConsumeOptions, MessageExt, Subscription } from '..
 import type { ReadService } from './read-service.js'
 
 export interface SubscriptionDeps {
-  read: ReadService
+  /** Reads of a queue; `bounds` gives a queue's offsets when they do not come from its consume queue (compacted topics). */
+  read: Pick<ReadService, 'readQueue'> & { bounds?: (topic: string, queueId: number) => { min: number; max: number } | null }
   queues: ConsumeQueueTable
   offsets: ConsumerOffsets
   /** Dispatches what the log holds beyond the consume queues, so a read sees every put. */
@@ -123,8 +124,9 @@ export class Subscriptions {
   private startOffset(group: string, topic: string, queueId: number, from: NonNullable<ConsumeOptions['from']>): number {
     this.deps.catchUp()
     const queue = this.deps.queues.find(topic, queueId)
-    const min = queue?.getMinOffsetInQueue() ?? 0
-    const max = queue?.getMaxOffsetInQueue() ?? 0
+    const bounds = this.deps.read.bounds?.(topic, queueId) ?? null
+    const min = bounds?.min ?? queue?.getMinOffsetInQueue() ?? 0
+    const max = bounds?.max ?? queue?.getMaxOffsetInQueue() ?? 0
     if (typeof from === 'number') {
       if (!Number.isSafeInteger(from) || from < 0) throw new RangeError('from must be a non-negative integer')
       return from

@@ -1,0 +1,342 @@
+// What the facade needs of compacted topics, in one place: the topic table (policies), admission
+// of puts (a compacted topic takes keyed messages only), dispatch into the compaction logs, the
+// read path of compacted queues (removed offsets skipped; min / max / time from the compacted
+// files), policy changes at run time, and the consistency of the logs with the consume queues
+// after a crash (truncate what the commit log lost, copy in what the logs missed).
+import { MQStoreError } from '../../errors.js'
+import { bodyCrcOf } from '../commitlog/body-crc.js'
+import type { CommitLog } from '../commitlog/commit-log.js'
+import { checkRecord, decodeMessage, isPrepareFailure, SysFlag, tagsMatch, type DispatchRequest, type PrepareFailure, type PreparedRecord } from '../commitlog/record.js'
+import { keysString } from '../message-validation.js'
+import type { MessageStoreConfig } from '../config.js'
+import type { Clock } from '../environment.js'
+import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
+import type { ConsumeQueueTable } from '../queue/queue-table.js'
+import { hasCompact, TopicTable, type TopicConfig, type TopicConfigInput } from '../topics/topic-table.js'
+import type { GetMessageResult, Message, MessageExt } from '../types.js'
+import type { ReadService } from '../read/read-service.js'
+import type { SubscriptionDeps } from '../read/subscriptions.js'
+
+export type { CompactReport } from './compaction-service.js'
+export type { TopicConfig, TopicConfigInput } from '../topics/topic-table.js'
+import { CompactionService, type CleanerStats, type CompactionOptions, type CompactReport } from './compaction-service.js'
+
+/** Records a compacted read passes over (removed by the tag filter) before it gives up. */
+const MAX_SKIPPED_PER_READ = 800
+
+export interface CompactedTopicsDeps {
+  topicsFile: string
+  compactionDir: string
+  clock: Clock
+  config: MessageStoreConfig
+  commitLog: CommitLog
+  queues: ConsumeQueueTable
+  log: (level: 'info' | 'warn' | 'error', message: string) => void
+}
+
+export interface SetTopicConfigOptions {
+  /** Make a topic compacted even though it holds messages without a key (they are never compacted in). */
+  force?: boolean
+}
+
+export class CompactedTopics {
+  readonly table: TopicTable
+  readonly service: CompactionService
+  private readonly deps: CompactedTopicsDeps
+  /** Topics whose policy holds compact, kept as a set: dispatch asks for every record. */
+  private readonly compacted = new Set<string>()
+
+  /** Settings given at open (options.topics), applied over the saved ones by load(). */
+  private readonly initial: Record<string, unknown> | undefined
+
+  constructor(deps: CompactedTopicsDeps, options: CompactionOptions | undefined, initial?: Record<string, unknown>) {
+    this.deps = deps
+    this.initial = initial
+    this.table = new TopicTable(deps.topicsFile, deps.clock)
+    this.service = new CompactionService(deps.compactionDir, deps.clock, (topic) => this.table.get(topic), options)
+    this.service.onError = (topic, queueId, error) =>
+      deps.log('error', `compaction of ${topic}/${queueId}: ${(error as Error)?.message ?? String(error)}`)
+  }
+
+  /** Loads the table, applies `options.topics` over it, and opens the compaction logs. */
+  load(): void {
+    const initial = this.initial
+    this.table.load()
+    if (initial !== undefined) {
+      if (initial === null || typeof initial !== 'object') throw new MQStoreError('INVALID_OPTION', 'topics must be an object of topic settings')
+      for (const [topic, input] of Object.entries(initial)) this.table.set(topic, input)
+    }
+    for (const topic of this.table.topics()) if (hasCompact(this.table.get(topic).cleanupPolicy)) this.compacted.add(topic)
+    this.service.open()
+    // Logs of a topic that left compaction while the store was closed (options.topics) are stale.
+    for (const topic of new Set(this.service.queues().map((q) => q.topic))) {
+      if (!this.compacted.has(topic)) {
+        this.deps.log('warn', `topic ${topic} is no longer compacted: deleted its compaction logs`)
+        this.service.dropTopicAtOpen(topic)
+      }
+    }
+  }
+
+  /**
+   * After recovery and replay: each compacted queue's log is cut back to its consume queue's end
+   * (the commit log lost the rest) and filled in from it where it lags (its own tail was lost).
+   */
+  reconcile(): void {
+    for (const topic of this.compacted) {
+      for (const queueId of this.queueIds(topic)) {
+        const queue = this.deps.queues.find(topic, queueId)
+        const end = queue?.getMaxOffsetInQueue() ?? 0
+        const log = this.service.logOf(topic, queueId)
+        if (log !== undefined && log.nextOffset > end) {
+          this.deps.log('warn', `compaction log ${topic}/${queueId}: dropped offsets ${end}..${log.nextOffset - 1} the commit log no longer holds`)
+          this.service.truncateAtOpen(topic, queueId, end)
+        }
+        this.backfill(topic, queueId)
+      }
+    }
+  }
+
+  private queueIds(topic: string): number[] {
+    const ids = new Set<number>()
+    for (const q of this.service.queues(topic)) ids.add(q.queueId)
+    for (const q of this.deps.queues.queuesOf(topic)) ids.add(q.queueId)
+    return [...ids].sort((a, b) => a - b)
+  }
+
+  /** Copies into the queue's log every record its consume queue has beyond the log's end. */
+  private backfill(topic: string, queueId: number): number {
+    const queue = this.deps.queues.find(topic, queueId)
+    if (queue === null) return 0
+    let offset = Math.max(this.service.maxOffset(topic, queueId), queue.getMinOffsetInQueue())
+    const end = queue.getMaxOffsetInQueue()
+    let copied = 0
+    const reader = this.deps.commitLog.openReader()
+    try {
+      while (offset < end) {
+        const units = queue.getIndexBuffer(offset)
+        if (units === null) break
+        try {
+          for (let i = 0; i + CQ_STORE_UNIT_SIZE <= units.size && offset < end; i += CQ_STORE_UNIT_SIZE, offset++) {
+            const at = reader.locate(ConsumeQueue.readOffset(units.buffer, i), ConsumeQueue.readSize(units.buffer, i))
+            if (at < 0) continue
+            const request = checkRecord(reader.data, at, at + ConsumeQueue.readSize(units.buffer, i), false)
+            if (request.status !== 'OK') continue
+            this.service.dispatch(request, reader.data.subarray(at, at + request.size))
+            copied++
+          }
+        } finally {
+          units.release()
+        }
+      }
+    } finally {
+      reader.close()
+    }
+    return copied
+  }
+
+  isCompacted(topic: string): boolean {
+    return this.compacted.has(topic)
+  }
+
+  /**
+   * A put to a compacted topic needs a non-empty key (the whole KEYS property is the compaction
+   * key): the record as built, or MESSAGE_ILLEGAL.
+   */
+  admit<R extends PreparedRecord | PrepareFailure>(message: Message, record: R): R | PrepareFailure {
+    if (isPrepareFailure(record) || !this.compacted.has(record.topic)) return record
+    const keys = keysString(message.keys) ?? message.properties?.KEYS
+    if (keys !== undefined && keys.trim() !== '') return record
+    return { status: 'MESSAGE_ILLEGAL', reason: `topic ${record.topic} is compacted: a message needs a key` }
+  }
+
+  /** Dispatch stage: copies a record of a compacted topic into its queue's log. */
+  dispatch(request: DispatchRequest): boolean {
+    if (!this.compacted.has(request.topic)) return true
+    // Like the consume queue: prepared and rolled-back transactional records are not messages yet.
+    const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
+    if (tranType !== SysFlag.TRANSACTION_NOT_TYPE && tranType !== SysFlag.TRANSACTION_COMMIT) return true
+    const view = this.deps.commitLog.getMessage(request.commitLogOffset, request.size)
+    if (view === null) return false
+    try {
+      this.service.dispatch(request, view.buffer)
+    } finally {
+      view.release()
+    }
+    return true
+  }
+
+  // ---- reads --------------------------------------------------------------------------------
+
+  /**
+   * getMessage of a compacted queue, or null for other topics. A removed offset (or one below the
+   * minimum) is served from the next survivor; nextBeginOffset follows the last record returned.
+   */
+  readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined): GetMessageResult | null {
+    if (!this.compacted.has(topic)) return null
+    const min = this.service.minOffset(topic, queueId)
+    const max = this.service.maxOffset(topic, queueId)
+    const result: { -readonly [K in keyof GetMessageResult]: GetMessageResult[K] } & { messages: MessageExt[] } = {
+      status: 'NO_MESSAGE_IN_QUEUE',
+      messages: [],
+      nextBeginOffset: offset,
+      minOffset: min,
+      maxOffset: max,
+      bufferTotalSize: 0,
+      suggestPullingFromSlave: false,
+      bodyCrcFailures: 0,
+    }
+    if (max === 0) {
+      result.nextBeginOffset = 0
+      return result
+    }
+    if (offset === max) {
+      result.status = 'OFFSET_OVERFLOW_ONE'
+      return result
+    }
+    if (offset > max) {
+      result.status = 'OFFSET_OVERFLOW_BADLY'
+      result.nextBeginOffset = max
+      return result
+    }
+    result.status = 'NO_MATCHED_MESSAGE'
+    const { maxTransferBytesOnMessageInMemory: maxBytes, checkCRCOnRead } = this.deps.config
+    let next = offset
+    let skipped = 0
+    this.service.read(topic, queueId, offset, (data, position, size, queueOffset, tagsCode) => {
+      if (result.messages.length >= maxMsgNums || (result.messages.length > 0 && result.bufferTotalSize + size > maxBytes)) return false
+      next = queueOffset + 1
+      if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
+      // Always a copy: a compaction log is a shared writable mapping, which a consumer must not
+      // reach (copyMessageBody: false applies to commit-log reads only).
+      const message = decodeMessage(data, position, true)
+      if (message === null) return true
+      if (checkCRCOnRead && message.body.length > 0 && bodyCrcOf(message.body) !== message.bodyCRC) {
+        result.bodyCrcFailures++
+        this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its body fails its CRC`)
+        return true
+      }
+      if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) return ++skipped < MAX_SKIPPED_PER_READ
+      result.messages.push(message)
+      result.bufferTotalSize += size
+      result.status = 'FOUND'
+      return true
+    })
+    // Nothing at or after the offset survives (only keyless offsets were there): skip to the end.
+    if (next === offset && result.messages.length === 0) next = max
+    result.nextBeginOffset = next
+    return result
+  }
+
+  /** What subscriptions read through: compacted queues here, the others from `reads`. */
+  subscriptionReads(reads: Pick<ReadService, 'readQueue'>): SubscriptionDeps['read'] {
+    return {
+      readQueue: (...a) => this.readQueue(...a) ?? reads.readQueue(...a),
+      bounds: (topic, queueId) => (this.compacted.has(topic) ? { min: this.minOffset(topic, queueId), max: this.maxOffset(topic, queueId) } : null),
+    }
+  }
+
+  minOffset(topic: string, queueId: number): number {
+    return this.service.minOffset(topic, queueId)
+  }
+
+  maxOffset(topic: string, queueId: number): number {
+    return this.service.maxOffset(topic, queueId)
+  }
+
+  offsetByTime(topic: string, queueId: number, timestamp: number): number {
+    return this.service.offsetByTime(topic, queueId, timestamp)
+  }
+
+  storeTimeAt(topic: string, queueId: number, queueOffset: number): number {
+    return this.service.logOf(topic, queueId)?.storeTimeAt(queueOffset) ?? -1
+  }
+
+  // ---- configuration ------------------------------------------------------------------------
+
+  getTopicConfig(topic: string): TopicConfig {
+    return this.table.get(topic)
+  }
+
+  /**
+   * Changes a topic's settings at run time. Removing `compact` aborts its passes and deletes its
+   * compaction logs (reads go back to the consume queues); adding it copies the topic's existing
+   * messages into new logs, and is refused when some have no key unless `force` is set.
+   */
+  async setTopicConfig(topic: string, input: TopicConfigInput, options: SetTopicConfigOptions = {}): Promise<TopicConfig> {
+    const { config } = this.table.preview(topic, input)
+    const was = this.compacted.has(topic)
+    const will = hasCompact(config.cleanupPolicy)
+    if (!was && will && options.force !== true) {
+      const keyless = this.countKeyless(topic)
+      if (keyless > 0) {
+        throw new MQStoreError(
+          'INVALID_OPTION',
+          `topic ${topic} holds ${keyless} message(s) without a key, which compaction cannot keep; pass { force: true } to compact it anyway`,
+        )
+      }
+    }
+    const result = this.table.set(topic, input)
+    if (was && !will) {
+      this.compacted.delete(topic)
+      await this.service.dropTopic(topic)
+    } else if (!was && will) {
+      this.compacted.add(topic)
+      for (const q of this.deps.queues.queuesOf(topic)) this.backfill(topic, q.queueId)
+    }
+    return result
+  }
+
+  private countKeyless(topic: string): number {
+    let keyless = 0
+    const reader = this.deps.commitLog.openReader()
+    try {
+      for (const queue of this.deps.queues.queuesOf(topic)) {
+        for (let offset = queue.getMinOffsetInQueue(); offset < queue.getMaxOffsetInQueue(); ) {
+          const units = queue.getIndexBuffer(offset)
+          if (units === null) break
+          try {
+            for (let i = 0; i + CQ_STORE_UNIT_SIZE <= units.size; i += CQ_STORE_UNIT_SIZE, offset++) {
+              const at = reader.locate(ConsumeQueue.readOffset(units.buffer, i), ConsumeQueue.readSize(units.buffer, i))
+              if (at < 0) continue
+              const r = checkRecord(reader.data, at, reader.data.length, false)
+              if (r.status === 'OK' && (r.keys === undefined || r.keys.trim() === '')) keyless++
+            }
+          } finally {
+            units.release()
+          }
+        }
+      }
+    } finally {
+      reader.close()
+    }
+    return keyless
+  }
+
+  // ---- cleaning, reporting, lifecycle --------------------------------------------------------
+
+  compact(topic?: string, onProgress?: (queuesDone: number, queuesTotal: number) => void): Promise<CompactReport> {
+    return this.service.compact(topic, onProgress)
+  }
+
+  stats(): CleanerStats {
+    return this.service.stats()
+  }
+
+  /** After open's replay: reconciles the logs with the consume queues, then starts automatic passes. */
+  start(): void {
+    this.reconcile()
+    this.service.start()
+  }
+
+  flush(): void {
+    this.service.flush()
+  }
+
+  flushAsync(): Promise<void> {
+    return this.service.flushAsync()
+  }
+
+  close(): Promise<void> {
+    return this.service.close()
+  }
+}
