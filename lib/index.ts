@@ -28,6 +28,8 @@ export type {
   Repair,
   Subscription,
   TopicConfig,
+  TopicInfo,
+  TopicSubscription,
   TopicConfigInput,
   PassResult,
 } from './store/types.js'

@@ -96,8 +96,15 @@ export interface QueryMessageResult {
 export interface ConsumeOptions {
   group: string
   topic: string
-  queueId: number
-  /** Where to start: the group's committed offset (default), the queue's min or max, or an offset. */
+  /**
+   * The queue to read. Without it, every queue of the topic is read (its read queue count when the
+   * topic was created, else the queues it has), each from its own offset: see TopicSubscription.
+   */
+  queueId?: number
+  /**
+   * Where to start: the group's committed offset (default), the queue's min or max, or an offset
+   * (one queue only).
+   */
   from?: 'committed' | 'earliest' | 'latest' | number
   /** Tags to keep: any shape getMessage's filter takes (`['a', 'b']`, `'a || b'`, `'*'`, `{ tags }`). */
   tags?: MessageFilter
@@ -127,6 +134,28 @@ export interface Subscription extends AsyncIterable<MessageExt> {
    * the write to the periodic save.
    */
   commit(offset?: number, options?: CommitOptions): Promise<void>
+}
+
+/** An async iterable over every queue of a topic; see MessageStore.consume without a queueId. */
+export interface TopicSubscription extends AsyncIterable<MessageExt> {
+  /** Per queue id, the queue offset after the last message of that queue handed out. */
+  readonly positions: ReadonlyMap<number, number>
+  /**
+   * Commits every queue's position as the group's offset for that queue. Durable by default, as
+   * Subscription.commit.
+   */
+  commit(options?: CommitOptions): Promise<void>
+}
+
+/** A topic as listTopics() reports it. */
+export interface TopicInfo {
+  readonly topic: string
+  /** Queues consume() without a queueId reads. */
+  readonly readQueueNums: number
+  /** Queues puts without a queueId spread over. */
+  readonly writeQueueNums: number
+  /** False for a topic that only has queues (puts named its queue ids; it was never created). */
+  readonly created: boolean
 }
 
 /** 'debug' carries the reason of every refused put; the others what the store repaired or noticed. */

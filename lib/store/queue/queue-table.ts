@@ -85,6 +85,16 @@ export class ConsumeQueueTable {
     return [...(this.topics.get(topic)?.values() ?? [])].sort((a, b) => a.queueId - b.queueId)
   }
 
+  /** The queue ids a topic has, ascending. */
+  queueIds(topic: string): number[] {
+    return [...(this.topics.get(topic)?.keys() ?? [])].sort((a, b) => a - b)
+  }
+
+  /** The topics that have queues. */
+  topicNames(): string[] {
+    return [...this.topics.keys()]
+  }
+
   *all(): Generator<ConsumeQueue> {
     for (const queues of this.topics.values()) yield* queues.values()
   }

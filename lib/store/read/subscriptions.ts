@@ -43,7 +43,7 @@ export class Subscriptions {
   }
 
   /** A subscription over one queue; options are already checked except `from`. */
-  subscribe(options: ConsumeOptions, batchSize: number, tags: string[] | undefined): Subscription {
+  subscribe(options: ConsumeOptions & { queueId: number }, batchSize: number, tags: string[] | undefined): Subscription {
     const { group, topic, queueId, signal } = options
     const deps = this.deps
     const stopped = () => deps.isClosed() || signal?.aborted === true

@@ -61,6 +61,8 @@ export const MIN_SEGMENT_BYTES = 4096
 
 // RocketMQ's TopicConfig defaults for the fields this table carries but does not interpret yet.
 const DEFAULT_QUEUE_NUMS = 8
+/** Most queues a topic may have (queue ids are 31-bit; this keeps a topic's folder listable). */
+const MAX_QUEUE_NUMS = 65_536
 const PERM_READ_WRITE = 6
 const DEFAULT_FILTER_TYPE = 'SINGLE_TAG'
 
@@ -259,6 +261,26 @@ export class TopicTable {
     this.resolved.delete(topic)
     this.persist()
     return config
+  }
+
+  /**
+   * Creates the topic with `queues` read and write queues, or changes the count of one that exists
+   * (RocketMQ's createTopic / updateTopic). Puts spread over the write queues; a smaller count never
+   * hides queues that hold messages: the read count only shrinks to `minReadQueues`.
+   */
+  setQueues(topic: string, queues: number, minReadQueues = 0): Readonly<TopicEntry> {
+    const why = validateTopic(topic)
+    if (why !== null) throw invalid(`bad topic name ${JSON.stringify(topic)}: ${why}`)
+    if (!Number.isSafeInteger(queues) || queues < 1 || queues > MAX_QUEUE_NUMS) {
+      throw invalid(`topic ${topic}: queues must be an integer from 1 to ${MAX_QUEUE_NUMS}, got ${JSON.stringify(queues)}`)
+    }
+    const next: TopicEntry = { ...(this.entries.get(topic) ?? entryDefaults(topic)) }
+    next.writeQueueNums = queues
+    next.readQueueNums = Math.max(queues, minReadQueues)
+    this.entries.set(topic, next)
+    this.resolved.delete(topic)
+    this.persist()
+    return next
   }
 
   /** Writes the whole table: temp file, fsync, copy of the old file to .bak, rename, directory fsync. */
