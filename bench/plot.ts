@@ -45,8 +45,8 @@ interface Panel {
 
 function panel(series: EngineSeries[], spec: Panel, x0: number, sizes: number[]): string {
   const values = series.flatMap((s) => s.points.map(spec.value)).filter((v) => v > 0 && Number.isFinite(v))
-  const lo = Math.pow(10, Math.floor(Math.log10(Math.min(...values))))
-  const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...values))))
+  const lo = 10 ** Math.floor(Math.log10(Math.min(...values)))
+  const hi = 10 ** Math.ceil(Math.log10(Math.max(...values)))
   const xLo = Math.log2(sizes[0])
   const xHi = Math.log2(sizes[sizes.length - 1])
   const px = (size: number) => x0 + ((Math.log2(size) - xLo) / Math.max(1e-9, xHi - xLo)) * PANEL_WIDTH

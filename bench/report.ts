@@ -137,9 +137,9 @@ function renderTable(header: string[], rows: string[][], rightAligned: Set<numbe
 }
 
 function renderMarkdownTable(header: string[], rows: string[][], rightAligned: Set<number>): string {
-  const escape = (cell: string) => cell.replaceAll('|', '\\|')
+  const escapeCell = (cell: string) => cell.replaceAll('|', '\\|')
   const align = header.map((_, c) => (rightAligned.has(c) ? '---:' : '---'))
-  return [header, align, ...rows].map((cells, k) => `| ${(k === 1 ? cells : cells.map(escape)).join(' | ')} |`).join('\n')
+  return [header, align, ...rows].map((cells, k) => `| ${(k === 1 ? cells : cells.map(escapeCell)).join(' | ')} |`).join('\n')
 }
 
 interface Tables {

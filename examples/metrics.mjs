@@ -53,7 +53,7 @@ for (let queueId = 0; queueId < 4; queueId++) store.getMessage('metrics-example'
 
 const response = await fetch(`http://127.0.0.1:${port}/metrics`)
 const text = await response.text()
-const valueOf = (series) => {
+const seriesValue = (series) => {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `))
   return line === undefined ? null : Number(line.slice(series.length + 1))
 }
@@ -69,9 +69,9 @@ console.log(
   JSON.stringify({
     status: response.status,
     contentType: response.headers.get('content-type'),
-    putMessages: valueOf('mqstore_put_messages_total{store="orders"}'),
-    getMessages: valueOf('mqstore_get_messages_total{store="orders"}'),
-    putLatencyCount: valueOf('mqstore_put_latency_seconds_count{store="orders"}'),
-    open: valueOf('mqstore_open{store="orders"}'),
+    putMessages: seriesValue('mqstore_put_messages_total{store="orders"}'),
+    getMessages: seriesValue('mqstore_get_messages_total{store="orders"}'),
+    putLatencyCount: seriesValue('mqstore_put_latency_seconds_count{store="orders"}'),
+    open: seriesValue('mqstore_open{store="orders"}'),
   }),
 )

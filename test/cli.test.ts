@@ -271,7 +271,7 @@ describe('the command frame', () => {
     tty.update(4, 4)
     tty.done()
     expect(writes).toHaveLength(3)
-    expect(writes[0]).toMatch(/^\rworking \[#+-+\]  25%$/)
+    expect(writes[0]).toMatch(/^\rworking \[#+-+\] {2}25%$/)
     expect(writes[1]).toContain('100%')
     expect(writes[2]).toBe('\r\x1b[K')
     const piped: string[] = []

@@ -478,13 +478,13 @@ describe('prepareRecord failures', () => {
   })
 
   it('MESSAGE_ILLEGAL when the property string has more than 32767 UTF-16 units', () => {
-    const r = failure({ propertiesString: 'A\u0001' + 'x'.repeat(MAX_PROPERTIES_LENGTH - 1) })
+    const r = failure({ propertiesString: `A\u0001${'x'.repeat(MAX_PROPERTIES_LENGTH - 1)}` })
     expect(r.status).toBe('MESSAGE_ILLEGAL')
-    expect(prepareRecord(input({ propertiesString: 'A\u0001' + 'x'.repeat(MAX_PROPERTIES_LENGTH - 2) }), MAX)).not.toHaveProperty('status')
+    expect(prepareRecord(input({ propertiesString: `A\u0001${'x'.repeat(MAX_PROPERTIES_LENGTH - 2)}` }), MAX)).not.toHaveProperty('status')
   })
 
   it('PROPERTIES_SIZE_EXCEEDED when the UTF-8 bytes exceed 32767', () => {
-    const s = 'A\u0001' + 'é'.repeat(20_000) // 20002 units, 40002 bytes
+    const s = `A\u0001${'é'.repeat(20_000)}` // 20002 units, 40002 bytes
     expect(failure({ propertiesString: s }).status).toBe('PROPERTIES_SIZE_EXCEEDED')
   })
 
@@ -634,7 +634,7 @@ describe('checkRecord', () => {
     expect(check(SCHEDULE_TOPIC, '-2').tagsCode).toBe(2598919)
     expect(check('OtherTopic', '3').tagsCode).toBe(2598919)
     expect(check(SCHEDULE_TOPIC, '1', [500]).tagsCode).toBe(1_700_000_000_000 + 500)
-    expect(check(SCHEDULE_TOPIC, '2', [500, , 700] as number[]).tagsCode).toBe(1_700_000_000_000 + 1000)
+    expect(check(SCHEDULE_TOPIC, '2', [500,  undefined, 700] as number[]).tagsCode).toBe(1_700_000_000_000 + 1000)
     const bad = check(SCHEDULE_TOPIC, 'x')
     expect(bad).toMatchObject({ status: 'BAD', size: -1 })
     expect(check(SCHEDULE_TOPIC, '99999999999').status).toBe('BAD')

@@ -95,7 +95,7 @@ export interface Command {
    * frame still turns its errors into one line and an exit code.
    */
   passthrough?: (args: string[], out: Output, err: Output) => Promise<number>
-  run?: (ctx: CommandContext) => Promise<number | void>
+  run?: (ctx: CommandContext) => Promise<number | undefined>
 }
 
 const COMMON_OPTIONS: Record<string, OptionSpec> = {

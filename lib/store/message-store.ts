@@ -3,18 +3,18 @@
 // which owns the services and their lifecycle.
 import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
-import { type CleanupPass, type CleanupPlan } from './cleanup/cleanup-service.js'
+import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
 import { PutMessageResult } from './commitlog/commit-log.js'
 import { isPrepareFailure, type PreparedRecord } from './commitlog/record.js'
-import { type MessageStoreConfig } from './config.js'
+import type { MessageStoreConfig } from './config.js'
 import { appendedRequest } from './dispatch-targets.js'
 import { bodyCrcsOf } from './commitlog/body-crc.js'
 import { markUnflushed } from './flusher.js'
-import {
-  type CompactReport,
-  type SetTopicConfigOptions,
-  type TopicConfig,
-  type TopicConfigInput,
+import type {
+  CompactReport,
+  SetTopicConfigOptions,
+  TopicConfig,
+  TopicConfigInput,
 } from './compaction/compacted-topics.js'
 import {
   buildRecord,

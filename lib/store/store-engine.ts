@@ -2,10 +2,9 @@
 // start and stop. The facade (message-store.ts) checks what callers pass and runs the put and read
 // paths over it.
 import * as fs from 'node:fs'
-import { resolve } from 'node:path'
 import { CleanupService } from './cleanup/cleanup-service.js'
 import { CommitLog, type RecoveryOutcome } from './commitlog/commit-log.js'
-import { type HostAddress } from './commitlog/record.js'
+import type { HostAddress } from './commitlog/record.js'
 import { parseHost, resolveConfig, type MessageStoreConfig } from './config.js'
 import { ConsumerOffsets } from './consumer-offsets.js'
 import { DispatchTargets } from './dispatch-targets.js'
@@ -31,7 +30,7 @@ import { createStoreLog, type StoreLog } from './store-logger.js'
 import { StorePaths } from './store-paths.js'
 import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
-import type { CommitOptions, MessageStoreStats, OpenOptions, Repair } from './types.js'
+import type { MessageStoreStats, OpenOptions, Repair } from './types.js'
 
 /**
  * Everything a store runs: the services, wired together, and the order in which they load,
@@ -197,7 +196,10 @@ export class StoreEngine {
       repair: (action, reason) => this.repair(action, reason),
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
       discardIndex: (reason) => this.discardIndex(reason),
-      dispatchRecovered: (request) => void (this.targets.dispatch(request, false), this.compacted.dispatch(request)),
+      dispatchRecovered: (request) => {
+        this.targets.dispatch(request, false)
+        this.compacted.dispatch(request)
+      },
       progress,
     })
     this.recovery = outcome

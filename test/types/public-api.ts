@@ -5,7 +5,7 @@ import {
   MessageStore,
   MQStoreError,
   ERROR_CODES,
-  PutMessageResult,
+  type PutMessageResult,
   type ErrorCode,
   type GetMessageResult,
   type GetMessageStatus,
@@ -150,5 +150,6 @@ export async function typeTests(): Promise<void> {
   const mapped: typeof MappedFile | undefined = undefined
   void mapped
   // @ts-expect-error MappedFile is not exported from the package root
+  // biome-ignore lint/correctness/noUnusedVariables: the type itself is the check
   type NotPublic = import('mqstore').MappedFile
 }

@@ -28,10 +28,8 @@ export interface LogOpenReport {
   rolledForward: string[]
 }
 
-export interface ReadVisitor {
-  /** Called for each record in order while its file is held; return false to stop. */
-  (data: Buffer, position: number, size: number, queueOffset: number, tagsCode: number): boolean
-}
+/** Called for each record in order while its file is held; return false to stop. */
+export type ReadVisitor = (data: Buffer, position: number, size: number, queueOffset: number, tagsCode: number) => boolean
 
 export class CompactionLog {
   readonly dir: string

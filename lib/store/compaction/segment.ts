@@ -322,7 +322,7 @@ export class CompactionSegment {
     if (i >= this.count) return
     this.count = i
     const file = this.mapping()
-    if (file !== null && file.hold()) {
+    if (file?.hold()) {
       try {
         // Zero the cut-off bytes so a later scan cannot take them for records.
         file.readableBuffer().fill(0, i === 0 ? 0 : this.positions[i - 1] + this.sizes[i - 1])

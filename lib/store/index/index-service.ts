@@ -228,7 +228,7 @@ export class IndexService {
       throw ioError(`cannot create an index file in ${this.indexDir}`, lastError)
     }
     this.files.push(file)
-    if (prev !== null && prev.isWriteFull()) this.flushRolled(prev)
+    if (prev?.isWriteFull()) this.flushRolled(prev)
     return file
   }
 
