@@ -1,0 +1,167 @@
+// The power-loss model itself (test/helpers/power-loss.ts) on real files and real mappings, and
+// the regressions it found in the store.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+import { MessageStore } from '../lib/store/message-store.js'
+import { native } from '../lib/native.js'
+import { PowerLossDisk } from './helpers/power-loss.js'
+import { tempDir } from './helpers/tmp.js'
+
+let root: string
+let store: string
+let disk: PowerLossDisk | null = null
+beforeEach(() => {
+  root = tempDir('mqstore-powerloss-')
+  store = join(root, 'store')
+  fs.mkdirSync(store)
+})
+afterEach(() => {
+  disk?.disarm()
+  disk = null
+  fs.rmSync(root, { recursive: true, force: true })
+})
+
+function arm(mode: 'power-loss' | 'lose-unsynced' | 'keep-page-cache', extra: { disableMsync?: boolean } = {}): PowerLossDisk {
+  disk = new PowerLossDisk({ root: store, seed: 7, imageRoot: join(root, 'images'), mode, ...extra }).arm()
+  return disk
+}
+
+const page = native.pageSize
+
+/** A file of `pages` pages, created, filled with `fill`, fsynced, and its directory synced. */
+function durableFile(name: string, pages: number, fill: number): string {
+  const path = join(store, name)
+  fs.writeFileSync(path, Buffer.alloc(pages * page, fill))
+  const fd = fs.openSync(path, 'r+')
+  fs.fsyncSync(fd)
+  fs.closeSync(fd)
+  const dirFd = fs.openSync(store, 'r')
+  fs.fsyncSync(dirFd)
+  fs.closeSync(dirFd)
+  return path
+}
+
+describe.skipIf(process.platform !== 'linux')('power-loss model (Linux only: descriptors are resolved through /proc/self/fd)', () => {
+  it('keeps msynced pages and loses unsynced ones (worst case), page by page', () => {
+    const d = arm('lose-unsynced')
+    const path = durableFile('data', 4, 0)
+    const fd = fs.openSync(path, 'r+')
+    const handle = native.map(fd, 4 * page, true)
+    fs.closeSync(fd)
+    const view = Buffer.from(handle.buffer)
+    view.fill(1, 0, page) // page 0: synced below
+    view.fill(2, 2 * page, 3 * page) // page 2: never synced
+    handle.sync(0, 10) // a range inside page 0 syncs the whole page
+    view.fill(3, 3 * page, 4 * page)
+    const cut = d.cutNow()
+    handle.close()
+    const image = fs.readFileSync(join(cut.dir, 'data'))
+    expect(image.length).toBe(4 * page)
+    expect(image.subarray(0, page).every((b) => b === 1)).toBe(true)
+    expect(image.subarray(2 * page, 4 * page).every((b) => b === 0)).toBe(true)
+    expect(cut.oldPages).toBe(2)
+  })
+
+  it('with random choices, unsynced pages come out old or new each, not only as a suffix', () => {
+    const d = arm('power-loss')
+    const path = durableFile('data', 64, 0)
+    const fd = fs.openSync(path, 'r+')
+    const handle = native.map(fd, 64 * page, true)
+    fs.closeSync(fd)
+    Buffer.from(handle.buffer).fill(9)
+    const cut = d.cutNow()
+    handle.close()
+    const image = fs.readFileSync(join(cut.dir, 'data'))
+    const kept = Array.from({ length: 64 }, (_, i) => image[i * page] === 9)
+    expect(cut.oldPages + cut.newPages).toBe(64)
+    expect(kept.includes(true)).toBe(true)
+    expect(kept.includes(false)).toBe(true)
+    // Not a prefix of kept pages followed by lost ones.
+    expect(kept.indexOf(false) < kept.lastIndexOf(true)).toBe(true)
+  })
+
+  it('a file created, or renamed over another, without a directory fsync may be undone by the cut', () => {
+    const d = arm('lose-unsynced')
+    durableFile('old', 1, 5)
+    fs.writeFileSync(join(store, 'new.tmp'), 'fresh')
+    const fd = fs.openSync(join(store, 'new.tmp'), 'r+')
+    fs.fsyncSync(fd) // the content is durable, the name is not
+    fs.closeSync(fd)
+    fs.renameSync(join(store, 'new.tmp'), join(store, 'old'))
+    fs.writeFileSync(join(store, 'unsynced'), 'x')
+    const cut = d.cutNow()
+    expect(fs.readdirSync(cut.dir).sort()).toEqual(['old'])
+    expect(fs.readFileSync(join(cut.dir, 'old')).every((b) => b === 5)).toBe(true)
+  })
+
+  it('after a directory fsync the rename and the new file survive, with their synced content', () => {
+    const d = arm('lose-unsynced')
+    durableFile('old', 1, 5)
+    fs.writeFileSync(join(store, 'new.tmp'), 'fresh')
+    const fd = fs.openSync(join(store, 'new.tmp'), 'r+')
+    fs.fsyncSync(fd)
+    fs.closeSync(fd)
+    fs.renameSync(join(store, 'new.tmp'), join(store, 'old'))
+    const dirFd = fs.openSync(store, 'r')
+    fs.fsyncSync(dirFd)
+    fs.closeSync(dirFd)
+    const cut = d.cutNow()
+    expect(fs.readdirSync(cut.dir)).toEqual(['old'])
+    expect(fs.readFileSync(join(cut.dir, 'old'), 'utf8')).toBe('fresh')
+  })
+
+  it('a process crash (page cache kept) loses nothing', () => {
+    const d = arm('keep-page-cache')
+    fs.writeFileSync(join(store, 'unsynced'), 'kept')
+    const cut = d.cutNow()
+    expect(fs.readFileSync(join(cut.dir, 'unsynced'), 'utf8')).toBe('kept')
+  })
+
+  it('counts every interposed call before and after, and cuts at the chosen event', () => {
+    disk = new PowerLossDisk({ root: store, seed: 1, imageRoot: join(root, 'images'), cutAtEvent: 3 }).arm()
+    fs.writeFileSync(join(store, 'a'), 'a') // events 1, 2 (and the open inside it, if Node calls it)
+    fs.writeFileSync(join(store, 'b'), 'b')
+    expect(disk.cut).not.toBeNull()
+    expect(disk.cut!.event).toBe(3)
+  })
+})
+
+describe.skipIf(process.platform !== 'linux')('power cuts found these (Linux only: the power-loss model resolves descriptors through /proc/self/fd)', () => {
+  it('regression: the first SYNC_FLUSH put survives a power cut (the commitlog directory is synced into the store directory)', async () => {
+    const d = arm('lose-unsynced')
+    const s = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+    const put = await s.putMessage({ topic: 't', queueId: 0, body: 'first', keys: 'k1' })
+    expect(put.status).toBe('PUT_OK')
+    const cut = d.cutNow()
+    await s.close()
+    d.disarm()
+    const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH' })
+    try {
+      expect(reopened.stats().lastExitOK).toBe(false)
+      const got = reopened.lookMessageByOffset(put.wroteOffset)
+      expect(got?.keys).toEqual(['k1'])
+      expect(reopened.getMessage('g', 't', 0, 0, 1).messages.map((m) => m.keys)).toEqual([['k1']])
+    } finally {
+      await reopened.close()
+    }
+  })
+
+  it('with msync disabled, an acknowledged SYNC_FLUSH put is lost to a power cut (the model catches a store that does not sync)', async () => {
+    const d = arm('lose-unsynced', { disableMsync: true })
+    const s = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+    const put = await s.putMessage({ topic: 't', queueId: 0, body: 'lost', keys: 'k1' })
+    expect(put.status).toBe('PUT_OK')
+    const cut = d.cutNow()
+    await s.close()
+    d.disarm()
+    const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH' })
+    try {
+      expect(reopened.lookMessageByOffset(put.wroteOffset)).toBeNull()
+      expect(reopened.getMaxOffsetInQueue('t', 0)).toBe(0)
+    } finally {
+      await reopened.close()
+    }
+  })
+})
