@@ -20,7 +20,7 @@ import {
   parseIndexFileName,
 } from './index-file.js'
 import { indexKeyHashesOf } from './index-keys.js'
-import { syncDirectory } from '../mapped/directory.js'
+import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
 export const MAX_MSGS_NUM_BATCH = 64
@@ -217,7 +217,7 @@ export class IndexService {
     let file: IndexFile | null = null
     for (let attempt = 0; attempt < CREATE_ATTEMPTS && file === null; attempt++) {
       try {
-        fs.mkdirSync(this.indexDir, { recursive: true })
+        ensureDirectory(this.indexDir)
         file = IndexFile.create(this.nextFileName(), this.hashSlotNum, this.indexNum, prevEndPhyOffset, prevEndTimestamp)
       } catch (error) {
         lastError = error

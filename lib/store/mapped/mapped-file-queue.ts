@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 import { MQStoreError } from '../../errors.js'
 import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
-import { syncDirectory } from './directory.js'
+import { ensureDirectory, syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 import { readInt64BE } from '../bytes.js'
@@ -168,7 +168,7 @@ export class MappedFileQueue {
   }
 
   private newFile(start: number): MappedFile {
-    fs.mkdirSync(this.storePath, { recursive: true })
+    ensureDirectory(this.storePath)
     const file = MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions())
     if (this.options.warmMappedFiles === true) {
       const warming: Promise<unknown> = file.warm(this.options.lockWarmedFiles === true).catch(() => false)
