@@ -164,4 +164,38 @@ describe.skipIf(process.platform !== 'linux')('power cuts found these (Linux onl
       await reopened.close()
     }
   })
+
+  it('regression: records and consume-queue units a recovery dropped are erased on disk, so a later power cut cannot bring them back', async () => {
+    // A crash image of 20 synced records, the 6th damaged: recovery truncates there.
+    let d = arm('keep-page-cache')
+    const first = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+    const puts = []
+    for (let i = 0; i < 20; i++) puts.push(await first.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(300, i + 1), keys: `k${i}` }))
+    const crash = d.cutNow()
+    await first.close()
+    d.disarm()
+    const cutAt = puts[5].wroteOffset
+    const log = join(crash.dir, 'commitlog', '00000000000000000000')
+    const bytes = fs.readFileSync(log)
+    bytes[cutAt + puts[5].wroteBytes - 40] ^= 0xff // inside the body: a CRC mismatch with data after it
+    fs.writeFileSync(log, bytes)
+
+    // Reopen on that image, then lose every page not synced since.
+    store = crash.dir
+    d = arm('lose-unsynced')
+    const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH', corruptionPolicy: 'tolerant' })
+    expect(second.getMaxPhyOffset()).toBe(cutAt)
+    expect(second.getMaxOffsetInQueue('t', 0)).toBe(5)
+    const cut = d.cutNow()
+    await second.close()
+    d.disarm()
+
+    // Without the erase the 14 valid records after the damaged one are still on disk, and new
+    // appends that end where one of them begins would chain them back into the log.
+    const after = fs.readFileSync(join(cut.dir, 'commitlog', '00000000000000000000'))
+    expect(after.subarray(cutAt, puts[19].wroteOffset + puts[19].wroteBytes).every((b) => b === 0)).toBe(true)
+    const units = fs.readFileSync(join(cut.dir, 'consumequeue', 't', '0', '00000000000000000000'))
+    expect(units.subarray(5 * 20, 20 * 20).every((b) => b === 0)).toBe(true)
+    expect(units.subarray(0, 5 * 20).some((b) => b !== 0)).toBe(true)
+  })
 })

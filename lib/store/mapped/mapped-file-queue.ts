@@ -310,9 +310,10 @@ export class MappedFileQueue {
 
   /**
    * Cuts the queue back to end at `offset`: the file holding it keeps its first `offset mod size`
-   * bytes as data, later files are destroyed.
+   * bytes as data, later files are destroyed. With `eraseQuietBytes` >= 0 the bytes after the cut
+   * are zeroed and synced (see MappedFile.eraseStaleTail).
    */
-  truncateDirtyFiles(offset: number): void {
+  truncateDirtyFiles(offset: number, eraseQuietBytes = -1): void {
     this.discardPreallocated()
     const doomed: MappedFile[] = []
     for (const file of this.mappedFiles) {
@@ -320,6 +321,7 @@ export class MappedFileQueue {
       if (fileTail <= offset) continue
       if (offset >= file.fileFromOffset) {
         file.setPositions(offset % this.mappedFileSize)
+        if (eraseQuietBytes >= 0 && this.options.readOnly !== true) file.eraseStaleTail(offset % this.mappedFileSize, eraseQuietBytes)
       } else {
         destroyNow(file)
         doomed.push(file)
