@@ -354,7 +354,7 @@ class Simulation {
       const r = this.int(10)
       if (r < 5) await this.putSingle()
       else if (r < 8) await this.putBatch()
-      else await this.o.advance(50 + this.int(600))
+      else await this.advance()
       if (disk.cut !== null) return // recoverFromCut ran
     }
     if (disk.cut === null) {
