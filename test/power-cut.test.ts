@@ -54,7 +54,7 @@ describe.skipIf(process.platform !== 'linux')('power cuts (Linux only: the power
           fs.mkdirSync(dir)
           process.stderr.write(`survey ${flushMode} ${seed}\n`)
           const report = await simulate({ seed, flushMode, steps: STEPS, dir, advance: (ms) => vi.advanceTimersByTimeAsync(ms) })
-          for (const f of report.failures) {
+          for (const f of [...report.failures, ...report.knownOpen.map((k) => `KNOWN ${k}`)]) {
             const k = `${flushMode} ${f.replace(/^step \d+: /, '').replace(/\d+/g, 'N').slice(0, 160)}`
             kinds.set(k, [...(kinds.get(k) ?? []), seed])
           }
