@@ -53,13 +53,14 @@ describe.skipIf(process.platform !== 'linux')('power cuts (Linux only: the power
   if (process.env.POWERCUT_SURVEY !== undefined) {
     it('survey', async () => {
       const kinds = new Map<string, number[]>()
+      const all: SimulationReport[] = []
       for (let i = 0; i < SCHEDULES; i++) {
         for (const flushMode of ['SYNC_FLUSH', 'ASYNC_FLUSH'] as const) {
           const seed = (SEED + i) >>> 0
           const dir = join(root, `s-${i}-${flushMode}`)
           fs.mkdirSync(dir)
-          process.stderr.write(`survey ${flushMode} ${seed}\n`)
-          const report = await simulate({ seed, flushMode, steps: STEPS, dir, advance: (ms) => vi.advanceTimersByTimeAsync(ms) })
+          const report = await simulate({ seed, flushMode, steps: STEPS, dir, disableMsync: BREAK_MSYNC, advance: (ms) => vi.advanceTimersByTimeAsync(ms) })
+          all.push(report)
           for (const f of [...report.failures, ...report.knownOpen.map((k) => `KNOWN ${k}`)]) {
             const k = `${flushMode} ${f.replace(/^step \d+: /, '').replace(/\d+/g, 'N').slice(0, 160)}`
             kinds.set(k, [...(kinds.get(k) ?? []), seed])
@@ -68,6 +69,13 @@ describe.skipIf(process.platform !== 'linux')('power cuts (Linux only: the power
         }
       }
       for (const [k, seeds] of kinds) console.log(`${seeds.length}x ${k} seeds ${seeds.slice(0, 4)}`)
+      const sum = (f: (r: SimulationReport) => number) => all.reduce((a, r) => a + f(r), 0)
+      console.log(
+        `survey: ${all.length} schedules from seed ${SEED}, ${sum((r) => r.steps)} steps, ${sum((r) => r.puts)} puts, ${sum((r) => r.powerCuts)} power cuts ` +
+          `(${sum((r) => r.cutsDuringRecovery)} more during recovery, ${sum((r) => r.cutsDuringClose)} during close), ${sum((r) => r.crashes)} crashes, ` +
+          `${sum((r) => r.damages)} damages, ${sum((r) => r.requiredChecked)} durable messages found again, ` +
+          `${all.filter((r) => r.failures.length > 0).length} failing, ${all.filter((r) => r.knownOpen.length > 0).length} ended by a known open issue`,
+      )
       expect(kinds.size).toBeGreaterThanOrEqual(0)
     }, 1_800_000)
     return
