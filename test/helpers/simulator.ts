@@ -116,17 +116,9 @@ class Failure extends Error {}
  * `knownOpen` instead of `failures`; POWERCUT_STRICT=1 makes them failures again.
  */
 export const KNOWN_OPEN: readonly { name: string; pattern: RegExp }[] = [
-  // The index decides what to replay by its header's end offset and time (RocketMQ's rule I1
-  // compares end times with the checkpoint, keeping a file whose end time equals it). After a
-  // power cut the header page and the entry pages of the last index file can come from different
-  // moments, so entries can be missing below the end the header claims.
-  { name: 'index entry lost by a power cut', pattern: / not found by key$/ },
   // Damage the record checks cannot see: RocketMQ's CRC covers the body only, so a flip in a
   // record's properties (keys, tags) passes recovery and is served (seen only after damage steps).
   { name: 'damage outside the body CRC served', pattern: /^served k-\d+-\d+ changed: .*keys (?!k-\d+-\d+( |,shared-\d )).*/ },
-  // After the commit log is cut back, index entries past the new end stay in the last index
-  // file when its header's end is below the cut (the open-time check reads only the header).
-  { name: 'stale index entries past a truncated log', pattern: /"file":"index\/[^"]*","offset":\d+,"entry":\d+,"phyOffset":\d+,"reason":"entry \d+ points at commit-log offset \d+, beyond the end of valid commit-log data/ },
 ]
 
 export async function simulate(options: SimulationOptions): Promise<SimulationReport> {
