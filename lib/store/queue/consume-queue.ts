@@ -506,6 +506,8 @@ export class ConsumeQueue {
       const file = queue.getLastMappedFile()
       if (file === null) break
       const buffer = file.mappedBuffer()
+      // Units dispatched during recovery are not on disk yet: the cut must not mark them flushed.
+      const flushedBefore = file.flushedPosition
       file.setPositions(0)
       const firstOffset = ConsumeQueue.readOffset(buffer, 0)
       const firstSize = ConsumeQueue.readSize(buffer, 0)
@@ -525,6 +527,7 @@ export class ConsumeQueue {
         end += CQ_STORE_UNIT_SIZE
       }
       file.setPositions(end)
+      file.flushedPosition = Math.min(flushedBefore, end)
       // Units past the end would count again once the log grows past what they point at. A page
       // of zeros ends the check: longer holes (pages a power cut reverted) are caught by the
       // open-time checks of the last unit and by dispatch (docs/recovery.md Q4, Q5).
