@@ -2,7 +2,7 @@
 // the regressions it found in the store.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 
 import { MessageStore } from '../lib/store/message-store.js'
 import { native } from '../lib/native.js'
@@ -197,5 +197,59 @@ describe.skipIf(process.platform !== 'linux')('power cuts found these (Linux onl
     const units = fs.readFileSync(join(cut.dir, 'consumequeue', 't', '0', '00000000000000000000'))
     expect(units.subarray(5 * 20, 20 * 20).every((b) => b === 0)).toBe(true)
     expect(units.subarray(0, 5 * 20).some((b) => b !== 0)).toBe(true)
+  })
+
+  it('regression: consume-queue units a crash recovery dispatches are flushed by the next close, not taken as already on disk', async () => {
+    let d = arm('keep-page-cache')
+    const first = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+    for (let i = 0; i < 10; i++) expect((await first.putMessage({ topic: 't', queueId: 0, body: `m${i}` })).status).toBe('PUT_OK')
+    const crash = d.cutNow()
+    await first.close()
+    d.disarm()
+    // The crash left no consume queue and a zero checkpoint: recovery dispatches every record.
+    fs.rmSync(join(crash.dir, 'consumequeue'), { recursive: true })
+    fs.writeFileSync(join(crash.dir, 'checkpoint'), Buffer.alloc(4096))
+
+    store = crash.dir
+    d = arm('lose-unsynced')
+    const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+    expect(second.stats().lastExitOK).toBe(false)
+    expect(second.getMaxOffsetInQueue('t', 0)).toBe(10)
+    await second.close()
+    const cut = d.cutNow()
+    d.disarm()
+    const units = fs.readFileSync(join(cut.dir, 'consumequeue', 't', '0', '00000000000000000000'))
+    expect(units.subarray(0, 10 * 20).every((b) => b === 0)).toBe(false)
+    expect(units.readInt32BE(9 * 20 + 8)).toBeGreaterThan(0) // the 10th unit's size
+  })
+
+  it('regression: a checkpoint written before the consume queues are flushed (an index roll) does not let crash recovery skip their units', async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.UTC(2026, 0, 1) })
+    try {
+      const d = arm('lose-unsynced')
+      const options = { flushDiskType: 'SYNC_FLUSH' as const, mappedFileSizeCommitLog: 16 * 1024, maxHashSlotNum: 16, maxIndexNum: 8, flushIntervalConsumeQueue: 3_600_000, flushConsumeQueueThoroughInterval: 3_600_000 }
+      const s = await MessageStore.open(store, options)
+      // 'early' lives only in the first file; later files, written 10 s and 20 s later, hold 'late'.
+      const early = []
+      for (let i = 0; i < 3; i++) early.push(await s.putMessage({ topic: 'early', queueId: 0, body: Buffer.alloc(5000, i), keys: `e${i}` }))
+      for (const step of [1, 2]) {
+        vi.setSystemTime(Date.UTC(2026, 0, 1) + step * 10_000)
+        for (let i = 0; i < 4; i++) await s.putMessage({ topic: 'late', queueId: 0, body: Buffer.alloc(4000, i), keys: `l${step}-${i}` })
+      }
+      expect(s.stats().indexFileCount).toBeGreaterThan(1) // rolls wrote the checkpoint
+      const cut = d.cutNow()
+      await s.close()
+      d.disarm()
+      const reopened = await MessageStore.open(cut.dir, options)
+      try {
+        expect(reopened.stats().lastExitOK).toBe(false)
+        expect(reopened.getMaxOffsetInQueue('early', 0)).toBe(3)
+        expect(reopened.getMessage('g', 'early', 0, 0, 8).messages.map((m) => m.commitLogOffset)).toEqual(early.map((r) => r.wroteOffset))
+      } finally {
+        await reopened.close()
+      }
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })
