@@ -339,8 +339,8 @@ class Simulation {
       const m = this.matchServed(found)
       this.check(m.topic === topic && m.queueId === queueId, () => `getMessage(${topic}/${queueId}) served ${m.key} of ${m.topic}/${m.queueId}`)
       this.check(found.queueOffset > previous, () => `getMessage(${topic}/${queueId}, ${offset}) served queue offset ${found.queueOffset} after ${previous}`)
-      if (filter === undefined && !this.damaged) this.check(found.queueOffset === previous + 1, () => `getMessage(${topic}/${queueId}, ${offset}) skipped to ${found.queueOffset} after ${previous}`)
-      else this.check(filter.includes(m.tags), () => `getMessage with tags ${filter} served tag ${m.tags}`)
+      if (filter !== undefined) this.check(filter.includes(m.tags), () => `getMessage with tags ${filter} served tag ${m.tags}`)
+      else if (!this.damaged) this.check(found.queueOffset === previous + 1, () => `getMessage(${topic}/${queueId}, ${offset}) skipped to ${found.queueOffset} after ${previous}`)
       previous = found.queueOffset
     }
     if (filter === undefined && offset < max && !this.damaged) this.check(got.status === 'FOUND' && got.messages.length > 0, () => `getMessage(${topic}/${queueId}, ${offset}) below max ${max}: ${got.status}`)
