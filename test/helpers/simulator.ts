@@ -21,7 +21,7 @@
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
-import { verifyStore as verifyStoreDir } from '../../lib/cli/verify.js'
+import { verifyStore as verifyStoreDir } from '../../lib/cli/verify/index.js'
 import { MessageStore, type Message, type MessageExt, type OpenOptions } from '../../lib/index.js'
 import { PowerLossDisk, prng, type PowerCut } from './power-loss.js'
 
