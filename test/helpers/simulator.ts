@@ -478,7 +478,15 @@ class Simulation {
       try {
         store = await MessageStore.open(this.storeDir, this.storeOptions)
       } catch (error) {
-        if (disk.cut === null) this.fail(`open after a cut failed: ${(error as Error).message}`)
+        if (disk.cut === null) {
+          // A damaged image may be refused with a typed error: reopen() below handles that.
+          if (damage && (error as { code?: unknown }).code !== undefined) {
+            disk.disarm()
+            this.disk = null
+            break
+          }
+          this.fail(`open after a cut failed: ${(error as Error).message}`)
+        }
       }
       if (disk.cut === null) disk.cutNow('right after recovery')
       this.report.cutsDuringRecovery++
