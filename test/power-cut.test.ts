@@ -31,7 +31,7 @@ let root: string
 beforeEach(() => {
   root = tempDir('mqstore-powercut-')
   // A fake clock: the store's flush services run when a schedule advances it, so runs replay.
-  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'], now: Date.UTC(2026, 0, 1) })
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'], now: Date.UTC(2026, 0, 1) + Number(process.env.POWERCUT_CLOCK_START_MS ?? 0) })
 })
 afterEach(() => {
   vi.useRealTimers()

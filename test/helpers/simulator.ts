@@ -81,6 +81,9 @@ export function simulationStoreOptions(flushMode: FlushMode): OpenOptions {
     flushConsumeQueueThoroughInterval: 5_000,
     flushConsumerOffsetInterval: 1_500,
     syncFlushTimeout: 60_000,
+    // Retention is not a step yet: a quiet disk of its own, so that the shared machine's disk
+    // usage (read through statfs) never starts a cleanup pass or refuses puts mid-schedule.
+    diskUsage: { usage: () => ({ totalBytes: 2 ** 40, availableBytes: 2 ** 39, usedRatio: 0.5 }) },
   }
 }
 
