@@ -120,8 +120,7 @@ class Failure extends Error {}
  */
 export const KNOWN_OPEN: readonly { name: string; pattern: RegExp; afterDamageOnly?: boolean }[] = [
   // Damage the record checks cannot see: RocketMQ's CRC covers the body only, so a flip in a
-  // record's properties (keys, tags) passes recovery and is served; and reads do not check the
-  // body CRC, so a flip in a body recovery does not scan is served too.
+  // record's properties (keys, tags) in a file recovery does not scan is served.
   // A damaged unit in the middle of a consume queue ends the queue there at open (the check of
   // its last unit passes), the records after it are not dispatched again (other queues are
   // ahead), and new puts get the lost queue offsets a second time (RocketMQ does the same).
@@ -514,11 +513,6 @@ class Simulation {
       }
     }
     walk(this.storeDir)
-    // Reads do not check body CRCs, and recovery scans only the newest commit-log files, so a flip
-    // in an older one is served as it is (an open issue, shown with POWERCUT_DAMAGE_OLD_LOG=1):
-    // commit-log damage goes to the newest file, which every recovery scans.
-    const logs = files.filter((f) => f.includes('/commitlog/')).sort()
-    if (process.env.POWERCUT_DAMAGE_OLD_LOG === undefined) for (const old of logs.slice(0, -1)) files.splice(files.indexOf(old), 1)
     if (files.length === 0) return
     const file = files[this.int(files.length)]
     const data = fs.readFileSync(file)
