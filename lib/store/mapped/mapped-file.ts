@@ -25,11 +25,8 @@ import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { syncDirectory } from './directory.js'
 import { parseOffsetName } from './segment-name.js'
+import { staleRanges } from './stale-tail.js'
 import type { TransientStorePool } from './transient-store-pool.js'
-
-/** Stale tails are checked and zeroed this many bytes at a time. */
-const ERASE_CHUNK = 64 * 1024
-const ZERO_CHUNK = Buffer.alloc(ERASE_CHUNK)
 
 /** RocketMQ's logical page for flush and commit thresholds (not the OS page size). */
 export const OS_PAGE_SIZE = 4096
@@ -427,31 +424,19 @@ export class MappedFile {
   }
 
   /**
-   * Zeroes what lies past `position` (records a recovery dropped) and forces it to disk, so that a
-   * later power cut cannot bring them back: a page of new appends that was not yet synced reverts
-   * to its last synced content, and stale records there would be valid again, chained to the new
-   * ones. Data in a segment is written front to back, so once `quietBytes` zero bytes in a row are
-   * seen (more than any record holds), nothing older follows. Returns the bytes zeroed.
+   * Zeroes what lies past `position` (records a recovery dropped) and forces it to disk: else a
+   * power cut that reverts a page of new, unsynced appends brings them back, valid and chained to
+   * the new records (see staleRanges for where it stops). Returns the bytes zeroed.
    */
   eraseStaleTail(position: number, quietBytes: number): number {
     this.assertWritable()
-    const buffer = this.mapped
-    let at = position
-    let zeroRun = 0
-    let erasedTo = position
-    while (at < this.fileSize && zeroRun <= quietBytes) {
-      const end = Math.min(this.fileSize, (Math.floor(at / ERASE_CHUNK) + 1) * ERASE_CHUNK)
-      if (buffer.compare(ZERO_CHUNK, 0, end - at, at, end) === 0) {
-        zeroRun += end - at
-      } else {
-        buffer.fill(0, at, end)
-        zeroRun = 0
-        erasedTo = end
-      }
-      at = end
+    let erased = 0
+    for (const [from, to] of staleRanges(this.fd, position, this.fileSize, quietBytes)) {
+      this.mapped.fill(0, from, to)
+      this.force(from, to)
+      erased += to - from
     }
-    if (erasedTo > position) this.force(position, erasedTo)
-    return erasedTo - position
+    return erased
   }
 
   private isAbleToCommit(commitLeastPages: number): boolean {
