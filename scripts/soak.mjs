@@ -17,12 +17,17 @@
 //   --dir D               where stores go (default a new temporary directory)
 //   --keep                keep every store, not only failing ones
 //   --max-failures F      stop after F failing cycles (default 10)
+//   --power-cut-schedules P  first, P simulated power-cut schedules per flush mode (test/power-cut.test.ts,
+//                         default 150; 0 skips them)
+//   --power-cut-steps S   steps per schedule (default 150)
 //
 // Exits 1 when any cycle failed.
 import * as fs from 'node:fs'
 import * as os from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 
 import { MessageStore } from '../dist/lib/index.js'
 import { CrashHarness, FLUSH_MODES, PUT_MODES, formatReport } from '../test/fixtures/crash-check.mjs'
@@ -35,6 +40,8 @@ const { values } = parseArgs({
     dir: { type: 'string' },
     keep: { type: 'boolean', default: false },
     'max-failures': { type: 'string', default: '10' },
+    'power-cut-schedules': { type: 'string', default: '150' },
+    'power-cut-steps': { type: 'string', default: '150' },
   },
 })
 
@@ -77,6 +84,23 @@ function harnessFor(combination) {
     harnesses.set(name, harness)
   }
   return harness
+}
+
+// The simulated power cuts: the schedules of test/power-cut.test.ts, many and long. They run in
+// vitest (the simulator is TypeScript under test/) with the same seed.
+const powerCutSchedules = Number(values['power-cut-schedules'])
+let powerCutFailed = false
+if (Number.isSafeInteger(powerCutSchedules) && powerCutSchedules > 0) {
+  const steps = positive('power-cut-steps')
+  console.log(`[soak] power cuts: ${powerCutSchedules} schedules of ${steps} steps per flush mode, POWERCUT_SEED=${seed | 0}`)
+  const root = fileURLToPath(new URL('..', import.meta.url))
+  const run = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/power-cut.test.ts'], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, POWERCUT_SCHEDULES: String(powerCutSchedules), POWERCUT_STEPS: String(steps), POWERCUT_SEED: String(seed | 0), POWERCUT_VERBOSE: '1' },
+  })
+  powerCutFailed = run.status !== 0
+  console.log(`[soak] power cuts: ${powerCutFailed ? 'FAILED' : 'ok'}`)
 }
 
 console.log(`[soak] ${cycles} cycles, seed ${seed}, stores under ${baseDir}`)
@@ -132,4 +156,4 @@ console.log(
     `failures ${totals.failures} in ${totals.failedCycles} cycles, torn ack lines ${totals.tornLines}`,
 )
 if (failedStores.length > 0) console.log(`[soak] failing stores kept: ${failedStores.join(', ')}`)
-process.exit(totals.failedCycles > 0 ? 1 : 0)
+process.exit(totals.failedCycles > 0 || powerCutFailed ? 1 : 0)

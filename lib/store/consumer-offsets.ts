@@ -13,7 +13,7 @@ import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
 import { ioError } from '../errors.js'
-import { syncDirectory } from './mapped/directory.js'
+import { ensureDirectory, syncDirectory } from './mapped/directory.js'
 
 export class ConsumerOffsets {
   readonly path: string
@@ -125,7 +125,7 @@ export class ConsumerOffsets {
   persist(force = false): void {
     if (this.writing !== null || (!this.dirty && !force)) return
     const text = this.snapshot()
-    fs.mkdirSync(dirname(this.path), { recursive: true })
+    ensureDirectory(dirname(this.path))
     const temp = `${this.path}.tmp`
     const fd = fs.openSync(temp, 'w')
     try {

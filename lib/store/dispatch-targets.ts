@@ -50,7 +50,7 @@ export class DispatchTargets {
         if (queue.lastWriteFailure !== null) throw queue.lastWriteFailure
         return false
       }
-      this.deps.checkpoint.logicsMsgTimestamp = request.storeTimestamp
+      this.deps.checkpoint.logicsDispatchedTimestamp = request.storeTimestamp
       if (this.deps.subscriptions.hasWaiters) this.deps.subscriptions.notifyArrival(request.topic, request.queueId)
     }
     if (buildIndex) this.deps.index().buildIndex(request)

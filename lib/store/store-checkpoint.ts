@@ -99,6 +99,13 @@ export function decodeShutdownRecord(b: Buffer): StoredShutdownRecord | null {
 export class StoreCheckpoint {
   physicMsgTimestamp = 0
   logicsMsgTimestamp = 0
+  /**
+   * Store time of the last record dispatched to a consume queue, in memory only. It becomes
+   * logicsMsgTimestamp once every queue is flushed past it: a checkpoint written in between (an
+   * index roll, the commit-log flush) must not claim units that a power cut can still lose, or
+   * the next recovery would start its scan after them.
+   */
+  logicsDispatchedTimestamp = 0
   indexMsgTimestamp = 0
   /** True when the file was missing or of the wrong size and was created anew. */
   readonly recreated: boolean

@@ -351,7 +351,7 @@ export class StoreEngine {
       // next open recovers from what is really on disk.
       const durable = !this.flags.isSet('NOT_WRITEABLE')
       if (durable) {
-        this.queues.flushAll()
+        this.queues.flushAll(this.checkpoint)
         this.index.current.flush()
         const logQueue = this.commitLog.mappedFileQueue
         if (logQueue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = logQueue.storeTimestamp

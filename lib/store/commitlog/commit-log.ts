@@ -479,7 +479,9 @@ export class CommitLog {
   truncateTo(offset: number): void {
     this.mappedFileQueue.flushedWhere = offset
     this.mappedFileQueue.committedWhere = offset
-    this.mappedFileQueue.truncateDirtyFiles(offset)
+    // Records past the end are erased for good: after a power cut, a page of new appends that was
+    // not synced yet would otherwise bring them back, valid and chained to the new records.
+    this.mappedFileQueue.truncateDirtyFiles(offset, this.config.maxMessageSize + MIN_RECORD_SIZE_FOR_ERASE)
   }
 
   /** Flushes everything appended (commit first when a write buffer is used). */
@@ -493,3 +495,6 @@ export class CommitLog {
     this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
   }
 }
+
+/** Slack over maxMessageSize for a record's header, topic and properties. */
+const MIN_RECORD_SIZE_FOR_ERASE = 64 * 1024

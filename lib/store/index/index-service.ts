@@ -20,7 +20,7 @@ import {
   parseIndexFileName,
 } from './index-file.js'
 import { indexKeyHashesOf } from './index-keys.js'
-import { syncDirectory } from '../mapped/directory.js'
+import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
 export const MAX_MSGS_NUM_BATCH = 64
@@ -165,6 +165,15 @@ export class IndexService {
         `${file.fileName} covers commit-log offsets from ${file.getBeginPhyOffset()}, before the end (${broken.previousEnd}) of the file before it`,
       )
     }
+    // Trailing files without entries go (the next key rolls a new one): the open-time check of
+    // the index against the commit log reads the last file's header, and an empty last file
+    // (a roll, or a header a power cut left zeroed) would hide a full file before it that
+    // indexes records a truncation removed. Replays would then skip new records below its end.
+    while (!this.readOnly && loaded.length > 1 && loaded[loaded.length - 1].getIndexCount() <= 1) {
+      const empty = loaded.pop()!
+      empty.destroy(0)
+      syncDirectory(empty.fileName)
+    }
     for (const file of loaded) if (file.getIndexCount() > 1) this.lastIndexedOffset = file.getEndPhyOffset()
     this.files.push(...loaded)
     const last = this.lastFile()
@@ -188,7 +197,12 @@ export class IndexService {
     // included (RocketMQ only skips offsets below the end offset, indexing that record twice).
     if (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset) return
     const storeTimestamp = req.storeTimestamp
-    for (const keyHash of indexKeyHashesOf(req, this.keyHashes)) file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
+    const hashes = indexKeyHashesOf(req, this.keyHashes)
+    // All keys of a record go into one file. Skipping "that record included" on a replay is only
+    // right if the record is whole in the file whose end it is: keys split across a roll would
+    // lose the ones in the newer file when a crash drops it.
+    if (hashes.length <= this.indexNum - 1 && file.getIndexCount() + hashes.length > this.indexNum) file = this.roll()
+    for (const keyHash of hashes) file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
   }
 
   /** Puts one key, rolling to a new file as long as the current one is full. */
@@ -217,7 +231,7 @@ export class IndexService {
     let file: IndexFile | null = null
     for (let attempt = 0; attempt < CREATE_ATTEMPTS && file === null; attempt++) {
       try {
-        fs.mkdirSync(this.indexDir, { recursive: true })
+        ensureDirectory(this.indexDir)
         file = IndexFile.create(this.nextFileName(), this.hashSlotNum, this.indexNum, prevEndPhyOffset, prevEndTimestamp)
       } catch (error) {
         lastError = error
@@ -228,7 +242,7 @@ export class IndexService {
       throw ioError(`cannot create an index file in ${this.indexDir}`, lastError)
     }
     this.files.push(file)
-    if (prev?.isWriteFull()) this.flushRolled(prev)
+    if (prev !== null) this.flushRolled(prev)
     return file
   }
 

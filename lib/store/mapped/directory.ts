@@ -30,3 +30,18 @@ export function syncDirectory(fileName: string): void {
     if (fd >= 0) fs.closeSync(fd)
   }
 }
+
+/**
+ * mkdir -p that survives a power cut: every directory it creates is made durable in its parent
+ * (a file synced into a directory whose own entry was never synced can vanish with it). Costs
+ * nothing beyond the mkdir when the directory exists.
+ */
+export function ensureDirectory(dir: string): void {
+  const first = fs.mkdirSync(dir, { recursive: true })
+  if (first === undefined) return
+  // Sync the parent of each created directory, from the first one created down to `dir`.
+  for (let created = dir; ; created = dirname(created)) {
+    syncDirectory(created)
+    if (created === first || dirname(created) === created) break
+  }
+}

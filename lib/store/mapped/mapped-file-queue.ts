@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 import { MQStoreError } from '../../errors.js'
 import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
-import { syncDirectory } from './directory.js'
+import { ensureDirectory, syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 import { readInt64BE } from '../bytes.js'
@@ -168,7 +168,7 @@ export class MappedFileQueue {
   }
 
   private newFile(start: number): MappedFile {
-    fs.mkdirSync(this.storePath, { recursive: true })
+    ensureDirectory(this.storePath)
     const file = MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions())
     if (this.options.warmMappedFiles === true) {
       const warming: Promise<unknown> = file.warm(this.options.lockWarmedFiles === true).catch(() => false)
@@ -310,9 +310,10 @@ export class MappedFileQueue {
 
   /**
    * Cuts the queue back to end at `offset`: the file holding it keeps its first `offset mod size`
-   * bytes as data, later files are destroyed.
+   * bytes as data, later files are destroyed. With `eraseQuietBytes` >= 0 the bytes after the cut
+   * are zeroed and synced (see MappedFile.eraseStaleTail).
    */
-  truncateDirtyFiles(offset: number): void {
+  truncateDirtyFiles(offset: number, eraseQuietBytes = -1): void {
     this.discardPreallocated()
     const doomed: MappedFile[] = []
     for (const file of this.mappedFiles) {
@@ -320,6 +321,7 @@ export class MappedFileQueue {
       if (fileTail <= offset) continue
       if (offset >= file.fileFromOffset) {
         file.setPositions(offset % this.mappedFileSize)
+        if (eraseQuietBytes >= 0 && this.options.readOnly !== true) file.eraseStaleTail(offset % this.mappedFileSize, eraseQuietBytes)
       } else {
         destroyNow(file)
         doomed.push(file)

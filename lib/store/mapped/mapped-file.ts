@@ -25,6 +25,7 @@ import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { syncDirectory } from './directory.js'
 import { parseOffsetName } from './segment-name.js'
+import { staleRanges } from './stale-tail.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 
 /** RocketMQ's logical page for flush and commit thresholds (not the OS page size). */
@@ -420,6 +421,22 @@ export class MappedFile {
     } catch (cause) {
       throw ioError(`flush of ${this.fileName} failed`, cause)
     }
+  }
+
+  /**
+   * Zeroes what lies past `position` (records a recovery dropped) and forces it to disk: else a
+   * power cut that reverts a page of new, unsynced appends brings them back, valid and chained to
+   * the new records (see staleRanges for where it stops). Returns the bytes zeroed.
+   */
+  eraseStaleTail(position: number, quietBytes: number): number {
+    this.assertWritable()
+    let erased = 0
+    for (const [from, to] of staleRanges(this.fd, position, this.fileSize, quietBytes)) {
+      this.mapped.fill(0, from, to)
+      this.force(from, to)
+      erased += to - from
+    }
+    return erased
   }
 
   private isAbleToCommit(commitLeastPages: number): boolean {

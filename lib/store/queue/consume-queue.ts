@@ -28,6 +28,9 @@ const ZERO_UNIT = Buffer.alloc(CQ_STORE_UNIT_SIZE)
  */
 export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
 
+/** Zero bytes after a queue's end that show no stale units follow (one OS page). */
+const STALE_UNITS_QUIET_BYTES = 4096
+
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
   /** The commit log's min physical offset, -1 when it holds no file. */
@@ -503,6 +506,8 @@ export class ConsumeQueue {
       const file = queue.getLastMappedFile()
       if (file === null) break
       const buffer = file.mappedBuffer()
+      // Units dispatched during recovery are not on disk yet: the cut must not mark them flushed.
+      const flushedBefore = file.flushedPosition
       file.setPositions(0)
       const firstOffset = ConsumeQueue.readOffset(buffer, 0)
       const firstSize = ConsumeQueue.readSize(buffer, 0)
@@ -522,6 +527,11 @@ export class ConsumeQueue {
         end += CQ_STORE_UNIT_SIZE
       }
       file.setPositions(end)
+      file.flushedPosition = Math.min(flushedBefore, end)
+      // Units past the end would count again once the log grows past what they point at. A page
+      // of zeros ends the check: longer holes (pages a power cut reverted) are caught by the
+      // open-time checks of the last unit and by dispatch (docs/recovery.md Q4, Q5).
+      if (end < size) file.eraseStaleTail(end, STALE_UNITS_QUIET_BYTES)
       break
     }
     // Flush and commit restart from the new end if it is below where they had got to.

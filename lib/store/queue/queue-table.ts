@@ -154,7 +154,7 @@ export class ConsumeQueueTable {
   ): Promise<void> {
     const thorough = now >= this.lastThoroughFlush + config.flushConsumeQueueThoroughInterval
     // The checkpoint may only claim the logics time the queues had before this flush began.
-    const logicsMsgTimestamp = checkpoint.logicsMsgTimestamp
+    const logicsMsgTimestamp = checkpoint.logicsDispatchedTimestamp
     if (thorough) this.lastThoroughFlush = now
     for (const queue of [...this.all()]) await queue.flushAsync(thorough ? 0 : config.flushConsumeQueueLeastPages)
     if (thorough) {
@@ -164,8 +164,10 @@ export class ConsumeQueueTable {
   }
 
   /** Flushes everything on the calling thread (close), retrying a queue up to three times. */
-  flushAll(): void {
+  flushAll(checkpoint?: StoreCheckpoint): void {
+    const logicsMsgTimestamp = checkpoint?.logicsDispatchedTimestamp ?? 0
     for (const queue of this.all()) for (let i = 0; i < 3 && !queue.flush(0); i++);
+    if (checkpoint !== undefined && logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
   }
 
   shutdown(): void {

@@ -1,0 +1,499 @@
+// Power-loss simulation for tests: what a store directory may look like after the power goes.
+//
+// A SIGKILL keeps the page cache, so it cannot tell a store that syncs from one that never does.
+// This module records what was made durable, and when, and builds the disk image a power cut may
+// leave at any moment:
+//
+// - File contents. The durable image of a file is its content as of its last sync: `fsync` and
+//   `fdatasync` make the whole file durable; `msync(off, len)` (the store's MapHandle.sync and
+//   syncAsync, interposed through lib/native.ts) makes the pages covering the range durable and the
+//   file's size (MS_SYNC is a data sync of the range). A file nobody synced has an empty durable
+//   image. At a cut each page whose current content differs from its durable image (an unsynced
+//   write) is taken old or new at random, page by page, not only as a suffix; a file whose size
+//   changed since its last sync keeps its old or its new size.
+// - Directory entries. The durable listing of a directory is the one it had at its last fsync (or
+//   when recording began). A name created, renamed or unlinked since then may or may not be there
+//   after the cut: each differing name independently takes its durable or its current inode, and
+//   an inode never appears under two names.
+//
+// Everything else is real: the store runs on real files with real mappings; the page cache is the
+// "new" side (read through the file system, which MAP_SHARED mappings keep coherent) and the
+// recorded durable images are the "old" side. Files are identified by inode and a generation
+// counter (ext4 reuses inode numbers of deleted files).
+//
+// Determinism: async msync is performed synchronously (the promise resolves on the next microtask),
+// so with fake timers a schedule replays exactly from its seed. Cuts happen at the Nth recorded
+// event (every interposed call counts twice: before and after it), or when a test calls cutNow().
+//
+// Test-only: it patches the binding through interposeNativeForTesting and node:fs through
+// module.syncBuiltinESMExports, and restores both on disarm(). Linux only (descriptors are
+// resolved through /proc/self/fd).
+import * as fs from 'node:fs'
+import { createRequire, syncBuiltinESMExports } from 'node:module'
+import { join } from 'node:path'
+
+import { interposeNativeForTesting, native, type MapHandle } from '../../lib/native.js'
+
+const fsCjs = createRequire(import.meta.url)('node:fs') as typeof fs
+
+/** mulberry32: a small seeded PRNG returning floats in [0, 1). */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** A file's identity: inode number and the generation this module gave it. */
+interface FileId {
+  ino: number
+  gen: number
+}
+
+interface Entry extends FileId {
+  dir: boolean
+}
+
+interface CutStats {
+  oldPages: number
+  newPages: number
+  unsyncedNames: number
+}
+
+export interface PowerLossOptions {
+  /** The directory whose files are tracked (the store directory); it must exist. */
+  root: string
+  /** Drives every random choice of the image. */
+  seed: number
+  /** Cut at this event (1-based); null or undefined: only when cutNow() is called. */
+  cutAtEvent?: number | null
+  /** Where cut images go: `<imageRoot>/cut-<n>`. */
+  imageRoot: string
+  /**
+   * 'power-loss' (default): every unsynced page and name old or new at random. 'lose-unsynced':
+   * the worst case, every one old (for regression tests). 'keep-page-cache': what a process
+   * crash leaves, every write kept.
+   */
+  mode?: 'power-loss' | 'lose-unsynced' | 'keep-page-cache'
+  /**
+   * Break the store on purpose: its msync calls do nothing (neither the real msync nor a
+   * durable record). Used to show that the power-cut tests catch a store that never syncs.
+   */
+  disableMsync?: boolean
+  /** Called synchronously at the cut, before the store runs on (to read what it claimed then). */
+  onCut?: (cut: PowerCut) => void
+}
+
+export interface PowerCut {
+  /** The event the cut happened at, and what it was. */
+  event: number
+  at: string
+  /** The disk image the cut left. */
+  dir: string
+  /** Pages taken from the durable image / from the page cache, where the two differed. */
+  oldPages: number
+  newPages: number
+  /** Names whose presence or inode differed between durable and current listings. */
+  unsyncedNames: number
+}
+
+let active: PowerLossDisk | null = null
+
+const PATCHED_FS = ['fsyncSync', 'fdatasyncSync', 'fsync', 'fdatasync', 'renameSync', 'rmSync', 'writeFileSync', 'openSync', 'mkdirSync', 'copyFileSync', 'closeSync'] as const
+type PatchedName = (typeof PATCHED_FS)[number]
+
+export class PowerLossDisk {
+  readonly root: string
+  readonly options: PowerLossOptions
+  /** Events seen so far (each interposed call counts before and after). */
+  events = 0
+  cut: PowerCut | null = null
+  cuts = 0
+  private readonly random: () => number
+  private readonly pageSize = native.pageSize
+  /** Durable content by `${ino}:${gen}`. */
+  private readonly images = new Map<string, Buffer>()
+  /** Current generation per inode. */
+  private readonly generation = new Map<number, number>()
+  /** Durable listing per directory path. */
+  private readonly listings = new Map<string, Map<string, Entry>>()
+  private restoreNative: (() => void) | null = null
+  private readonly savedFs = new Map<PatchedName, unknown>()
+  private building = false
+
+  constructor(options: PowerLossOptions) {
+    this.options = options
+    this.root = options.root
+    this.random = prng(options.seed)
+  }
+
+  /** Takes the directory as it is now as durable, and starts recording. */
+  arm(): this {
+    if (active !== null) throw new Error('another PowerLossDisk is armed')
+    if (process.platform !== 'linux') throw new Error('the power-loss model needs /proc/self/fd (Linux)')
+    active = this
+    this.snapshot(this.root)
+    this.restoreNative = interposeNativeForTesting((original) => ({
+      map: (fd, length, writable) => this.wrapHandle(original.map(fd, length, writable), fd),
+      allocate: (fd, offset, length) => this.around('allocate', () => original.allocate(fd, offset, length)),
+    }))
+    this.patchFs()
+    return this
+  }
+
+  disarm(): void {
+    if (active !== this) return
+    this.restoreNative?.()
+    this.restoreNative = null
+    for (const [name, fn] of this.savedFs) (fsCjs as unknown as Record<string, unknown>)[name] = fn
+    this.savedFs.clear()
+    syncBuiltinESMExports()
+    active = null
+  }
+
+  /** Cuts the power now (between two operations of the store). */
+  cutNow(at = 'between operations'): PowerCut {
+    if (this.cut !== null) return this.cut
+    return this.takeCut(at)
+  }
+
+  // ---- recording ------------------------------------------------------------------------------
+
+  private idOf(ino: number): FileId {
+    let gen = this.generation.get(ino)
+    if (gen === undefined) {
+      gen = 0
+      this.generation.set(ino, gen)
+    }
+    return { ino, gen }
+  }
+
+  private key(id: FileId): string {
+    return `${id.ino}:${id.gen}`
+  }
+
+  /** A new file took inode `ino`: it starts with no durable content of its own. */
+  private born(ino: number): void {
+    this.generation.set(ino, (this.generation.get(ino) ?? -1) + 1)
+  }
+
+  private snapshot(dir: string): void {
+    const listing = new Map<string, Entry>()
+    for (const name of fs.readdirSync(dir)) {
+      const path = join(dir, name)
+      const st = fs.lstatSync(path)
+      const id = this.idOf(st.ino)
+      listing.set(name, { ...id, dir: st.isDirectory() })
+      if (st.isDirectory()) this.snapshot(path)
+      else if (st.isFile()) this.images.set(this.key(id), fs.readFileSync(path))
+    }
+    this.listings.set(dir, listing)
+  }
+
+  private listDir(dir: string): Map<string, Entry> | null {
+    let names: string[]
+    try {
+      names = fs.readdirSync(dir)
+    } catch {
+      return null
+    }
+    const listing = new Map<string, Entry>()
+    for (const name of names) {
+      try {
+        const st = fs.lstatSync(join(dir, name))
+        listing.set(name, { ...this.idOf(st.ino), dir: st.isDirectory() })
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return listing
+  }
+
+  private recording(): boolean {
+    return active === this && this.cut === null && !this.building
+  }
+
+  /** Counts the call as two events (before and after), cutting at the chosen one. */
+  private around<T>(what: string, run: () => T): T {
+    if (!this.recording()) return run()
+    this.tick(`before ${what}`)
+    const result = run()
+    if (this.recording()) this.tick(`after ${what}`)
+    return result
+  }
+
+  private tick(at: string): void {
+    this.events++
+    if (this.options.cutAtEvent != null && this.events === this.options.cutAtEvent) this.takeCut(at)
+  }
+
+  private inTree(path: string): boolean {
+    return path === this.root || path.startsWith(`${this.root}/`)
+  }
+
+  private syncFd(fd: number): void {
+    if (!this.recording()) return
+    let path: string
+    try {
+      path = fs.readlinkSync(`/proc/self/fd/${fd}`)
+    } catch {
+      return
+    }
+    if (!this.inTree(path)) return
+    const st = fs.fstatSync(fd)
+    if (st.isDirectory()) {
+      const listing = this.listDir(path)
+      if (listing !== null) this.listings.set(path, listing)
+      return
+    }
+    // The descriptor may be write-only: read the file through its name.
+    const content = fs.readFileSync(path)
+    this.images.set(this.key(this.idOf(st.ino)), content)
+  }
+
+  private syncRange(id: FileId, length: number, buffer: ArrayBuffer, offset: number, size: number): void {
+    if (!this.recording() || buffer.byteLength === 0) return
+    const k = this.key(id)
+    let image = this.images.get(k) ?? Buffer.alloc(0)
+    if (image.length < length) {
+      const grown = Buffer.alloc(length)
+      image.copy(grown)
+      image = grown
+    }
+    const from = Math.floor(offset / this.pageSize) * this.pageSize
+    const to = Math.min(length, Math.ceil((offset + size) / this.pageSize) * this.pageSize)
+    Buffer.from(buffer, from, to - from).copy(image, from)
+    this.images.set(k, image)
+  }
+
+  private wrapHandle(handle: MapHandle, fd: number): MapHandle {
+    const disk = this
+    let id: FileId | null = null
+    let path = ''
+    try {
+      path = fs.readlinkSync(`/proc/self/fd/${fd}`)
+      if (this.inTree(path)) id = this.idOf(fs.fstatSync(fd).ino)
+    } catch {
+      id = null
+    }
+    const msync = (offset: number, length: number): void => {
+      if (disk.options.disableMsync === true) return
+      handle.sync(offset, length)
+      if (id !== null) disk.syncRange(id, handle.length, handle.buffer, offset, length)
+    }
+    return {
+      get buffer() {
+        return handle.buffer
+      },
+      get length() {
+        return handle.length
+      },
+      get closed() {
+        return handle.closed
+      },
+      get writable() {
+        return handle.writable
+      },
+      sync(offset, length) {
+        disk.around(`msync ${path}`, () => msync(offset, length))
+      },
+      syncAsync(offset, length) {
+        try {
+          disk.around(`async msync ${path}`, () => msync(offset, length))
+          return Promise.resolve()
+        } catch (error) {
+          return Promise.reject(error)
+        }
+      },
+      warmAsync: (offset, length) => handle.warmAsync(offset, length),
+      advise: (offset, length, advice) => handle.advise(offset, length, advice),
+      lock: (offset, length) => handle.lock(offset, length),
+      unlock: (offset, length) => handle.unlock(offset, length),
+      close: () => handle.close(),
+    }
+  }
+
+  private patchFs(): void {
+    const f = fsCjs as unknown as Record<PatchedName, (...args: never[]) => unknown>
+    for (const name of PATCHED_FS) this.savedFs.set(name, f[name])
+    const orig = Object.fromEntries(this.savedFs) as Record<PatchedName, (...args: unknown[]) => unknown>
+    const disk = this
+    const pathArg = (p: unknown): string => (typeof p === 'string' ? p : p instanceof URL ? p.pathname : String(p))
+    const created = (path: string, existed: boolean): void => {
+      if (existed || !disk.recording()) return
+      try {
+        disk.born(fs.lstatSync(path).ino)
+      } catch {
+        // not created after all
+      }
+    }
+    const exists = (path: string): boolean => {
+      try {
+        fs.lstatSync(path)
+        return true
+      } catch {
+        return false
+      }
+    }
+    const patched: Partial<Record<PatchedName, (...args: unknown[]) => unknown>> = {
+      fsyncSync(fd) {
+        return disk.around('fsync', () => {
+          const r = orig.fsyncSync(fd)
+          disk.syncFd(fd as number)
+          return r
+        })
+      },
+      fdatasyncSync(fd) {
+        return disk.around('fdatasync', () => {
+          const r = orig.fdatasyncSync(fd)
+          disk.syncFd(fd as number)
+          return r
+        })
+      },
+      fsync(fd, callback) {
+        disk.around('fsync', () => {
+          orig.fsyncSync(fd)
+          disk.syncFd(fd as number)
+        })
+        queueMicrotask(() => (callback as (e: Error | null) => void)(null))
+      },
+      fdatasync(fd, callback) {
+        disk.around('fdatasync', () => {
+          orig.fdatasyncSync(fd)
+          disk.syncFd(fd as number)
+        })
+        queueMicrotask(() => (callback as (e: Error | null) => void)(null))
+      },
+      renameSync(from, to) {
+        return disk.around('rename', () => orig.renameSync(from, to))
+      },
+      rmSync(path, options) {
+        return disk.around('unlink', () => orig.rmSync(path, options))
+      },
+      writeFileSync(path, data, options) {
+        const p = pathArg(path)
+        const existed = typeof path !== 'number' && exists(p)
+        return disk.around('write file', () => {
+          const r = orig.writeFileSync(path, data, options)
+          if (typeof path !== 'number') created(p, existed)
+          return r
+        })
+      },
+      openSync(path, flags, mode) {
+        const p = pathArg(path)
+        const existed = exists(p)
+        return disk.around('open', () => {
+          const r = orig.openSync(path, flags, mode)
+          created(p, existed)
+          return r
+        })
+      },
+      mkdirSync(path, options) {
+        return disk.around('mkdir', () => orig.mkdirSync(path, options))
+      },
+      copyFileSync(from, to, mode) {
+        const p = pathArg(to)
+        const existed = exists(p)
+        return disk.around('copy file', () => {
+          const r = orig.copyFileSync(from, to, mode)
+          created(p, existed)
+          return r
+        })
+      },
+      closeSync(fd) {
+        return disk.around('close', () => orig.closeSync(fd))
+      },
+    }
+    Object.assign(fsCjs, patched)
+    syncBuiltinESMExports()
+  }
+
+  // ---- the image ------------------------------------------------------------------------------
+
+  private takeCut(at: string): PowerCut {
+    this.building = true
+    try {
+      this.cuts++
+      const dir = join(this.options.imageRoot, `cut-${this.cuts}`)
+      fs.rmSync(dir, { recursive: true, force: true })
+      const stats: CutStats = { oldPages: 0, newPages: 0, unsyncedNames: 0 }
+      this.buildDir(this.root, dir, true, new Set(), stats)
+      this.cut = { event: this.events, at, dir, ...stats }
+    } finally {
+      this.building = false
+    }
+    this.options.onCut?.(this.cut)
+    return this.cut
+  }
+
+  /** True: take the durable (old) side. */
+  private coin(): boolean {
+    if (this.options.mode === 'keep-page-cache') return false
+    if (this.options.mode === 'lose-unsynced') return true
+    return this.random() < 0.5
+  }
+
+  private buildDir(source: string, target: string, useCurrent: boolean, placed: Set<string>, stats: CutStats): void {
+    fs.mkdirSync(target, { recursive: true })
+    const durable = this.listings.get(source) ?? new Map<string, Entry>()
+    const current = (useCurrent ? this.listDir(source) : null) ?? new Map<string, Entry>()
+    const names = [...new Set([...durable.keys(), ...current.keys()])].sort()
+    for (const name of names) {
+      const d = durable.get(name)
+      const c = current.get(name)
+      const same = d !== undefined && c !== undefined && d.ino === c.ino && d.gen === c.gen && d.dir === c.dir
+      if (!same) stats.unsyncedNames++
+      const chosen = same ? c : this.coin() ? d : c
+      if (chosen === undefined) continue
+      const k = this.key(chosen)
+      if (placed.has(k)) continue
+      placed.add(k)
+      // A directory or file that is not current any more (unlinked or replaced) keeps only what
+      // was durable: its durable listing, its durable content.
+      const isCurrent = chosen === c
+      if (chosen.dir) this.buildDir(join(source, name), join(target, name), isCurrent, placed, stats)
+      else fs.writeFileSync(join(target, name), this.fileImage(chosen, isCurrent ? join(source, name) : null, stats))
+    }
+  }
+
+  private fileImage(id: FileId, currentPath: string | null, stats: CutStats): Buffer {
+    const old = this.images.get(this.key(id)) ?? Buffer.alloc(0)
+    if (currentPath === null) return old
+    let now: Buffer
+    try {
+      now = fs.readFileSync(currentPath)
+    } catch {
+      return old
+    }
+    if (old.equals(now)) return now
+    const length = old.length === now.length ? now.length : this.coin() ? old.length : now.length
+    const out = Buffer.alloc(length)
+    for (let from = 0; from < length; from += this.pageSize) {
+      const to = Math.min(length, from + this.pageSize)
+      const a = pageOf(old, from, to)
+      const b = pageOf(now, from, to)
+      if (a.equals(b)) {
+        b.copy(out, from)
+      } else if (this.coin()) {
+        stats.oldPages++
+        a.copy(out, from)
+      } else {
+        stats.newPages++
+        b.copy(out, from)
+      }
+    }
+    return out
+  }
+}
+
+/** Bytes [from, to) of `data`, zero-padded past its end. */
+function pageOf(data: Buffer, from: number, to: number): Buffer {
+  if (to <= data.length) return data.subarray(from, to)
+  const page = Buffer.alloc(to - from)
+  if (from < data.length) data.copy(page, 0, from, data.length)
+  return page
+}
