@@ -30,3 +30,22 @@ export function syncDirectory(fileName: string): void {
     if (fd >= 0) fs.closeSync(fd)
   }
 }
+
+/**
+ * syncDirectory on the libuv pool, for flushes that force many new files at once (their syncs
+ * then share the file system's journal commits instead of queueing behind one another).
+ */
+export async function syncDirectoryAsync(fileName: string): Promise<void> {
+  const dir = dirname(fileName)
+  let handle: fs.promises.FileHandle | null = null
+  try {
+    handle = await fs.promises.open(dir, 'r')
+    await handle.sync()
+  } catch (cause) {
+    if (!UNSUPPORTED.has((cause as NodeJS.ErrnoException)?.code ?? '')) {
+      throw ioError(`cannot sync directory ${dir}`, cause)
+    }
+  } finally {
+    await handle?.close()
+  }
+}
