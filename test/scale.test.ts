@@ -382,16 +382,15 @@ describe('close', () => {
     const dir = tempDir('mqstore-close-')
     const store = await MessageStore.open(dir, SMALL)
     for (let q = 0; q < 20; q++) await store.putMessage({ topic: 'c', queueId: q, body: Buffer.from('x') })
-    store.commitOffset('g', 'c', 0, 1)
-    // Persisting the consumer offsets fails: their folder became a file.
-    fs.rmSync(join(dir, 'config'), { recursive: true, force: true })
-    fs.writeFileSync(join(dir, 'config'), '')
+    // A consume queue deleted under the running store: its first flush at close cannot open it.
+    fs.rmSync(join(dir, 'consumequeue', 'c', '5'), { recursive: true, force: true })
     const error = await store.close().then(
       () => null,
       (e: unknown) => e,
     )
     expect(error).toBeInstanceOf(MQStoreError)
-    expect((error as MQStoreError).message).toContain('persist consumer offsets')
+    expect((error as MQStoreError).code).toBe('IO_ERROR')
+    expect((error as MQStoreError).message).toContain('flush')
     const maps = fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((line) => line.includes(dir))
     expect(maps).toEqual([])
     const fds = fs.readdirSync('/proc/self/fd').flatMap((fd) => {
@@ -402,12 +401,11 @@ describe('close', () => {
       }
     })
     expect(fds.filter((target) => target.startsWith(dir))).toEqual([])
-    // The lock is free: the store opens again (and recovers, as the close did not vouch for it).
-    fs.rmSync(join(dir, 'config'))
+    // The lock is free: the store opens again and recovers, as the close did not vouch for it.
     const reopened = await MessageStore.open(dir, SMALL)
     try {
       expect(reopened.stats().lastExitOK).toBe(false)
-      expect(reopened.getMessage('g', 'c', 19, 0, 1).messages).toHaveLength(1)
+      for (const q of [5, 19]) expect(reopened.getMessage('g', 'c', q, 0, 1).messages).toHaveLength(1)
     } finally {
       await reopened.close()
     }
