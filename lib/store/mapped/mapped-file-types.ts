@@ -1,7 +1,6 @@
 // The shapes around a MappedFile: its options, the append callback it runs, the held view it
 // hands out, and the reservation step its options imply.
 import { native } from '../../native.js'
-import type { MappedFile } from './mapped-file.js'
 import type { MappingBudget } from './mapping-budget.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 
@@ -22,21 +21,27 @@ export type AppendCallback<R extends AppendOutcome> = (
   fileFromOffset: number,
 ) => R
 
+/** What a held view holds: its file, released once the view is. */
+export interface HeldFile {
+  release(): void
+  getRefCount(): number
+}
+
 /** A held view of part of a mapped file. Release it exactly once. */
 export class SelectMappedBufferResult {
   readonly startOffset: number
   readonly buffer: Buffer
   readonly size: number
-  private mappedFile: MappedFile | null
+  private mappedFile: HeldFile | null
 
-  constructor(startOffset: number, buffer: Buffer, size: number, mappedFile: MappedFile) {
+  constructor(startOffset: number, buffer: Buffer, size: number, mappedFile: HeldFile) {
     this.startOffset = startOffset
     this.buffer = buffer
     this.size = size
     this.mappedFile = mappedFile
   }
 
-  get file(): MappedFile | null {
+  get file(): HeldFile | null {
     return this.mappedFile
   }
 
