@@ -329,6 +329,8 @@ describe('deferred queues after a clean close', () => {
       expect(store.getMaxOffsetInQueue('d', 2)).toBe(3)
       expect(store.getMessage('g', 'd', 4, 0, 8).messages.map((m) => Buffer.from(m.body).toString())).toEqual(['q4-m0', 'q4-m1', 'q4-m2', 'q4-m3'])
       expect(store.getOffsetInQueueByTime('d', 5, Date.now() + 60_000)).toBeGreaterThanOrEqual(2)
+      // A topic's queues are known without opening them.
+      expect(store.listTopics().find((t) => t.topic === 'd')?.readQueueNums).toBe(6)
       expect(store.stats().repairs).toEqual([])
     } finally {
       await store.close()

@@ -199,17 +199,20 @@ export class ConsumeQueueTable {
 
   /** The queues of one topic, by queue id. */
   queuesOf(topic: string): ConsumeQueue[] {
+    // Deferred queues of the topic are opened: the caller is about to use them.
+    for (const queueId of [...(this.listed.get(topic) ?? [])]) this.openDeferred(topic, queueId)
     return [...(this.topics.get(topic)?.values() ?? [])].sort((a, b) => a.queueId - b.queueId)
   }
 
-  /** The queue ids a topic has, ascending. */
+  /** The queue ids a topic has (deferred ones included, without opening them), ascending. */
   queueIds(topic: string): number[] {
-    return [...(this.topics.get(topic)?.keys() ?? [])].sort((a, b) => a - b)
+    const ids = new Set([...(this.topics.get(topic)?.keys() ?? []), ...(this.listed.get(topic) ?? [])])
+    return [...ids].sort((a, b) => a - b)
   }
 
-  /** The topics that have queues. */
+  /** The topics that have queues, deferred ones included. */
   topicNames(): string[] {
-    return [...this.topics.keys()]
+    return [...new Set([...this.topics.keys(), ...this.listed.keys()])]
   }
 
   *all(): Generator<ConsumeQueue> {
