@@ -143,8 +143,9 @@ export const descriptors = new DescriptorCache()
 export function openDescriptor(path: string, flags: string, cache: DescriptorCache = descriptors, mode?: number): number {
   try {
     return fs.openSync(path, flags, mode)
-  } catch (cause) {
-    if (!isOutOfDescriptors(cause)) throw ioError(`cannot open ${path}`, cause)
+  } catch (first) {
+    if (!isOutOfDescriptors(first)) throw ioError(`cannot open ${path}`, first)
+    let cause = first
     if (cache.trim(0) > 0) {
       try {
         return fs.openSync(path, flags, mode)

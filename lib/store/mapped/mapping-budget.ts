@@ -60,7 +60,10 @@ export class MappingBudget {
 
   /** A file was just mapped: count it, then bring the total back under the budget. */
   mapped(file: BudgetedFile): void {
-    if (this.lastUse.has(file)) return this.used(file)
+    if (this.lastUse.has(file)) {
+      this.used(file)
+      return
+    }
     this.lastUse.set(file, this.clock())
     this.bytes += file.fileSize
     this.maps++
