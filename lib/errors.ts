@@ -11,6 +11,7 @@ export const ERROR_CODES = [
   'NON_CONTIGUOUS', // a gap or overlap between consecutive segments
   'CORRUPTION', // a record or file failed its checks
   'NO_SPACE', // the disk is full (preallocation failed)
+  'TOO_MANY_OPEN_FILES', // the process is out of file descriptors (EMFILE / ENFILE); retried later
   'IO_ERROR', // any other system call failure
 ] as const
 
@@ -29,7 +30,12 @@ export class MQStoreError extends Error {
 /** Wraps a system error from fs or the addon, keeping it as the cause. */
 export function ioError(message: string, cause: unknown): MQStoreError {
   const sys = cause as { code?: string } | undefined
-  const code: ErrorCode = sys?.code === 'ENOSPC' || sys?.code === 'EDQUOT' ? 'NO_SPACE' : 'IO_ERROR'
+  const code: ErrorCode =
+    sys?.code === 'ENOSPC' || sys?.code === 'EDQUOT'
+      ? 'NO_SPACE'
+      : sys?.code === 'EMFILE' || sys?.code === 'ENFILE' || sys?.code === 'TOO_MANY_OPEN_FILES'
+        ? 'TOO_MANY_OPEN_FILES'
+        : 'IO_ERROR'
   const detail = cause instanceof Error ? `: ${cause.message}` : ''
   return new MQStoreError(code, `${message}${detail}`, { cause })
 }

@@ -304,8 +304,9 @@ describe('recovery decision table: consume queues', () => {
     const puts = await fill(300)
     fs.appendFileSync(cqFile('t1', 1, 0), 'x')
     const store = await open()
-    expect(repairs(store)).toContain('deleted consume queue t1/1 to rebuild it')
+    // After a clean close a queue is checked when it is first used: reading finds it rebuilt.
     expectAll(store, puts)
+    expect(repairs(store)).toContain('deleted consume queue t1/1 to rebuild it')
   })
 
   it('Q4 rebuild: a last unit that points at another queue’s record', async () => {
@@ -318,8 +319,9 @@ describe('recovery decision table: consume queues', () => {
     unit.writeInt32BE(other.result.wroteBytes, 8)
     patch(cqFile('t0', 1, lastUnit), (lastUnit * 20) % CQ_FILE, unit)
     const store = await open()
-    expect(repairs(store)).toContain('deleted consume queue t0/1 to rebuild it')
+    // After a clean close a queue is checked when it is first used: reading finds it rebuilt.
     expectAll(store, puts)
+    expect(repairs(store)).toContain('deleted consume queue t0/1 to rebuild it')
   })
 
   it('Q5 rebuild: records that follow units the queue lost', async () => {

@@ -73,6 +73,13 @@ export interface MessageStoreConfig {
    * under both.
    */
   corruptionPolicy: 'tolerant' | 'strict'
+  /**
+   * Consume-queue files are mapped on first use; when more than this many bytes of them are
+   * mapped, the least recently used idle ones are unmapped (and mapped again on their next use).
+   */
+  mappingBudgetBytes: number
+  /** A consume-queue file unused for this long is unmapped by the next consume-queue flush pass. */
+  mappingIdleMs: number
 }
 
 export type MessageStoreOptions = Partial<MessageStoreConfig> & { preset?: 'embedded' | 'rocketmq' }
@@ -126,6 +133,8 @@ export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
   copyMessageBody: true,
   checkCRCOnRead: true,
   corruptionPolicy: 'tolerant',
+  mappingBudgetBytes: 256 * MiB,
+  mappingIdleMs: 30_000,
 })
 
 export const ROCKETMQ_SIZES: Readonly<Partial<MessageStoreConfig>> = Object.freeze({

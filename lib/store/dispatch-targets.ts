@@ -27,6 +27,12 @@ export class DispatchTargets {
   opening = true
   /** Queues whose records follow units they do not have (a lost tail), found while opening. */
   readonly gapQueues = new Set<ConsumeQueue>()
+  /**
+   * While open replays records for the index, records below this offset are already in their
+   * consume queues (a clean close vouches for them): they are not handed to the queues, so the
+   * replay does not open every deferred queue only to find each unit there. -1: no such offset.
+   */
+  queuesCompleteTo = -1
 
   constructor(private readonly deps: DispatchTargetDeps) {}
 
@@ -34,7 +40,7 @@ export class DispatchTargets {
   dispatch(request: DispatchRequest, index = true): boolean {
     const { config, queues } = this.deps
     const buildIndex = index && config.messageIndexEnable
-    if (isQueuedRecord(request.sysFlag)) {
+    if (isQueuedRecord(request.sysFlag) && request.commitLogOffset >= this.queuesCompleteTo) {
       const queue = queues.findOrCreate(request.topic, request.queueId)
       const max = queue.getMaxOffsetInQueue()
       if (max > 0 && request.queueOffset > max) {

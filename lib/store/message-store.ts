@@ -43,6 +43,7 @@ import type {
   TopicSubscription,
 } from './types.js'
 import { StoreEngine } from './store-engine.js'
+import { withoutEviction } from './mapped/mapping-budget.js'
 
 export * from './types.js'
 
@@ -64,8 +65,10 @@ export class MessageStore implements AsyncDisposable {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
     const engine = new StoreEngine(resolve(dir), options)
     try {
-      engine.load()
-      engine.start()
+      withoutEviction(engine.queues.budget, () => {
+        engine.load()
+        engine.start()
+      })
     } catch (error) {
       engine.abandon()
       throw error

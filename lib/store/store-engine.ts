@@ -14,6 +14,8 @@ import { CommitLogFlusher } from './flusher.js'
 import { CompactedTopics } from './compaction/compacted-topics.js'
 import { IndexSlot } from './index/index-slot.js'
 import { syncDirectory } from './mapped/directory.js'
+import { descriptors } from './mapped/descriptors.js'
+import { MappingBudget, mappingStats } from './mapped/mapping-budget.js'
 import { TransientStorePool } from './mapped/transient-store-pool.js'
 import { checkCommitOptions, checkOffset, type RecordDefaults } from './message-validation.js'
 import type { ConsumeQueue } from './queue/consume-queue.js'
@@ -24,6 +26,7 @@ import { Subscriptions } from './read/subscriptions.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
 import { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
+import { closeStore } from './store-close.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreLock } from './store-lock.js'
 import { createStoreLog, type StoreLog } from './store-logger.js'
@@ -67,6 +70,8 @@ export class StoreEngine {
   readonly flags: RunningFlags
   readonly cleanup: CleanupService
   cleanLoop: ServiceLoop | null = null
+  /** Where the last clean close had dispatched everything to (from its shutdown record), or null. */
+  dispatchedTo: number | null = null
   lastExitOK = true
   readonly onProgress: OpenOptions['onProgress'] | null
   readonly repairs: Repair[] = []
@@ -108,7 +113,8 @@ export class StoreEngine {
       this.lock.release()
       throw error
     }
-    this.queues = new ConsumeQueueTable(this.paths, this.config.mappedFileSizeConsumeQueue, this.commitLog, this.env.clock.now())
+    const budget = new MappingBudget({ maxBytes: this.config.mappingBudgetBytes, idleMs: this.config.mappingIdleMs, clock: () => this.env.clock.now() })
+    this.queues = new ConsumeQueueTable(this.paths, this.config.mappedFileSizeConsumeQueue, this.commitLog, this.env.clock.now(), budget)
     this.reads = new ReadService({
       commitLog: this.commitLog,
       queues: this.queues,
@@ -154,8 +160,9 @@ export class StoreEngine {
     this.cleanup = new CleanupService(
       {
         commitLog: this.commitLog,
-        // A copy: a pass may pause between queues while puts create new ones.
-        consumeQueues: () => [...this.queues.all()],
+        // A copy: a pass may pause between queues while puts create new ones. Cleanup asks only
+        // when the commit log lost files, and then every queue must follow, deferred ones too.
+        consumeQueues: () => this.queues.allOpening(),
         indexService: () => this.index.current,
         dispatchedOffset: () => this.dispatcher.reputFromOffset,
         commitLogPath: this.paths.commitLog,
@@ -176,7 +183,9 @@ export class StoreEngine {
     if (this.checkpoint.recreated && this.commitLog.mappedFileQueue.mappedFiles.length > 0) {
       this.repair('recreated the checkpoint', 'it was missing or not 4096 bytes')
     }
-    this.queues.load((queue, reason) => this.discardConsumeQueue(queue, reason))
+    // Listed only: recovery opens them now, or on first use after a clean close.
+    this.queues.list()
+    this.commitLog.topicQueueTable.missing = (topic, queueId) => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0
     const indexFailure = this.index.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp)
     if (indexFailure !== null) {
       this.rebuild = true
@@ -186,7 +195,7 @@ export class StoreEngine {
     this.compacted.load()
     const progress = this.onProgress === null ? null : (scanned: number, total: number) =>
       this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
-    const { outcome, redispatchAll } = recoverStore({
+    const { outcome, redispatchAll, dispatchedTo } = recoverStore({
       config: this.config,
       commitLog: this.commitLog,
       queues: this.queues,
@@ -204,6 +213,7 @@ export class StoreEngine {
     })
     this.recovery = outcome
     if (redispatchAll) this.rebuild = true
+    this.dispatchedTo = dispatchedTo
   }
 
   /** Records a repair: kept for stats() and told to the logger. */
@@ -228,6 +238,7 @@ export class StoreEngine {
 
   start(): void {
     replayDerivedFiles({
+      dispatchedTo: this.dispatchedTo,
       commitLog: this.commitLog,
       queues: this.queues,
       dispatcher: this.dispatcher,
@@ -331,6 +342,8 @@ export class StoreEngine {
       cleanup,
       bodyCrcFailures: this.reads.bodyCrcFailures,
       compaction: this.compacted.stats(),
+      mapping: mappingStats(this.queues.budget),
+      descriptors: { cached: descriptors.size, opened: descriptors.opened },
     })
   }
 
@@ -338,50 +351,12 @@ export class StoreEngine {
   async shutdown(): Promise<void> {
     this.closed = true
     this.subscriptions.wakeAll()
-    try {
-      await this.cleanup.stop()
-      for (const loop of this.loops) await loop.stop()
-      this.statsService.shutdown()
-      this.dispatcher.doReput()
-      this.dispatcher.stop()
-      await this.compacted.close()
-      await this.flusher.shutdown()
-      await this.commitLog.mappedFileQueue.settle()
-      // After a failed sync nothing more is synced or vouched for: the abort file stays, and the
-      // next open recovers from what is really on disk.
-      const durable = !this.flags.isSet('NOT_WRITEABLE')
-      if (durable) {
-        this.queues.flushAll(this.checkpoint)
-        this.index.current.flush()
-        const logQueue = this.commitLog.mappedFileQueue
-        if (logQueue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
-        this.checkpoint.flush()
-      }
-      await this.consumerOffsets.settle()
-      this.consumerOffsets.saveAtClose((error) => this.logger('error', `consumer offsets not saved at close: ${error.message}`))
-      const clean = durable && this.dispatcher.behindBytes() <= 0 && !this.dispatcher.failed
-      if (clean) {
-        this.checkpoint.writeShutdownRecord({
-          endOffset: this.commitLog.getMaxOffset(),
-          lastRecordOffset: this.commitLog.lastRecordOffset,
-          ...this.queues.summary(),
-        })
-      }
-      // The files are about to be unmapped: from here on stats() gives the figures at close.
-      this.statsAtClose = this.stats()
-      this.queues.shutdown()
-      this.index.current.shutdown()
-      this.commitLog.shutdown()
-      this.checkpoint.shutdown()
-      this.pool?.destroy()
-      if (clean) {
-        fs.rmSync(this.paths.abort, { force: true })
-        syncDirectory(this.paths.abort)
-      }
-    } finally {
-      this.lock.release()
-    }
+    const { cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues } = this
+    const { index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger } = this
+    const takeFigures = (): void => void (this.statsAtClose = this.stats())
+    await closeStore({ cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues, index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger, takeFigures })
   }
+
   /** Commits a consumer offset (arguments already checked); with `durable`, resolves once it is on disk. */
   commit(group: string, topic: string, queueId: number, offset: number, durable: boolean): Promise<void> {
     this.consumerOffsets.commitOffset(group, topic, queueId, offset)

@@ -3,7 +3,7 @@
 // expiry calls, then lets the consume queues and the index follow the commit log's new minimum.
 // Each deletion is logged with its reason; totals and the last pass are kept for stats().
 import { basename } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { setImmediate as yieldToEvents, setTimeout as sleep } from 'node:timers/promises'
 
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { MessageStoreConfig } from '../config.js'
@@ -68,6 +68,9 @@ export interface CleanupStats {
 
 /** Flags under which nothing is deleted: the store's state is not known to be sound. */
 const UNSOUND_FLAGS = ['NOT_WRITEABLE', 'WRITE_LOGICS_QUEUE_ERROR', 'WRITE_INDEX_FILE_ERROR'] as const
+
+/** Queues a cleanup pass visits before it lets other work run. */
+const QUEUES_PER_TURN = 64
 
 export class CleanupService {
   private manualPassesLeft = 0
@@ -237,8 +240,11 @@ export class CleanupService {
     const minPhy = this.targets.commitLog.getMinOffset()
     if (minPhy <= this.lastMinPhyOffset) return
     let complete = true
+    let visited = 0
     for (const queue of this.targets.consumeQueues()) {
       if (this.stopped) return
+      // Thousands of queues (deferred ones are opened as they come) must not hold the thread.
+      if (++visited % QUEUES_PER_TURN === 0) await yieldToEvents()
       const planned = planDerivedCleanup([...allConsumeQueueFiles([queue])], [], minPhy).consumeQueues[0]?.files.length ?? 0
       const deleted = queue.deleteExpiredFile(minPhy, {
         clock,

@@ -120,10 +120,16 @@ export const COMMIT_LOG_RESERVE_CHUNK_BYTES = 2 * 1024 * 1024
  */
 export class QueueOffsetTable {
   private readonly topics = new Map<string, number[]>()
+  /**
+   * Asked for a queue the table does not know: a queue whose consume queue a clean reopen left
+   * closed answers with its end (opening it); an unknown queue starts at 0.
+   */
+  missing: ((topic: string, queueId: number) => number) | null = null
 
   get(topic: string, queueId: number): number {
     const queues = this.topics.get(topic)
-    return queues === undefined ? 0 : (queues[queueId] ?? 0)
+    const known = queues === undefined ? undefined : queues[queueId]
+    return known ?? this.missing?.(topic, queueId) ?? 0
   }
 
   set(topic: string, queueId: number, nextOffset: number): void {
@@ -237,6 +243,8 @@ export class CommitLog {
       reserveChunkBytes: COMMIT_LOG_RESERVE_CHUNK_BYTES,
       transientStorePool: pool,
       readOnly,
+      // A reopen maps the files it reads (the tail, then what readers ask for), not all of them.
+      mapOnFirstUse: true,
     })
   }
 

@@ -45,3 +45,22 @@ export function ensureDirectory(dir: string): void {
     if (created === first || dirname(created) === created) break
   }
 }
+
+/**
+ * syncDirectory on the libuv pool, for flushes that force many new files at once (their syncs
+ * then share the file system's journal commits instead of queueing behind one another).
+ */
+export async function syncDirectoryAsync(fileName: string): Promise<void> {
+  const dir = dirname(fileName)
+  let handle: fs.promises.FileHandle | null = null
+  try {
+    handle = await fs.promises.open(dir, 'r')
+    await handle.sync()
+  } catch (cause) {
+    if (!UNSUPPORTED.has((cause as NodeJS.ErrnoException)?.code ?? '')) {
+      throw ioError(`cannot sync directory ${dir}`, cause)
+    }
+  } finally {
+    await handle?.close()
+  }
+}

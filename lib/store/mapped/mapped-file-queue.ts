@@ -11,6 +11,7 @@ import { MQStoreError } from '../../errors.js'
 import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
 import { ensureDirectory, syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
+import type { MappingBudget } from './mapping-budget.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 import { readInt64BE } from '../bytes.js'
 
@@ -40,6 +41,16 @@ export interface MappedFileQueueOptions {
   readOnly?: boolean
   /** Reserve each file's disk blocks in chunks of this size ahead of the writer (MappedFile). */
   reserveChunkBytes?: number
+  /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
+  budget?: MappingBudget | null
+  /** Map the files found by load() on first use, then keep them mapped (see MappedFile). */
+  mapOnFirstUse?: boolean
+  /**
+   * Create files without the fsync chain; their first flush makes them durable (derived files
+   * only). At load, a last file shorter than the file size is such a file cut short by a crash
+   * before its first flush: it is removed (recovery re-dispatches what it would have held).
+   */
+  syncOnFirstFlush?: boolean
 }
 
 export class MappedFileQueue {
@@ -74,6 +85,8 @@ export class MappedFileQueue {
       transientStorePool: this.options.transientStorePool ?? null,
       readOnly: this.options.readOnly === true,
       reserveChunkBytes: this.options.reserveChunkBytes,
+      budget: this.options.budget ?? null,
+      syncOnFirstFlush: this.options.syncOnFirstFlush === true,
     }
   }
 
@@ -103,6 +116,13 @@ export class MappedFileQueue {
       segments.push({ name, start })
     }
     segments.sort((a, b) => a.start - b.start)
+    if (this.options.syncOnFirstFlush === true && this.options.readOnly !== true && segments.length > 0) {
+      const last = join(this.storePath, segments[segments.length - 1].name)
+      if (fileLength(last) < this.mappedFileSize) {
+        fs.rmSync(last, { force: true })
+        segments.pop()
+      }
+    }
     const issue = segmentLayoutIssues(
       segments.map((segment) => segment.start),
       this.mappedFileSize,
@@ -123,7 +143,10 @@ export class MappedFileQueue {
     const loaded: MappedFile[] = []
     try {
       for (const { name } of segments) {
-        const file = MappedFile.open(join(this.storePath, name), this.mappedFileSize, this.fileOptions())
+        const file = MappedFile.open(join(this.storePath, name), this.mappedFileSize, {
+          ...this.fileOptions(),
+          mapOnFirstUse: this.options.mapOnFirstUse === true,
+        })
         file.setPositions(this.mappedFileSize)
         loaded.push(file)
       }
@@ -453,6 +476,15 @@ export class MappedFileQueue {
     this.flushedWhere = 0
     this.committedWhere = 0
     fs.rmSync(this.storePath, { recursive: true, force: true })
+  }
+}
+
+/** The length of a file, -1 when it cannot be read. */
+function fileLength(path: string): number {
+  try {
+    return fs.statSync(path).size
+  } catch {
+    return -1
   }
 }
 

@@ -1,97 +1,42 @@
-// One memory-mapped segment file, with RocketMQ's three positions and its reference counting
-// (hold / release / shutdown / destroy).
-//
-// Disk blocks: the file always has its full logical size (names and sizes are RocketMQ's), but its
-// blocks may be reserved in chunks ahead of the writer (`reserveChunkBytes`), so a new store takes
-// a few MB instead of whole files. A page is written only once its blocks are reserved, so a full
-// disk is a failed reservation (a status for the caller), never a SIGBUS on a page fault.
-//
-// Positions, all relative to the file start:
-//   wrotePosition      bytes appended (to the write buffer when one is attached, else the mapping)
-//   committedPosition  bytes copied from the write buffer into the file (write buffer only)
-//   flushedPosition    bytes known to be forced to disk
-//   readPosition       wrotePosition without a write buffer, committedPosition with one;
-//                      readers never see past it.
-//
-// Lifetime: the owner holds one reference from creation. Every reader holds one more while it uses
-// a view (`selectMappedBuffer` returns a held result that must be released exactly once).
-// `shutdown(interval)` drops the owner's reference; if readers still hold the file after `interval`
-// ms, a later shutdown forces the count negative and unmaps anyway. Unmapping detaches the
-// ArrayBuffer first, so a reader that kept a view sees an empty buffer, never freed memory.
+// One memory-mapped segment file: RocketMQ's positions and reference counting (docs/design.md).
+// - Blocks: the file has its full logical size, but blocks are reserved in chunks ahead of the
+//   writer (`reserveChunkBytes`); a page is written only once reserved, so a full disk is a failed
+//   reservation (a status), never a SIGBUS.
+// - Positions: wrotePosition (appended), committedPosition (write buffer copied into the file),
+//   flushedPosition (forced to disk), readPosition (what readers may see: wrote, or committed
+//   with a write buffer).
+// - Lifetime: the owner holds one reference; each reader holds one while it uses a view. After
+//   shutdown(interval), readers still holding it are overridden once `interval` ms pass. Unmapping
+//   detaches the ArrayBuffer first: a kept view is empty, never freed memory.
+// - Descriptors and mappings: no descriptor is kept (system calls borrow one from descriptors.ts);
+//   a file with a mapping budget is mapped on first use and unmapped while idle (unmapIfIdle).
 import * as fs from 'node:fs'
 import { basename } from 'node:path'
 
 import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
-import { syncDirectory } from './directory.js'
+import { descriptors, openDescriptor } from './descriptors.js'
+import { checkLength, createSegment, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
+import { syncDirectory, syncDirectoryAsync } from './directory.js'
+import type { MappingBudget } from './mapping-budget.js'
 import { parseOffsetName } from './segment-name.js'
 import { staleRanges } from './stale-tail.js'
+import {
+  reserveChunk,
+  SelectMappedBufferResult,
+  type AppendCallback,
+  type AppendOutcome,
+  type MappedFileOptions,
+} from './mapped-file-types.js'
 import type { TransientStorePool } from './transient-store-pool.js'
+
+export { SelectMappedBufferResult }
+export type { AppendCallback, AppendOutcome, MappedFileOptions }
 
 /** RocketMQ's logical page for flush and commit thresholds (not the OS page size). */
 export const OS_PAGE_SIZE = 4096
 
-/** What a commit-log append callback reports back. */
-export interface AppendOutcome {
-  /** Bytes written at the position, or the blank length for an end-of-file blank. */
-  wroteBytes: number
-}
-
-/**
- * Writes one or more records at `pos` of `target` (the write buffer or the mapping) with at most
- * `maxBlank` bytes of room left in the file, and says how many bytes it wrote.
- */
-export type AppendCallback<R extends AppendOutcome> = (
-  target: Buffer,
-  pos: number,
-  maxBlank: number,
-  fileFromOffset: number,
-) => R
-
-/** A held view of part of a mapped file. Release it exactly once. */
-export class SelectMappedBufferResult {
-  readonly startOffset: number
-  readonly buffer: Buffer
-  readonly size: number
-  private mappedFile: MappedFile | null
-
-  constructor(startOffset: number, buffer: Buffer, size: number, mappedFile: MappedFile) {
-    this.startOffset = startOffset
-    this.buffer = buffer
-    this.size = size
-    this.mappedFile = mappedFile
-  }
-
-  get file(): MappedFile | null {
-    return this.mappedFile
-  }
-
-  /** Drops the hold on the file. Idempotent: a second call does nothing. */
-  release(): void {
-    const file = this.mappedFile
-    if (file === null) return
-    this.mappedFile = null
-    file.release()
-  }
-}
-
-export interface MappedFileOptions {
-  /** Borrow a write buffer from this pool (commit log with transientStorePoolEnable). */
-  transientStorePool?: TransientStorePool | null
-  /** Map read-only: a private copy-on-write map that never writes to the file. */
-  readOnly?: boolean
-  /**
-   * The file's start offset, for files not named by it (index files are named by creation time).
-   * Without it the name must be a 20-digit start offset.
-   */
-  fileFromOffset?: number
-  /**
-   * Reserve disk blocks in chunks of this many bytes ahead of the writer (see `reserve`) instead
-   * of the whole file at creation. Writers of such a file must call `reserve` (or
-   * `reserveRange`) before they write a page.
-   */
-  reserveChunkBytes?: number
-}
+const EMPTY = Buffer.alloc(0)
 
 export class MappedFile {
   readonly fileName: string
@@ -107,14 +52,21 @@ export class MappedFile {
   /** Set when the file was created while its queue had no files. */
   firstCreateInQueue = false
 
-  private fd: number
-  private readonly handle: MapHandle
-  /** A Buffer over the whole mapping; empty once unmapped. */
-  private readonly mapped: Buffer
+  /** The mapping; null before the first use of a lazy file, while it is unmapped, and after cleanup. */
+  private handle: MapHandle | null = null
+  /** A Buffer over the whole mapping; empty while unmapped. */
+  private mapped: Buffer = EMPTY
   private writeBuffer: Buffer | null = null
   /** A second, private copy-on-write mapping whose views may be handed to users; made on demand. */
   private sharedOut: { handle: MapHandle; view: Buffer } | null = null
   private readonly pool: TransientStorePool | null
+  private readonly budget: MappingBudget | null
+  /** Moves at every map and unmap: a view cached across calls is stale once it moves. */
+  mapGeneration = 0
+  /** Created without syncs: the first flush forces the file and its directory entry. */
+  private needsCreateSync = false
+  /** The file's blocks are known to be reserved (created here, or reserved at its first map). */
+  private blocksReserved = false
 
   private refCount = 1
   private available = true
@@ -131,7 +83,7 @@ export class MappedFile {
   /** Why the last reservation failed (a NO_SPACE or IO_ERROR MQStoreError), for the caller's report. */
   lastReserveError: MQStoreError | null = null
 
-  private constructor(fileName: string, fileSize: number, fd: number, options: MappedFileOptions, reservedTo: number) {
+  private constructor(fileName: string, fileSize: number, options: MappedFileOptions, reservedTo: number) {
     const start = options.fileFromOffset ?? parseOffsetName(basename(fileName))
     if (start === null) {
       throw new MQStoreError('BAD_FILE_NAME', `${fileName}: not a 20-digit segment name`)
@@ -140,18 +92,59 @@ export class MappedFile {
     this.fileSize = fileSize
     this.fileFromOffset = start
     this.readOnly = options.readOnly === true
-    this.fd = fd
-    try {
-      this.handle = native.map(fd, fileSize, !this.readOnly)
-    } catch (cause) {
-      fs.closeSync(fd)
-      throw ioError(`cannot map ${fileName}`, cause)
-    }
-    this.mapped = Buffer.from(this.handle.buffer, 0, fileSize)
+    this.budget = options.budget ?? null
     this.pool = this.readOnly ? null : (options.transientStorePool ?? null)
-    if (this.pool !== null) this.writeBuffer = this.pool.borrowBuffer()
     this.reserveChunkBytes = reserveChunk(options, fileSize)
     this.reservedTo = this.readOnly ? fileSize : reservedTo
+  }
+
+  /**
+   * Maps an existing file; opened for writing, its blocks are reserved first (once per file: see
+   * `open`), so a write into a hole on a full disk is an error here, never a SIGBUS.
+   */
+  private reserveAndMap(fd: number): void {
+    if (!this.readOnly && !this.blocksReserved) reserveBlocks(fd, this.fileName, this.fileSize)
+    this.blocksReserved = true
+    this.mapWith(fd)
+  }
+
+  /** Maps the file now (eager files at open; lazy ones on first use). */
+  private mapWith(fd: number): void {
+    const handle = mapSegment(fd, this.fileName, this.fileSize, !this.readOnly)
+    this.handle = handle
+    this.mapped = Buffer.from(handle.buffer, 0, this.fileSize)
+    this.mapGeneration++
+    this.budget?.mapped(this)
+  }
+
+  /** The mapping, mapped now if need be; empty once cleaned up. TOO_MANY_OPEN_FILES or IO_ERROR if it cannot be. */
+  private ensureMapped(): Buffer {
+    if (this.handle !== null) {
+      this.budget?.used(this)
+      return this.mapped
+    }
+    if (this.cleanupOver || this.refCount <= 0) return this.mapped
+    descriptors.use(this.fileName, !this.readOnly, (fd) => this.reserveAndMap(fd))
+    return this.mapped
+  }
+
+  /**
+   * Unmaps a lazy file nobody uses (no reader, write buffer or warm-up). Unflushed bytes stay in
+   * the page cache; a later flush of an unmapped file forces them with fdatasync instead of msync.
+   */
+  unmapIfIdle(): boolean {
+    const handle = this.handle
+    if (handle === null || this.budget === null) return false
+    if (this.refCount !== 1 || !this.available || this.writeBuffer !== null || this.warmed) return false
+    // Views of the private mapping may be in users' hands: only close or deletion ends them.
+    if (this.sharedOut !== null) return false
+    this.handle = null
+    this.mapped = EMPTY
+    this.mapGeneration++
+    handle.close()
+    this.budget.unmapped(this)
+    descriptors.forget(this.fileName)
+    return true
   }
 
   /**
@@ -163,59 +156,59 @@ export class MappedFile {
   static create(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
     assertFileSize(fileSize)
     const first = reserveChunk(options, fileSize)
-    const temp = `${fileName}.tmp`
-    let fd = -1
+    const file = new MappedFile(fileName, fileSize, options, first)
+    const cheap = options.syncOnFirstFlush === true
+    const fd = createSegment(fileName, fileSize, first, cheap)
     try {
-      fd = fs.openSync(temp, 'w+', 0o644)
-      // The rest of the file is a hole until the writer reserves it.
-      if (first < fileSize) fs.ftruncateSync(fd, fileSize)
-      native.allocate(fd, 0, first)
-      fs.fsyncSync(fd)
-      fs.renameSync(temp, fileName)
-    } catch (cause) {
-      if (fd >= 0) fs.closeSync(fd)
-      fs.rmSync(temp, { force: true })
-      throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
+      if (!cheap) syncDirectory(fileName)
+      file.mapWith(fd)
+    } catch (error) {
+      fs.rmSync(fileName, { force: true })
+      throw error
+    } finally {
+      fs.closeSync(fd)
     }
-    syncDirectory(fileName)
-    return new MappedFile(fileName, fileSize, fd, options, first)
+    file.needsCreateSync = cheap
+    file.blocksReserved = true
+    if (file.pool !== null) file.writeBuffer = file.pool.borrowBuffer()
+    return file
   }
 
   /**
-   * Maps an existing segment, which must be exactly `fileSize` bytes long. Opened for writing, its
-   * blocks are reserved first: a segment may be sparse (RocketMQ creates them so; `cp` and restores
-   * may too), and a write into a hole on a full disk would otherwise be a SIGBUS, not an error.
+   * Maps an existing segment, which must be exactly `fileSize` bytes long (a lazy file: checks its
+   * length and maps it on first use). Opened for writing, its blocks are reserved before it is
+   * mapped: a segment may be sparse (RocketMQ creates them so; `cp` and restores may too), and a
+   * write into a hole on a full disk would otherwise be a SIGBUS, not an error.
    */
   static open(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
     assertFileSize(fileSize)
-    let fd: number
-    try {
-      fd = fs.openSync(fileName, options.readOnly === true ? 'r' : 'r+')
-    } catch (cause) {
-      throw ioError(`cannot open ${fileName}`, cause)
-    }
-    const length = fs.fstatSync(fd).size
-    if (length !== fileSize) {
-      fs.closeSync(fd)
-      throw new MQStoreError(
-        'BAD_FILE_SIZE',
-        `${fileName} is ${length} bytes, but segments of this queue are ${fileSize} bytes`,
-      )
-    }
+    // A chunked file is reserved in chunks, lazily: what an earlier run reserved is not known, so
+    // the first reservation covers [0, end + chunk) from the file start, holes included (a sparse
+    // file from RocketMQ or a copy), and nothing is ever written past it. Any other file opened for
+    // writing gets its holes reserved when it is first mapped (see reserveAndMap).
     const chunked = options.reserveChunkBytes !== undefined
-    if (options.readOnly !== true && !chunked) {
+    const file = new MappedFile(fileName, fileSize, options, chunked ? 0 : fileSize)
+    file.blocksReserved = chunked
+    if (file.budget !== null || options.mapOnFirstUse === true) {
+      // Lazy: a stat, no descriptor and no mapping until the first use.
+      let length: number
       try {
-        reserveBlocks(fd, fileSize)
+        length = fs.statSync(fileName).size
       } catch (cause) {
+        throw ioError(`cannot open ${fileName}`, cause)
+      }
+      checkLength(fileName, length, fileSize)
+    } else {
+      const fd = openDescriptor(fileName, options.readOnly === true ? 'r' : 'r+')
+      try {
+        checkLength(fileName, fs.fstatSync(fd).size, fileSize)
+        file.reserveAndMap(fd)
+      } finally {
         fs.closeSync(fd)
-        throw ioError(`cannot reserve the blocks of ${fileName} (${fileSize} bytes)`, cause)
       }
     }
-    // A chunked file is reserved in chunks here too, lazily: what an earlier run reserved is not
-    // known, so the first reservation covers [0, end + chunk) from the file start, holes included
-    // (a sparse file from RocketMQ or a copy), and nothing is ever written past it. A file that is
-    // never written again (every full segment) gets no blocks it does not already have.
-    return new MappedFile(fileName, fileSize, fd, options, chunked ? 0 : fileSize)
+    if (file.pool !== null) file.writeBuffer = file.pool.borrowBuffer()
+    return file
   }
 
   // ---- disk reservation ---------------------------------------------------------------------
@@ -250,7 +243,7 @@ export class MappedFile {
     const end = Math.min(this.fileSize, offset + length)
     if (offset < 0 || end <= offset) return true
     try {
-      native.allocate(this.fd, offset, end - offset)
+      descriptors.use(this.fileName, true, (fd) => native.allocate(fd, offset, end - offset))
       this.lastReserveError = null
       return true
     } catch (cause) {
@@ -261,8 +254,9 @@ export class MappedFile {
 
   /** Faults a newly reserved range in off the JS thread, as warm() did for the first chunk. */
   private warmRange(from: number, to: number): void {
-    if (!this.hold()) return
-    const warming: Promise<unknown> = this.handle
+    const handle = this.handle
+    if (handle === null || !this.hold()) return
+    const warming: Promise<unknown> = handle
       .warmAsync(from, to - from)
       .catch(() => undefined)
       .finally(() => {
@@ -311,7 +305,7 @@ export class MappedFile {
     this.assertWritable()
     const pos = this.wrotePosition
     if (pos >= this.fileSize) throw new MQStoreError('CORRUPTION', `${this.fileName} is already full`)
-    const target = this.writeBuffer ?? this.mapped
+    const target = this.writeBuffer ?? this.ensureMapped()
     const outcome = callback(target, pos, this.fileSize - pos, this.fileFromOffset)
     if (outcome.wroteBytes < 0 || pos + outcome.wroteBytes > this.fileSize) {
       throw new RangeError(`append of ${outcome.wroteBytes} bytes at ${pos} overflows ${this.fileName}`)
@@ -326,7 +320,7 @@ export class MappedFile {
     const pos = this.wrotePosition
     if (pos + length > this.fileSize) return false
     if (!this.reserve(pos + length)) return false
-    this.mapped.set(data.subarray(offset, offset + length), pos)
+    this.ensureMapped().set(data.subarray(offset, offset + length), pos)
     this.wrotePosition = pos + length
     return true
   }
@@ -337,7 +331,7 @@ export class MappedFile {
    */
   mappedBuffer(): Buffer {
     this.assertWritable()
-    return this.mapped
+    return this.ensureMapped()
   }
 
   private assertWritable(): void {
@@ -390,11 +384,17 @@ export class MappedFile {
     try {
       const range = this.flushRange()
       if (range !== null) {
-        if (this.writeBuffer !== null || this.committedThroughWrites) {
-          await fdatasync(this.fd)
+        if (this.needsCreateSync) {
+          // One fsync forces the data and the file's size; then its directory entry.
+          if (this.handle !== null && native.platform === 'darwin') await this.handle.syncAsync(range.from, range.to - range.from)
+          await descriptors.useAsync(this.fileName, false, (fd) => fsyncAsync(fd))
+          await syncDirectoryAsync(this.fileName)
+          this.needsCreateSync = false
+        } else if (this.writeBuffer !== null || this.committedThroughWrites || this.handle === null) {
+          await this.fdatasyncAsync()
         } else {
           await this.handle.syncAsync(range.from, range.to - range.from)
-          if (native.platform === 'darwin') await fdatasync(this.fd)
+          if (native.platform === 'darwin') await this.fdatasyncAsync()
         }
         if (range.to > this.flushedPosition) this.flushedPosition = range.to
       }
@@ -411,32 +411,52 @@ export class MappedFile {
 
   private force(from: number, to: number): void {
     try {
-      if (this.writeBuffer !== null || this.committedThroughWrites) {
-        fs.fdatasyncSync(this.fd)
+      if (this.needsCreateSync) {
+        if (this.handle !== null && native.platform === 'darwin') this.handle.sync(from, to - from)
+        this.syncCreation()
+      } else if (this.writeBuffer !== null || this.committedThroughWrites || this.handle === null) {
+        // An unmapped file's dirty pages are in the page cache: fdatasync forces them.
+        descriptors.use(this.fileName, false, (fd) => fs.fdatasyncSync(fd))
       } else {
         this.handle.sync(from, to - from)
         // macOS msync reaches the file system but not the drive; Node's fdatasync adds F_FULLFSYNC.
-        if (native.platform === 'darwin') fs.fdatasyncSync(this.fd)
+        if (native.platform === 'darwin') descriptors.use(this.fileName, false, (fd) => fs.fdatasyncSync(fd))
       }
     } catch (cause) {
+      if (cause instanceof MQStoreError) throw cause
       throw ioError(`flush of ${this.fileName} failed`, cause)
     }
   }
 
-  /**
-   * Zeroes what lies past `position` (records a recovery dropped) and forces it to disk: else a
-   * power cut that reverts a page of new, unsynced appends brings them back, valid and chained to
-   * the new records (see staleRanges for where it stops). Returns the bytes zeroed.
-   */
+  /** Zeroes and syncs what lies past `position` (records recovery dropped; see stale-tail.ts); returns the bytes zeroed. */
   eraseStaleTail(position: number, quietBytes: number): number {
     this.assertWritable()
     let erased = 0
-    for (const [from, to] of staleRanges(this.fd, position, this.fileSize, quietBytes)) {
-      this.mapped.fill(0, from, to)
+    const ranges = descriptors.use(this.fileName, false, (fd) => staleRanges(fd, position, this.fileSize, quietBytes))
+    for (const [from, to] of ranges) {
+      this.ensureMapped().fill(0, from, to)
       this.force(from, to)
       erased += to - from
     }
     return erased
+  }
+
+  /** The native handle, mapped now if needed (a flush of a file with unflushed bytes is mapped). */
+  private ensureHandle(): MapHandle {
+    this.ensureMapped()
+    if (this.handle === null) throw new MQStoreError('STORE_CLOSED', `${this.fileName} is unmapped`)
+    return this.handle
+  }
+
+  private fdatasyncAsync(): Promise<void> {
+    return descriptors.useAsync(this.fileName, false, (fd) => fdatasync(fd))
+  }
+
+  /** First flush of a file created without syncs: its size and directory entry become durable. */
+  private syncCreation(): void {
+    descriptors.use(this.fileName, false, (fd) => fs.fsyncSync(fd))
+    syncDirectory(this.fileName)
+    this.needsCreateSync = false
   }
 
   private isAbleToCommit(commitLeastPages: number): boolean {
@@ -458,9 +478,9 @@ export class MappedFile {
         const from = this.committedPosition
         const to = this.wrotePosition
         let done = 0
-        while (done < to - from) {
-          done += fs.writeSync(this.fd, buffer, from + done, to - from - done, from + done)
-        }
+        descriptors.use(this.fileName, true, (fd) => {
+          while (done < to - from) done += fs.writeSync(fd, buffer, from + done, to - from - done, from + done)
+        })
         this.committedThroughWrites = true
         this.committedPosition = to
       } catch (cause) {
@@ -491,7 +511,14 @@ export class MappedFile {
       return null
     }
     if (!this.hold()) return null
-    const view = this.mapped.subarray(pos, pos + size)
+    let mapped: Buffer
+    try {
+      mapped = this.ensureMapped()
+    } catch (error) {
+      this.release()
+      throw error
+    }
+    const view = mapped.subarray(pos, pos + size)
     return new SelectMappedBufferResult(this.fileFromOffset + pos, view, size, this)
   }
 
@@ -500,7 +527,7 @@ export class MappedFile {
    * run on the thread that alone may destroy the file.
    */
   readableBuffer(): Buffer {
-    return this.mapped.subarray(0, this.readPosition)
+    return this.ensureMapped().subarray(0, this.readPosition)
   }
 
   /**
@@ -513,14 +540,14 @@ export class MappedFile {
    * Empty once the file is cleaned up. Callers hold the file.
    */
   exposedBuffer(): Buffer {
-    if (this.fd < 0 || this.cleanupOver) return this.mapped.subarray(0, 0)
+    if (this.cleanupOver) return EMPTY
     let out = this.sharedOut
     if (out !== null && out.view.length !== this.fileSize) {
       out.handle.close()
       out = null
     }
     if (out === null) {
-      const handle = native.map(this.fd, this.fileSize, false)
+      const handle = descriptors.use(this.fileName, false, (fd) => native.map(fd, this.fileSize, false))
       out = { handle, view: Buffer.from(handle.buffer, 0, this.fileSize) }
       this.sharedOut = out
     }
@@ -581,17 +608,20 @@ export class MappedFile {
   private cleanup(): boolean {
     if (this.available) return false
     if (this.cleanupOver) return true
-    this.handle.close()
+    const handle = this.handle
+    this.handle = null
+    this.mapped = EMPTY
+    if (handle !== null) {
+      handle.close()
+      this.budget?.unmapped(this)
+    }
     this.sharedOut?.handle.close()
     this.sharedOut = null
     if (this.writeBuffer !== null) {
       this.pool?.returnBuffer(this.writeBuffer)
       this.writeBuffer = null
     }
-    if (this.fd >= 0) {
-      fs.closeSync(this.fd)
-      this.fd = -1
-    }
+    descriptors.forget(this.fileName)
     return true
   }
 
@@ -627,12 +657,13 @@ export class MappedFile {
     try {
       // Only the reserved prefix: populating a hole would allocate its blocks behind the
       // reservation's back (and fault on a full disk). Later chunks are warmed as they are reserved.
+      const handle = this.ensureHandle()
       this.warmed = true
       const reserved = this.reservedTo
-      await this.handle.warmAsync(0, reserved)
+      await handle.warmAsync(0, reserved)
       if (!lock) return true
       try {
-        this.handle.lock(0, reserved)
+        handle.lock(0, reserved)
         return true
       } catch {
         return false
@@ -646,7 +677,7 @@ export class MappedFile {
   munlock(): void {
     if (!this.hold()) return
     try {
-      this.handle.unlock(0, this.fileSize)
+      this.handle?.unlock(0, this.fileSize)
     } catch {
       // never locked, or already unmapped: nothing to undo
     } finally {
@@ -659,35 +690,8 @@ export class MappedFile {
   }
 }
 
-/**
- * Reserves the blocks of an existing file that has holes, keeping its modification time: retention
- * reads a file's age from it, and fallocate counts as a modification. A file whose blocks already
- * cover its size (the usual case) costs one fstat.
- */
-function reserveBlocks(fd: number, fileSize: number): void {
-  const stat = fs.fstatSync(fd)
-  if (stat.blocks * 512 >= fileSize) return
-  native.allocate(fd, 0, fileSize)
-  fs.futimesSync(fd, stat.atime, stat.mtime)
-}
-
-/** The reservation step of a file: a page multiple, at most the file size. */
-function reserveChunk(options: MappedFileOptions, fileSize: number): number {
-  const chunk = options.reserveChunkBytes
-  if (chunk === undefined || options.readOnly === true) return fileSize
-  if (!Number.isSafeInteger(chunk) || chunk <= 0) {
-    throw new RangeError(`reserveChunkBytes must be a positive integer, got ${chunk}`)
-  }
-  const page = native.pageSize
-  return Math.min(fileSize, Math.ceil(chunk / page) * page)
-}
-
 function assertFileSize(fileSize: number): void {
   if (!Number.isSafeInteger(fileSize) || fileSize <= 0) {
     throw new RangeError(`file size must be a positive integer, got ${fileSize}`)
   }
-}
-
-function fdatasync(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())))
 }

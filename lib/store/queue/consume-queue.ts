@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { ioError, MQStoreError } from '../../errors.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
 import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue.js'
+import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import {
   CQ_BLANK_UNIT_SIZE,
@@ -42,6 +43,8 @@ export interface CommitLogView {
 export interface ConsumeQueueOptions {
   /** Open the files read-only: nothing in the queue's directory is created, written or deleted. */
   readOnly?: boolean
+  /** The store's budget of mapped bytes: files are mapped on first use and unmapped when idle. */
+  budget?: MappingBudget | null
 }
 
 export class ConsumeQueue {
@@ -70,6 +73,8 @@ export class ConsumeQueue {
   private writeView: DataView | null = null
   /** Why the last unit could not be written (no file, or no disk blocks for it). */
   lastWriteFailure: MQStoreError | null = null
+  /** The write file's mapGeneration when writeView was taken (an idle unmap invalidates it). */
+  private writeGeneration = -1
 
   constructor(
     topic: string,
@@ -94,9 +99,14 @@ export class ConsumeQueue {
     this.mappedFileSize = mappedFileSize
     this.commitLog = commitLog
     this.readOnly = options.readOnly === true
+    // Files are mapped on first use within the store's budget, and created without the fsync
+    // chain: a consume queue is derived, and its files become durable with their first flush.
+    // Their blocks are reserved a chunk at a time, so a new queue takes a chunk of disk.
     this.mappedFileQueue = new MappedFileQueue(this.storePath, mappedFileSize, {
       readOnly: this.readOnly,
       reserveChunkBytes: CQ_RESERVE_CHUNK_BYTES,
+      budget: options.budget ?? null,
+      syncOnFirstFlush: !this.readOnly,
     })
   }
 
@@ -259,7 +269,9 @@ export class ConsumeQueue {
     const files = this.mappedFileQueue.mappedFiles
     if (files.length > 0) {
       const last = files[files.length - 1]
-      if (last === this.writeFile && last.wrotePosition < this.mappedFileSize) file = last
+      if (last === this.writeFile && last.wrotePosition < this.mappedFileSize && last.mapGeneration === this.writeGeneration) {
+        file = last
+      }
     }
     if (file === null) {
       file = this.fileForAppend(expectLogicOffset)
@@ -293,6 +305,7 @@ export class ConsumeQueue {
     const mapping = file.mappedBuffer()
     this.writeFile = file
     this.writeView = new DataView(mapping.buffer, mapping.byteOffset, mapping.byteLength)
+    this.writeGeneration = file.mapGeneration
     return file
   }
 

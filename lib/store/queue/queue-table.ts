@@ -1,18 +1,43 @@
-// The consume-queue table: every (topic, queueId) queue of a store, loaded from consumequeue/ at
+// The consume-queue table: every (topic, queueId) queue of a store, listed from consumequeue/ at
 // open, created by dispatch on a queue's first message, flushed on the consume-queue schedule.
+//
+// Deferred queues: after a clean close (a shutdown record vouches for every queue) open only lists
+// the queue folders; each queue is opened and recovered on first use (a read, a put, dispatch), so
+// reopen follows the work, not the number of queues. Until then a deferred queue counts in `size`
+// and `summary()` with the figures the shutdown record gave, and is skipped by the passes that
+// walk `all()` (flush, cleanup): nothing in it changed since the close, and cleanup catches up with
+// it when it is opened.
 import * as fs from 'node:fs'
 
 import { validateTopic } from '../commitlog/record.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { StoreCheckpoint } from '../store-checkpoint.js'
 import type { StorePaths } from '../store-paths.js'
+import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { ConsumeQueue, type CommitLogView } from './consume-queue.js'
+
+/** Queues flushed at once by flushAllAsync (more than libuv's 4 threads, so the pool stays busy). */
+const FLUSH_PARALLEL = 16
 
 /** A queue folder name: the decimal queue id. */
 const QUEUE_DIR_PATTERN = /^\d{1,10}$/
 
+/** How deferred queues are opened, and what the shutdown record says about them as a whole. */
+export interface DeferredQueues {
+  /** Units in all the deferred queues (the shutdown record's sum). */
+  unitSum: number
+  /** The largest commit-log end a deferred queue may point at (the shutdown record's log end). */
+  maxPhysicOffset: number
+  /** Loads and recovers a deferred queue on its first use; may throw (the queue stays deferred). */
+  open(queue: ConsumeQueue): void
+}
+
 export class ConsumeQueueTable {
   private readonly topics = new Map<string, Map<number, ConsumeQueue>>()
+  /** Queues listed on disk and not opened yet, by topic. */
+  private readonly listed = new Map<string, Set<number>>()
+  private listedCount = 0
+  private deferred: DeferredQueues | null = null
   private lastThoroughFlush: number
 
   constructor(
@@ -20,6 +45,8 @@ export class ConsumeQueueTable {
     private readonly fileSize: number,
     private readonly commitLog: CommitLogView,
     now: number,
+    /** Maps queue files on first use and unmaps idle ones; null keeps every file mapped. */
+    readonly budget: MappingBudget | null = null,
   ) {
     this.lastThoroughFlush = now
   }
@@ -29,6 +56,12 @@ export class ConsumeQueueTable {
    * discards it: dispatch rebuilds it); folders that are not a valid topic or queue id are ignored.
    */
   load(onFailure: (queue: ConsumeQueue, reason: string) => void): void {
+    this.list()
+    this.loadListed(onFailure)
+  }
+
+  /** Lists the queue folders on disk without opening any queue (one readdir per topic). */
+  list(): void {
     let topics: string[]
     try {
       topics = fs.readdirSync(this.paths.consumeQueues)
@@ -39,21 +72,78 @@ export class ConsumeQueueTable {
       if (validateTopic(topic) !== null) continue
       for (const name of fs.readdirSync(this.paths.consumeQueueTopic(topic))) {
         if (!QUEUE_DIR_PATTERN.test(name)) continue
-        const queue = this.findOrCreate(topic, Number(name))
-        try {
-          queue.load()
-        } catch (error) {
-          onFailure(queue, (error as Error).message)
-        }
+        const queueId = Number(name)
+        if (this.topics.get(topic)?.has(queueId) === true) continue
+        let ids = this.listed.get(topic)
+        if (ids === undefined) this.listed.set(topic, (ids = new Set()))
+        if (!ids.has(queueId)) this.listedCount++
+        ids.add(queueId)
       }
     }
   }
 
+  /** Loads every listed queue now (open without a shutdown record, or one that failed its checks). */
+  loadListed(onFailure: (queue: ConsumeQueue, reason: string) => void): void {
+    const listed = [...this.listed].flatMap(([topic, ids]) => [...ids].map((queueId) => [topic, queueId] as const))
+    this.listed.clear()
+    this.listedCount = 0
+    this.deferred = null
+    for (const [topic, queueId] of listed) {
+      const queue = this.findOrCreate(topic, queueId)
+      try {
+        queue.load()
+      } catch (error) {
+        onFailure(queue, (error as Error).message)
+      }
+    }
+  }
+
+  /** Leaves the listed queues closed: each is opened through `deferred.open` on its first use. */
+  defer(deferred: DeferredQueues): void {
+    this.deferred = deferred
+  }
+
+  /** Queues listed and not opened yet. */
+  get deferredCount(): number {
+    return this.listedCount
+  }
+
   find(topic: string, queueId: number): ConsumeQueue | null {
-    return this.topics.get(topic)?.get(queueId) ?? null
+    return this.topics.get(topic)?.get(queueId) ?? this.openDeferred(topic, queueId)
+  }
+
+  /** Opens a listed queue on its first use; null when the queue is not listed. */
+  private openDeferred(topic: string, queueId: number): ConsumeQueue | null {
+    const ids = this.listed.get(topic)
+    if (ids === undefined || !ids.has(queueId) || this.deferred === null) return null
+    const queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, { budget: this.budget })
+    const deferred = this.deferred
+    try {
+      deferred.open(queue)
+    } catch (error) {
+      queue.shutdown()
+      throw error
+    }
+    ids.delete(queueId)
+    if (ids.size === 0) this.listed.delete(topic)
+    this.listedCount--
+    deferred.unitSum -= queue.getMaxOffsetInQueue()
+    this.add(queue)
+    return queue
+  }
+
+  private add(queue: ConsumeQueue): void {
+    let queues = this.topics.get(queue.topic)
+    if (queues === undefined) {
+      queues = new Map()
+      this.topics.set(queue.topic, queues)
+    }
+    queues.set(queue.queueId, queue)
   }
 
   findOrCreate(topic: string, queueId: number): ConsumeQueue {
+    const found = this.topics.get(topic)?.get(queueId) ?? this.openDeferred(topic, queueId)
+    if (found !== null) return found
     let queues = this.topics.get(topic)
     if (queues === undefined) {
       queues = new Map()
@@ -61,7 +151,7 @@ export class ConsumeQueueTable {
     }
     let queue = queues.get(queueId)
     if (queue === undefined) {
-      queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog)
+      queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, { budget: this.budget })
       queues.set(queueId, queue)
     }
     return queue
@@ -74,25 +164,55 @@ export class ConsumeQueueTable {
     this.topics.get(queue.topic)?.delete(queue.queueId)
   }
 
-  /** Destroys every queue (their files included). */
+  /** Destroys every queue (their files included), deferred ones too. */
   destroyAll(): void {
     for (const queue of this.all()) queue.destroy()
     this.topics.clear()
+    for (const [topic, ids] of this.listed) {
+      for (const queueId of ids) fs.rmSync(this.paths.consumeQueue(topic, queueId), { recursive: true, force: true })
+    }
+    this.listed.clear()
+    this.listedCount = 0
+    this.deferred = null
+  }
+
+  /**
+   * Every queue, the open ones first, then each deferred queue opened as the caller gets to it
+   * (cleanup, once the commit log lost files, must visit them all; it may pause between queues).
+   * A queue that cannot be opened now stays deferred; one that something else opened meanwhile
+   * is skipped (opening it ran the same cleanup).
+   */
+  *allOpening(): Generator<ConsumeQueue> {
+    yield* [...this.all()]
+    for (const [topic, ids] of [...this.listed]) {
+      for (const queueId of [...ids]) {
+        let queue: ConsumeQueue | null = null
+        try {
+          queue = this.openDeferred(topic, queueId)
+        } catch {
+          // Out of descriptors, most likely: the queue is opened by its next use or the next pass.
+        }
+        if (queue !== null) yield queue
+      }
+    }
   }
 
   /** The queues of one topic, by queue id. */
   queuesOf(topic: string): ConsumeQueue[] {
+    // Deferred queues of the topic are opened: the caller is about to use them.
+    for (const queueId of [...(this.listed.get(topic) ?? [])]) this.openDeferred(topic, queueId)
     return [...(this.topics.get(topic)?.values() ?? [])].sort((a, b) => a.queueId - b.queueId)
   }
 
-  /** The queue ids a topic has, ascending. */
+  /** The queue ids a topic has (deferred ones included, without opening them), ascending. */
   queueIds(topic: string): number[] {
-    return [...(this.topics.get(topic)?.keys() ?? [])].sort((a, b) => a - b)
+    const ids = new Set([...(this.topics.get(topic)?.keys() ?? []), ...(this.listed.get(topic) ?? [])])
+    return [...ids].sort((a, b) => a - b)
   }
 
-  /** The topics that have queues. */
+  /** The topics that have queues, deferred ones included. */
   topicNames(): string[] {
-    return [...this.topics.keys()]
+    return [...new Set([...this.topics.keys(), ...this.listed.keys()])]
   }
 
   *all(): Generator<ConsumeQueue> {
@@ -100,20 +220,25 @@ export class ConsumeQueueTable {
   }
 
   get topicCount(): number {
-    return this.topics.size
+    let count = this.topics.size
+    for (const topic of this.listed.keys()) if (!this.topics.has(topic)) count++
+    return count
   }
 
-  /** Number of queues. */
+  /** Number of queues, deferred ones included. */
   get size(): number {
-    let count = 0
+    let count = this.listedCount
     for (const queues of this.topics.values()) count += queues.size
     return count
   }
 
-  /** How many queues there are and how many units they hold in all (the shutdown record's figures). */
+  /**
+   * How many queues there are and how many units they hold in all (the shutdown record's
+   * figures); deferred queues count with the units the last shutdown record gave them.
+   */
   summary(): { queueCount: number; queueUnitSum: number } {
-    let queueCount = 0
-    let queueUnitSum = 0
+    let queueCount = this.listedCount
+    let queueUnitSum = this.listedCount > 0 ? (this.deferred?.unitSum ?? 0) : 0
     for (const queue of this.all()) {
       queueCount++
       queueUnitSum += queue.getMaxOffsetInQueue()
@@ -121,9 +246,9 @@ export class ConsumeQueueTable {
     return { queueCount, queueUnitSum }
   }
 
-  /** The largest commit-log end any queue points at, -1 without units. */
+  /** The largest commit-log end any queue points at (deferred ones: at most the record's end), -1 without units. */
   maxPhysicOffset(): number {
-    let max = -1
+    let max = this.listedCount > 0 ? (this.deferred?.maxPhysicOffset ?? -1) : -1
     for (const queue of this.all()) max = Math.max(max, queue.getMaxPhysicOffset())
     return max
   }
@@ -161,12 +286,40 @@ export class ConsumeQueueTable {
       if (logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
       checkpoint.flush()
     }
+    // Files unused for the idle time are unmapped (a flushed or unflushed file alike: see MappedFile).
+    this.budget?.sweep()
   }
 
   /** Flushes everything on the calling thread (close), retrying a queue up to three times. */
   flushAll(checkpoint?: StoreCheckpoint): void {
     const logicsMsgTimestamp = checkpoint?.logicsDispatchedTimestamp ?? 0
     for (const queue of this.all()) for (let i = 0; i < 3 && !queue.flush(0); i++);
+    if (checkpoint !== undefined && logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
+  }
+
+  /**
+   * flushAll with the syncs on the libuv pool, `parallel` queues at a time (close): the syncs of
+   * thousands of queues, each created since the last flush, share journal commits instead of
+   * paying one each. Throws the first failure once every queue has been tried.
+   */
+  async flushAllAsync(checkpoint?: StoreCheckpoint, parallel = FLUSH_PARALLEL): Promise<void> {
+    // As flushAll: the checkpoint may claim only the logics time dispatched before the flush began.
+    const logicsMsgTimestamp = checkpoint?.logicsDispatchedTimestamp ?? 0
+    const queues = [...this.all()]
+    let next = 0
+    let failure: unknown = null
+    const worker = async (): Promise<void> => {
+      while (next < queues.length) {
+        const queue = queues[next++]
+        try {
+          for (let i = 0; i < 3 && !(await queue.flushAsync(0)); i++);
+        } catch (error) {
+          failure ??= error
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(parallel, queues.length) }, worker))
+    if (failure !== null) throw failure
     if (checkpoint !== undefined && logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
   }
 

@@ -13,6 +13,7 @@ import type { DispatchTargets } from '../dispatch-targets.js'
 import type { Dispatcher } from '../dispatcher.js'
 import type { IndexFile } from '../index/index-file.js'
 import { shutdownRecordDisagreement } from './shutdown-record.js'
+import { openDeferredQueue } from './deferred-queue.js'
 import { indexEndsPastLog, judgeDamage, judgeQueueSummary, lastUnitMatches, mustTruncateQueues, reputStart } from './recovery-plan.js'
 
 export interface RecoveryHost {
@@ -37,6 +38,11 @@ export interface RecoveryResult {
   outcome: RecoveryOutcome
   /** The queues lost units since the clean close: dispatch the whole log again. */
   redispatchAll: boolean
+  /**
+   * Where a trusted shutdown record says every consume queue was complete, or null: a replay for
+   * the index below it need not open (deferred) queues whose units are already there.
+   */
+  dispatchedTo: number | null
 }
 
 /** The open-time decisions of docs/recovery.md, in order. */
@@ -51,6 +57,16 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     host.repair('ignored the shutdown record and scanned the commit log tail', disagreement)
     record = null
   }
+  // With the record, queues are opened on first use (deferred-queue.ts); without it, all now.
+  if (record !== null && commitLog.mappedFileQueue.mappedFiles.length > 0) {
+    queues.defer({
+      unitSum: record.queueUnitSum,
+      maxPhysicOffset: record.endOffset,
+      open: (queue) => openDeferredQueue(commitLog, queue, host.repair),
+    })
+  } else {
+    queues.loadListed(host.discardQueue)
+  }
   let maxPhyOffsetOfQueues = -1
   for (const queue of queues.all()) {
     if (record === null || !queue.recoverClean()) queue.recover()
@@ -60,15 +76,17 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     // No commit log: nothing a consume queue or the index points to exists.
     if (queues.topicCount > 0) host.repair('deleted every consume queue', 'the commit log has no files')
     queues.destroyAll()
-    return { outcome: commitLog.recoverNormally(), redispatchAll: false }
+    return { outcome: commitLog.recoverNormally(), redispatchAll: false, dispatchedTo: null }
   }
   let redispatchAll = false
+  let dispatchedTo: number | null = null
   let outcome: RecoveryOutcome | null = null
   if (lastExitOK) {
     if (record !== null) {
       outcome = commitLog.recoverFromShutdownRecord(record.endOffset, record.lastRecordOffset)
       if (outcome === null) {
         host.repair('scanned the commit log tail', 'the shutdown record does not match the files')
+        queues.loadListed(host.discardQueue)
         for (const queue of queues.all()) queue.recover()
         maxPhyOffsetOfQueues = queues.maxPhysicOffset()
       }
@@ -76,6 +94,8 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
       if (mismatch !== null) {
         redispatchAll = true
         host.repair(mismatch.action, mismatch.reason)
+      } else if (outcome !== null) {
+        dispatchedTo = record.endOffset
       }
     }
     outcome ??= commitLog.recoverNormally(host.progress)
@@ -92,7 +112,7 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
   if (mustTruncateQueues(maxPhyOffsetOfQueues, outcome.processOffset, lastExitOK)) queues.truncateDirtyLogicFiles(outcome.processOffset)
   checkDerivedFiles(host, outcome.processOffset)
   resetQueueOffsets(commitLog, queues)
-  return { outcome, redispatchAll }
+  return { outcome, redispatchAll, dispatchedTo }
 }
 
 /**
@@ -153,6 +173,8 @@ export interface ReplayHost {
   indexFiles: readonly IndexFile[] | null
   /** Derived files were discarded: dispatch the whole log. */
   rebuild: boolean
+  /** RecoveryResult.dispatchedTo: the consume queues hold every record before it. */
+  dispatchedTo?: number | null
   discardQueue(queue: ConsumeQueue, reason: string): void
 }
 
@@ -170,7 +192,10 @@ export function replayDerivedFiles(host: ReplayHost): void {
     indexEnd: files === null ? null : files.length === 0 ? minOffset : files[files.length - 1].getEndPhyOffset(),
     rebuild: host.rebuild,
   })
+  // Records the index replays below the clean close's end are in every queue already.
+  targets.queuesCompleteTo = host.dispatchedTo ?? -1
   dispatcher.doReput()
+  targets.queuesCompleteTo = -1
   if (targets.gapQueues.size > 0) {
     for (const queue of targets.gapQueues) host.discardQueue(queue, 'records of the queue follow units it does not have (a lost tail)')
     targets.gapQueues.clear()
@@ -184,3 +209,4 @@ export function replayDerivedFiles(host: ReplayHost): void {
   const minPhy = commitLog.getMinOffset()
   if (minPhy > 0) queues.deleteExpiredFiles(minPhy)
 }
+

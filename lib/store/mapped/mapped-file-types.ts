@@ -1,0 +1,101 @@
+// The shapes around a MappedFile: its options, the append callback it runs, the held view it
+// hands out, and the reservation step its options imply.
+import { native } from '../../native.js'
+import type { MappingBudget } from './mapping-budget.js'
+import type { TransientStorePool } from './transient-store-pool.js'
+
+/** What a commit-log append callback reports back. */
+export interface AppendOutcome {
+  /** Bytes written at the position, or the blank length for an end-of-file blank. */
+  wroteBytes: number
+}
+
+/**
+ * Writes one or more records at `pos` of `target` (the write buffer or the mapping) with at most
+ * `maxBlank` bytes of room left in the file, and says how many bytes it wrote.
+ */
+export type AppendCallback<R extends AppendOutcome> = (
+  target: Buffer,
+  pos: number,
+  maxBlank: number,
+  fileFromOffset: number,
+) => R
+
+/** What a held view holds: its file, released once the view is. */
+export interface HeldFile {
+  release(): void
+  getRefCount(): number
+}
+
+/** A held view of part of a mapped file. Release it exactly once. */
+export class SelectMappedBufferResult {
+  readonly startOffset: number
+  readonly buffer: Buffer
+  readonly size: number
+  private mappedFile: HeldFile | null
+
+  constructor(startOffset: number, buffer: Buffer, size: number, mappedFile: HeldFile) {
+    this.startOffset = startOffset
+    this.buffer = buffer
+    this.size = size
+    this.mappedFile = mappedFile
+  }
+
+  get file(): HeldFile | null {
+    return this.mappedFile
+  }
+
+  /** Drops the hold on the file. Idempotent: a second call does nothing. */
+  release(): void {
+    const file = this.mappedFile
+    if (file === null) return
+    this.mappedFile = null
+    file.release()
+  }
+}
+
+export interface MappedFileOptions {
+  /** Borrow a write buffer from this pool (commit log with transientStorePoolEnable). */
+  transientStorePool?: TransientStorePool | null
+  /** Map read-only: a private copy-on-write map that never writes to the file. */
+  readOnly?: boolean
+  /**
+   * The file's start offset, for files not named by it (index files are named by creation time).
+   * Without it the name must be a 20-digit start offset.
+   */
+  fileFromOffset?: number
+  /**
+   * Reserve disk blocks in chunks of this many bytes ahead of the writer (see `reserve`) instead
+   * of the whole file at creation. Writers of such a file must call `reserve` (or
+   * `reserveRange`) before they write a page.
+   */
+  reserveChunkBytes?: number
+  /**
+   * Map on first use, not at open, and let this budget unmap the file while it is idle. Without
+   * it the file is mapped from open to shutdown.
+   */
+  budget?: MappingBudget | null
+  /**
+   * Without a budget: map an opened file on its first use instead of at open, and keep it mapped
+   * from then on (old commit-log files: a reopen maps what it reads, a view handed out stays valid).
+   */
+  mapOnFirstUse?: boolean
+  /**
+   * Create new files without the fsync chain (temp file, fsync, rename, directory fsync): the file
+   * and its directory entry are forced by its first flush instead, so its durability follows the
+   * flush schedule like its data (RocketMQ's consume queues). A crash before that flush may leave
+   * the file short or absent; only derived files, which recovery rebuilds, may use this.
+   */
+  syncOnFirstFlush?: boolean
+}
+
+/** The reservation step of a file: a page multiple, at most the file size. */
+export function reserveChunk(options: MappedFileOptions, fileSize: number): number {
+  const chunk = options.reserveChunkBytes
+  if (chunk === undefined || options.readOnly === true) return fileSize
+  if (!Number.isSafeInteger(chunk) || chunk <= 0) {
+    throw new RangeError(`reserveChunkBytes must be a positive integer, got ${chunk}`)
+  }
+  const page = native.pageSize
+  return Math.min(fileSize, Math.ceil(chunk / page) * page)
+}

@@ -1,0 +1,138 @@
+// A budget of mapped bytes for files that are mapped on first use (consume-queue files, and
+// whatever else is opened lazily). A store with tens of thousands of queues cannot keep every file
+// mapped: address space is cheap, but page tables, the kernel's map count (vm.max_map_count,
+// 65,530 by default) and the resident pages of files nobody reads are not. So each lazily mapped
+// file reports here when it maps and on every use; when the mapped total passes `maxBytes`, the
+// least recently used idle files are unmapped at once, and `sweep` unmaps files unused for
+// `idleMs` (Kafka closes idle index files the same way). A file is idle when no reader holds it
+// and everything written to it is flushed, so unmapping loses nothing and needs no sync; the next
+// use maps it again.
+
+/** What the budget needs from a mapped file. */
+export interface BudgetedFile {
+  readonly fileSize: number
+  /** Unmaps the file if it is idle (no reader, nothing unflushed); true when it did. */
+  unmapIfIdle(): boolean
+}
+
+export interface MappingBudgetOptions {
+  /** Mapped bytes above which idle files are unmapped, least recently used first. */
+  maxBytes: number
+  /** A file unused for this long is unmapped by the next sweep. */
+  idleMs: number
+  /** The clock for ages (the store's injected clock). */
+  clock: () => number
+}
+
+export class MappingBudget {
+  readonly maxBytes: number
+  readonly idleMs: number
+  private readonly clock: () => number
+  /** Mapped files by last use, least recent first (Map keeps insertion order). */
+  private readonly lastUse = new Map<BudgetedFile, number>()
+  private bytes = 0
+  /** While > 0, mapping does not unmap others (open maps each queue once, then shrinks). */
+  private suspended = 0
+  /** Maps and unmaps so far (stats and tests). */
+  maps = 0
+  unmaps = 0
+
+  constructor(options: MappingBudgetOptions) {
+    if (!Number.isSafeInteger(options.maxBytes) || options.maxBytes < 0) {
+      throw new RangeError(`mapped-bytes budget must be a non-negative integer, got ${options.maxBytes}`)
+    }
+    if (!Number.isSafeInteger(options.idleMs) || options.idleMs < 0) {
+      throw new RangeError(`idle time must be a non-negative integer, got ${options.idleMs}`)
+    }
+    this.maxBytes = options.maxBytes
+    this.idleMs = options.idleMs
+    this.clock = options.clock
+  }
+
+  /** Bytes of the files mapped through this budget right now. */
+  get mappedBytes(): number {
+    return this.bytes
+  }
+
+  get mappedFiles(): number {
+    return this.lastUse.size
+  }
+
+  /** A file was just mapped: count it, then bring the total back under the budget. */
+  mapped(file: BudgetedFile): void {
+    if (this.lastUse.has(file)) {
+      this.used(file)
+      return
+    }
+    this.lastUse.set(file, this.clock())
+    this.bytes += file.fileSize
+    this.maps++
+    if (this.bytes > this.maxBytes && this.suspended === 0) this.shrink(this.maxBytes, file)
+  }
+
+  /**
+   * Runs `fn` without unmapping anything for the budget, then shrinks back under it: a pass that
+   * visits every queue's files several times (recovery at open) maps each file once, not once
+   * per visit.
+   */
+  withoutEviction<T>(fn: () => T): T {
+    this.suspended++
+    try {
+      return fn()
+    } finally {
+      this.suspended--
+      if (this.suspended === 0 && this.bytes > this.maxBytes) this.shrink(this.maxBytes)
+    }
+  }
+
+  /** A file was used (read or written): it becomes the most recent. */
+  used(file: BudgetedFile): void {
+    if (!this.lastUse.delete(file)) return
+    this.lastUse.set(file, this.clock())
+  }
+
+  /** A file was unmapped (idle unmap, shutdown, deletion): stop counting it. */
+  unmapped(file: BudgetedFile): void {
+    if (!this.lastUse.delete(file)) return
+    this.bytes -= file.fileSize
+    this.unmaps++
+  }
+
+  /** Unmaps idle files, least recently used first, until at most `target` bytes are mapped. */
+  shrink(target: number, spare: BudgetedFile | null = null): number {
+    let count = 0
+    for (const file of [...this.lastUse.keys()]) {
+      if (this.bytes <= target) break
+      if (file !== spare && file.unmapIfIdle()) count++
+    }
+    return count
+  }
+
+  /** Unmaps every idle file unused for `idleMs`; returns how many it unmapped. */
+  sweep(): number {
+    const before = this.clock() - this.idleMs
+    let count = 0
+    for (const [file, at] of [...this.lastUse]) {
+      if (at > before) break // the rest were used later
+      if (file.unmapIfIdle()) count++
+    }
+    return count
+  }
+}
+
+/** The budget's figures for stats() (zeros without a budget). */
+export function mappingStats(budget: MappingBudget | null): {
+  budgetBytes: number
+  mappedBytes: number
+  mappedFiles: number
+  maps: number
+  unmaps: number
+} {
+  if (budget === null) return { budgetBytes: 0, mappedBytes: 0, mappedFiles: 0, maps: 0, unmaps: 0 }
+  return { budgetBytes: budget.maxBytes, mappedBytes: budget.mappedBytes, mappedFiles: budget.mappedFiles, maps: budget.maps, unmaps: budget.unmaps }
+}
+
+/** Runs `fn` under `budget.withoutEviction`, or as is without a budget. */
+export function withoutEviction<T>(budget: MappingBudget | null, fn: () => T): T {
+  return budget === null ? fn() : budget.withoutEviction(fn)
+}

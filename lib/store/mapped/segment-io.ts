@@ -1,0 +1,73 @@
+// System calls on a segment file through a descriptor, kept apart from MappedFile's bookkeeping.
+import * as fs from 'node:fs'
+
+import { ioError, MQStoreError } from '../../errors.js'
+import { native, type MapHandle } from '../../native.js'
+import { descriptors, openDescriptor } from './descriptors.js'
+
+/**
+ * Reserves the blocks of an existing file that has holes, keeping its modification time: retention
+ * reads a file's age from it, and fallocate counts as a modification. A file whose blocks already
+ * cover its size (the usual case) costs one fstat.
+ */
+export function reserveBlocks(fd: number, fileName: string, fileSize: number): void {
+  try {
+    const stat = fs.fstatSync(fd)
+    if (stat.blocks * 512 >= fileSize) return
+    native.allocate(fd, 0, fileSize)
+    fs.futimesSync(fd, stat.atime, stat.mtime)
+  } catch (cause) {
+    throw ioError(`cannot reserve the blocks of ${fileName} (${fileSize} bytes)`, cause)
+  }
+}
+
+/** mmap of a whole segment, failures named after the file. */
+export function mapSegment(fd: number, fileName: string, fileSize: number, writable: boolean): MapHandle {
+  try {
+    return native.map(fd, fileSize, writable)
+  } catch (cause) {
+    throw ioError(`cannot map ${fileName}`, cause)
+  }
+}
+
+/** A segment must be exactly its queue's file size. */
+export function checkLength(fileName: string, length: number, fileSize: number): void {
+  if (length !== fileSize) {
+    throw new MQStoreError('BAD_FILE_SIZE', `${fileName} is ${length} bytes, but segments of this queue are ${fileSize} bytes`)
+  }
+}
+
+export function fsyncAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())))
+}
+
+export function fdatasync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())))
+}
+
+/**
+ * Creates a segment at full size with its first `reserveBytes` of blocks reserved and returns its
+ * descriptor (the caller closes it). Durable: written as `<name>.tmp`, synced and renamed, so a crash never leaves a short
+ * segment under the name (the caller syncs the directory). Cheap: created under its own name with
+ * no sync (there is none to order a rename after); its first flush makes it durable.
+ */
+export function createSegment(fileName: string, fileSize: number, reserveBytes: number, cheap: boolean): number {
+  const temp = cheap ? fileName : `${fileName}.tmp`
+  let fd = -1
+  try {
+    fd = openDescriptor(temp, 'w+', descriptors, 0o644)
+    // Past the first chunk the file is a hole until the writer reserves it.
+    if (reserveBytes < fileSize) fs.ftruncateSync(fd, fileSize)
+    native.allocate(fd, 0, reserveBytes)
+    if (!cheap) {
+      fs.fsyncSync(fd)
+      fs.renameSync(temp, fileName)
+    }
+    return fd
+  } catch (cause) {
+    if (fd >= 0) fs.closeSync(fd)
+    fs.rmSync(temp, { force: true })
+    if (cause instanceof MQStoreError) throw cause
+    throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
+  }
+}

@@ -1,0 +1,94 @@
+// A store's close, in order: stop the services, flush, save the consumer offsets, vouch for the
+// files with the shutdown record, take the figures at close, unmap, remove the abort file, release
+// the lock. Every step runs even when an earlier one fails (see shutdown-steps.ts), so close
+// always releases every mapping, descriptor and the lock, then throws what failed.
+import * as fs from 'node:fs'
+import { sep } from 'node:path'
+
+import type { CleanupService } from './cleanup/cleanup-service.js'
+import type { CommitLog } from './commitlog/commit-log.js'
+import type { CompactedTopics } from './compaction/compacted-topics.js'
+import type { ConsumerOffsets } from './consumer-offsets.js'
+import type { Dispatcher } from './dispatcher.js'
+import type { CommitLogFlusher } from './flusher.js'
+import type { IndexSlot } from './index/index-slot.js'
+import { descriptors } from './mapped/descriptors.js'
+import { syncDirectory } from './mapped/directory.js'
+import type { TransientStorePool } from './mapped/transient-store-pool.js'
+import type { ConsumeQueueTable } from './queue/queue-table.js'
+import type { RunningFlags } from './running-flags.js'
+import type { ServiceLoop } from './service-loop.js'
+import { closeInSteps } from './shutdown-steps.js'
+import type { StoreCheckpoint } from './store-checkpoint.js'
+import type { StoreLock } from './store-lock.js'
+import type { StoreLog } from './store-logger.js'
+import type { StorePaths } from './store-paths.js'
+import type { StoreStatsService } from './store-stats.js'
+
+/** The parts of a store that close touches. */
+export interface ClosingStore {
+  cleanup: CleanupService
+  loops: readonly ServiceLoop[]
+  statsService: StoreStatsService
+  dispatcher: Dispatcher
+  compacted: CompactedTopics
+  flusher: CommitLogFlusher
+  commitLog: CommitLog
+  queues: ConsumeQueueTable
+  index: IndexSlot
+  checkpoint: StoreCheckpoint
+  consumerOffsets: ConsumerOffsets
+  flags: RunningFlags
+  pool: TransientStorePool | null
+  paths: StorePaths
+  lock: StoreLock
+  logger: StoreLog
+  /** The files are about to be unmapped: from here on stats() gives the figures at close. */
+  takeFigures(): void
+}
+
+export function closeStore(store: ClosingStore): Promise<void> {
+  const { commitLog, queues, checkpoint, dispatcher, paths } = store
+  return closeInSteps({
+    log: (message) => store.logger('error', message),
+    stopServices: async () => {
+      await store.cleanup.stop()
+      for (const loop of store.loops) await loop.stop()
+      store.statsService.shutdown()
+      dispatcher.doReput()
+      dispatcher.stop()
+      await store.compacted.close()
+      await store.flusher.shutdown()
+      await commitLog.mappedFileQueue.settle()
+    },
+    durable: () => !store.flags.isSet('NOT_WRITEABLE'),
+    flush: async () => {
+      await queues.flushAllAsync(checkpoint)
+      store.index.current.flush()
+      const logQueue = commitLog.mappedFileQueue
+      if (logQueue.storeTimestamp > 0) checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
+      checkpoint.flush()
+    },
+    saveOffsets: async () => {
+      await store.consumerOffsets.settle()
+      store.consumerOffsets.saveAtClose((error) => store.logger('error', `consumer offsets not saved at close: ${error.message}`))
+    },
+    caughtUp: () => dispatcher.behindBytes() <= 0 && !dispatcher.failed,
+    writeShutdownRecord: () =>
+      checkpoint.writeShutdownRecord({ endOffset: commitLog.getMaxOffset(), lastRecordOffset: commitLog.lastRecordOffset, ...queues.summary() }),
+    takeFigures: () => store.takeFigures(),
+    unmap: [
+      ['unmap consume queues', () => queues.shutdown()],
+      ['unmap the index', () => store.index.current.shutdown()],
+      ['unmap the commit log', () => commitLog.shutdown()],
+      ['unmap the checkpoint', () => checkpoint.shutdown()],
+      ['release the write buffers', () => store.pool?.destroy()],
+    ],
+    removeAbortFile: () => {
+      fs.rmSync(paths.abort, { force: true })
+      syncDirectory(paths.abort)
+    },
+    releaseLock: () => store.lock.release(),
+    forgetDescriptors: () => descriptors.forgetUnder(paths.root + sep),
+  })
+}
