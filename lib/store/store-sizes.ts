@@ -78,8 +78,13 @@ export function findFileSizes(paths: StorePaths): FoundSizes {
       continue
     }
     for (const queueId of queueIds) {
-      consumeQueueFileBytes = firstFileSize(join(paths.consumeQueueTopic(topic), queueId), isSegment)
-      if (consumeQueueFileBytes !== null) break outer
+      // An empty file says nothing: a new queue file (created without syncs) that a power cut
+      // brought back at length 0; open deletes and rebuilds it.
+      const size = firstFileSize(join(paths.consumeQueueTopic(topic), queueId), isSegment)
+      if (size !== null && size > 0) {
+        consumeQueueFileBytes = size
+        break outer
+      }
     }
   }
   return {

@@ -52,15 +52,17 @@ export function ensureDirectory(dir: string): void {
  */
 export async function syncDirectoryAsync(fileName: string): Promise<void> {
   const dir = dirname(fileName)
-  let handle: fs.promises.FileHandle | null = null
+  // Callback-style fs (not fs.promises): one code path for every sync, which the tests' power-loss
+  // model observes.
+  let fd = -1
   try {
-    handle = await fs.promises.open(dir, 'r')
-    await handle.sync()
+    fd = await new Promise<number>((resolve, reject) => fs.open(dir, 'r', (err, opened) => (err ? reject(err) : resolve(opened))))
+    await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())))
   } catch (cause) {
     if (!UNSUPPORTED.has((cause as NodeJS.ErrnoException)?.code ?? '')) {
       throw ioError(`cannot sync directory ${dir}`, cause)
     }
   } finally {
-    await handle?.close()
+    if (fd >= 0) fs.closeSync(fd)
   }
 }
