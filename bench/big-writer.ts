@@ -16,7 +16,12 @@ const store = await MessageStore.open(dir, { flushDiskType: 'ASYNC_FLUSH', messa
 let count = 0
 while (store.stats().commitLogMaxOffset < target) {
   const bodies = makeBodies(count, PUT_BATCH)
-  const batch: Message[] = bodies.map((body, j) => ({ topic: topicOf(count + j), queueId: queueOf(count + j), body, keys: keyOf(count + j) }))
+  const batch: Message[] = bodies.map((body, j) => ({
+    topic: topicOf(count + j),
+    queueId: queueOf(count + j),
+    body,
+    keys: keyOf(count + j),
+  }))
   for (const r of await store.putMessages(batch)) if (r.status !== 'PUT_OK') throw new Error(`put: ${r.status}`)
   count += PUT_BATCH
 }

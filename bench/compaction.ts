@@ -80,7 +80,10 @@ async function main(): Promise<void> {
     const busy = await producePuts(store, pass)
     const report = await pass
     loopBusy.disable()
-    const loopMs = (h: ReturnType<typeof monitorEventLoopDelay>) => ({ p99: Number((h.percentile(99) / 1e6).toFixed(3)), max: Number((h.max / 1e6).toFixed(3)) })
+    const loopMs = (h: ReturnType<typeof monitorEventLoopDelay>) => ({
+      p99: Number((h.percentile(99) / 1e6).toFixed(3)),
+      max: Number((h.max / 1e6).toFixed(3)),
+    })
     const q = report.queues[0]
     idle.sort((a, b) => a - b)
     busy.sort((a, b) => a - b)

@@ -25,7 +25,12 @@ async function measure(count: number): Promise<Row> {
     const body = Buffer.alloc(BODY_BYTES, 0x61)
     for (let done = 0; done < count; ) {
       const n = Math.min(BATCH, count - done)
-      const batch = Array.from({ length: n }, (_, i) => ({ topic: `T${(done + i) % 4}`, queueId: (done + i) % 4, body, keys: [`k${done + i}`] }))
+      const batch = Array.from({ length: n }, (_, i) => ({
+        topic: `T${(done + i) % 4}`,
+        queueId: (done + i) % 4,
+        body,
+        keys: [`k${done + i}`],
+      }))
       const results = await store.putMessages(batch)
       const failed = results.find((r) => r.status !== 'PUT_OK')
       if (failed !== undefined) throw new Error(`put failed: ${failed.status} ${failed.reason ?? ''}`)

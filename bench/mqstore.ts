@@ -227,7 +227,10 @@ async function bigStore(config: BenchConfig): Promise<BigStoreResult> {
   try {
     log(`mqstore: ${fmtBytes(config.bigBytes)} store written by a child that is then SIGKILLed`)
     const writer = fileURLToPath(new URL('./big-writer.js', import.meta.url))
-    const child = spawnSync(process.execPath, [writer, dir, String(config.bigBytes)], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' })
+    const child = spawnSync(process.execPath, [writer, dir, String(config.bigBytes)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      encoding: 'utf8',
+    })
     check(child.signal === 'SIGKILL', `the big-store writer ended with ${child.signal ?? `status ${child.status}`}`)
     const messages = Number(child.stdout.trim().split('\n').pop())
     check(Number.isSafeInteger(messages) && messages > 0, `the big-store writer reported ${child.stdout}`)

@@ -50,9 +50,12 @@ function panel(series: EngineSeries[], spec: Panel, x0: number, sizes: number[])
   const xLo = Math.log2(sizes[0])
   const xHi = Math.log2(sizes[sizes.length - 1])
   const px = (size: number) => x0 + ((Math.log2(size) - xLo) / Math.max(1e-9, xHi - xLo)) * PANEL_WIDTH
-  const py = (value: number) => MARGIN.top + PANEL_HEIGHT - ((Math.log10(value) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * PANEL_HEIGHT
+  const py = (value: number) =>
+    MARGIN.top + PANEL_HEIGHT - ((Math.log10(value) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * PANEL_HEIGHT
   const out: string[] = []
-  out.push(`<text x="${x0 + PANEL_WIDTH / 2}" y="${MARGIN.top - 12}" text-anchor="middle" font-weight="bold">${escapeXml(spec.title)}</text>`)
+  out.push(
+    `<text x="${x0 + PANEL_WIDTH / 2}" y="${MARGIN.top - 12}" text-anchor="middle" font-weight="bold">${escapeXml(spec.title)}</text>`,
+  )
   // Decades with their 2x and 5x lines, labelled at the decades.
   for (let decade = lo; decade <= hi * 1.0001; decade *= 10) {
     for (const m of [1, 2, 5]) {
@@ -69,16 +72,22 @@ function panel(series: EngineSeries[], spec: Panel, x0: number, sizes: number[])
     out.push(`<text x="${x}" y="${MARGIN.top + PANEL_HEIGHT + 18}" text-anchor="middle">${sizeLabel(size)}</text>`)
   }
   out.push(`<rect x="${x0}" y="${MARGIN.top}" width="${PANEL_WIDTH}" height="${PANEL_HEIGHT}" fill="none" stroke="#888"/>`)
-  out.push(`<text x="${x0 + PANEL_WIDTH / 2}" y="${MARGIN.top + PANEL_HEIGHT + 40}" text-anchor="middle">message body size (log scale)</text>`)
+  out.push(
+    `<text x="${x0 + PANEL_WIDTH / 2}" y="${MARGIN.top + PANEL_HEIGHT + 40}" text-anchor="middle">message body size (log scale)</text>`,
+  )
   const yMid = MARGIN.top + PANEL_HEIGHT / 2
-  out.push(`<text x="${x0 - 55}" y="${yMid}" text-anchor="middle" transform="rotate(-90 ${x0 - 55} ${yMid})">${escapeXml(spec.unit)} (log scale)</text>`)
+  out.push(
+    `<text x="${x0 - 55}" y="${yMid}" text-anchor="middle" transform="rotate(-90 ${x0 - 55} ${yMid})">${escapeXml(spec.unit)} (log scale)</text>`,
+  )
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]
     const points = s.points.filter((p) => spec.value(p) > 0)
     const path = points.map((p) => `${px(p.size).toFixed(1)},${py(spec.value(p)).toFixed(1)}`).join(' ')
     out.push(`<polyline data-engine="${escapeXml(s.engine)}" points="${path}" fill="none" stroke="${color}" stroke-width="2.5"/>`)
     for (const p of points) {
-      out.push(`<circle cx="${px(p.size).toFixed(1)}" cy="${py(spec.value(p)).toFixed(1)}" r="3.5" fill="${color}"><title>${escapeXml(`${s.label}, ${sizeLabel(p.size)}: ${numberLabel(spec.value(p))} ${spec.unit}`)}</title></circle>`)
+      out.push(
+        `<circle cx="${px(p.size).toFixed(1)}" cy="${py(spec.value(p)).toFixed(1)}" r="3.5" fill="${color}"><title>${escapeXml(`${s.label}, ${sizeLabel(p.size)}: ${numberLabel(spec.value(p))} ${spec.unit}`)}</title></circle>`,
+      )
     }
   })
   return out.join('\n')

@@ -24,7 +24,13 @@ function rate(bytes: number, ms: number): number {
 
 const ROWS: Row[] = [
   { phase: 'put, putMessages batches (ASYNC, queues + index)', unit: 'msg/s', direction: 'higher', digits: 0, value: (r) => r.put?.rate },
-  { phase: `scan one queue, getMessage ${SCAN_BATCH} at a time`, unit: 'msg/s', direction: 'higher', digits: 0, value: (r) => r.scan?.rate },
+  {
+    phase: `scan one queue, getMessage ${SCAN_BATCH} at a time`,
+    unit: 'msg/s',
+    direction: 'higher',
+    digits: 0,
+    value: (r) => r.scan?.rate,
+  },
   { phase: 'scan one queue, consume()', unit: 'msg/s', direction: 'higher', digits: 0, value: (r) => r.scanConsume?.rate },
   { phase: 'lookup by key', unit: 'lookups/s', direction: 'higher', digits: 0, value: (r) => r.lookup?.rate },
   { phase: 'lookup latency p50', unit: 'us', direction: 'lower', digits: 2, value: (r) => r.lookup?.latencyUs.p50 },
@@ -37,10 +43,34 @@ const ROWS: Row[] = [
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
   { phase: 'big store: open after SIGKILL', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.crashOpenMs },
-  { phase: 'big store: recovery scan', unit: 'GB/s', direction: 'higher', digits: 2, value: (r) => (r.big === undefined ? undefined : rate(r.big.scannedBytes, r.big.crashOpenMs)) },
-  { phase: 'RSS per body byte after put', unit: 'x', direction: 'lower', digits: 2, value: (r) => (r.put === undefined ? undefined : r.put.rssBytes / r.put.bodyBytes) },
-  { phase: 'disk per body byte after put', unit: 'x', direction: 'lower', digits: 2, value: (r) => (r.put === undefined ? undefined : r.put.diskBytes / r.put.bodyBytes) },
-  { phase: 'big store: disk per logical byte', unit: 'x', direction: 'lower', digits: 2, value: (r) => (r.big === undefined ? undefined : r.big.diskBytes / r.big.logicalBytes) },
+  {
+    phase: 'big store: recovery scan',
+    unit: 'GB/s',
+    direction: 'higher',
+    digits: 2,
+    value: (r) => (r.big === undefined ? undefined : rate(r.big.scannedBytes, r.big.crashOpenMs)),
+  },
+  {
+    phase: 'RSS per body byte after put',
+    unit: 'x',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => (r.put === undefined ? undefined : r.put.rssBytes / r.put.bodyBytes),
+  },
+  {
+    phase: 'disk per body byte after put',
+    unit: 'x',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => (r.put === undefined ? undefined : r.put.diskBytes / r.put.bodyBytes),
+  },
+  {
+    phase: 'big store: disk per logical byte',
+    unit: 'x',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => (r.big === undefined ? undefined : r.big.diskBytes / r.big.logicalBytes),
+  },
 ]
 
 export interface TargetOutcome {
@@ -70,7 +100,13 @@ function ratioJudge(pick: (r: EngineResult) => number | undefined, factor: numbe
 }
 
 /** An absolute bound on an mqstore figure. */
-function boundJudge(pick: (r: EngineResult) => number | undefined, ok: (v: number) => boolean, unit: string, digits: number, peerPick?: (r: EngineResult) => number | undefined): Judge {
+function boundJudge(
+  pick: (r: EngineResult) => number | undefined,
+  ok: (v: number) => boolean,
+  unit: string,
+  digits: number,
+  peerPick?: (r: EngineResult) => number | undefined,
+): Judge {
   return (r) => {
     const mq = r.mqstore === undefined ? undefined : pick(r.mqstore)
     const peer = r.lmdb === undefined || peerPick === undefined ? undefined : peerPick(r.lmdb)
@@ -84,30 +120,82 @@ function boundJudge(pick: (r: EngineResult) => number | undefined, ok: (v: numbe
 }
 
 const TARGETS: { phase: string; target: string; judge: Judge }[] = [
-  { phase: 'put (putMessages batches, ASYNC_FLUSH, queues and index on)', target: '>= 8x lmdb (>= 1.5 M msg/s here)', judge: ratioJudge((e) => e.put?.rate, 8, 'msg/s') },
-  { phase: `scan one queue in order, getMessage ${SCAN_BATCH} at a time`, target: '>= 10x lmdb', judge: ratioJudge((e) => e.scan?.rate, 10, 'msg/s') },
-  { phase: 'scan one queue in order, consume()', target: '>= 10x lmdb', judge: ratioJudge((e) => e.scanConsume?.rate, 10, 'msg/s', (e) => e.scan?.rate) },
+  {
+    phase: 'put (putMessages batches, ASYNC_FLUSH, queues and index on)',
+    target: '>= 8x lmdb (>= 1.5 M msg/s here)',
+    judge: ratioJudge((e) => e.put?.rate, 8, 'msg/s'),
+  },
+  {
+    phase: `scan one queue in order, getMessage ${SCAN_BATCH} at a time`,
+    target: '>= 10x lmdb',
+    judge: ratioJudge((e) => e.scan?.rate, 10, 'msg/s'),
+  },
+  {
+    phase: 'scan one queue in order, consume()',
+    target: '>= 10x lmdb',
+    judge: ratioJudge(
+      (e) => e.scanConsume?.rate,
+      10,
+      'msg/s',
+      (e) => e.scan?.rate,
+    ),
+  },
   { phase: 'lookup by key', target: '>= 4x lmdb', judge: ratioJudge((e) => e.lookup?.rate, 4, '/s') },
-  { phase: 'lookup by key, p99', target: '<= 10 us', judge: boundJudge((e) => e.lookup?.latencyUs.p99, (v) => v <= 10, 'us', 2, (e) => e.lookup?.latencyUs.p99) },
+  {
+    phase: 'lookup by key, p99',
+    target: '<= 10 us',
+    judge: boundJudge(
+      (e) => e.lookup?.latencyUs.p99,
+      (v) => v <= 10,
+      'us',
+      2,
+      (e) => e.lookup?.latencyUs.p99,
+    ),
+  },
   { phase: `SYNC_FLUSH, ${SYNC_PRODUCERS} concurrent producers`, target: '>= 2x lmdb', judge: ratioJudge((e) => e.sync?.rate, 2, 'msg/s') },
-  { phase: 'clean reopen of the big store', target: '<= 10 ms', judge: boundJudge((e) => e.big?.cleanOpenMs, (v) => v <= 10, 'ms', 1) },
+  {
+    phase: 'clean reopen of the big store',
+    target: '<= 10 ms',
+    judge: boundJudge(
+      (e) => e.big?.cleanOpenMs,
+      (v) => v <= 10,
+      'ms',
+      1,
+    ),
+  },
   {
     phase: 'crash recovery scan',
     target: '>= 1 GB/s',
-    judge: boundJudge((e) => (e.big === undefined ? undefined : rate(e.big.scannedBytes, e.big.crashOpenMs)), (v) => v >= 1, 'GB/s', 2),
+    judge: boundJudge(
+      (e) => (e.big === undefined ? undefined : rate(e.big.scannedBytes, e.big.crashOpenMs)),
+      (v) => v >= 1,
+      'GB/s',
+      2,
+    ),
   },
   {
     phase: 'memory: RSS per stored body byte',
     target: 'reported',
     judge: (r) => {
-      const j = boundJudge((e) => (e.put === undefined ? undefined : e.put.rssBytes / e.put.bodyBytes), () => true, 'x', 2, (e) => (e.put === undefined ? undefined : e.put.rssBytes / e.put.bodyBytes))(r)
+      const j = boundJudge(
+        (e) => (e.put === undefined ? undefined : e.put.rssBytes / e.put.bodyBytes),
+        () => true,
+        'x',
+        2,
+        (e) => (e.put === undefined ? undefined : e.put.rssBytes / e.put.bodyBytes),
+      )(r)
       return { ...j, result: j.result === 'n/a' ? 'n/a' : 'reported' }
     },
   },
   {
     phase: 'disk per logical byte, big store',
     target: '<= 1.3x',
-    judge: boundJudge((e) => (e.big === undefined ? undefined : e.big.diskBytes / e.big.logicalBytes), (v) => v <= 1.3, 'x', 2),
+    judge: boundJudge(
+      (e) => (e.big === undefined ? undefined : e.big.diskBytes / e.big.logicalBytes),
+      (v) => v <= 1.3,
+      'x',
+      2,
+    ),
   },
 ]
 
@@ -116,7 +204,9 @@ export function judgeTargets(results: Results): TargetOutcome[] {
 }
 
 export function missedTargets(results: Results): string[] {
-  return judgeTargets(results).filter((t) => t.result === 'MISS').map((t) => t.phase)
+  return judgeTargets(results)
+    .filter((t) => t.result === 'MISS')
+    .map((t) => t.phase)
 }
 
 function fmt(value: number | undefined, digits: number): string {
@@ -132,7 +222,10 @@ function ratio(mq: number | undefined, peer: number | undefined): string {
 function renderTable(header: string[], rows: string[][], rightAligned: Set<number>): string {
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)))
   const line = (cells: string[]) =>
-    cells.map((cell, c) => (rightAligned.has(c) ? cell.padStart(widths[c]) : cell.padEnd(widths[c]))).join('  ').trimEnd()
+    cells
+      .map((cell, c) => (rightAligned.has(c) ? cell.padStart(widths[c]) : cell.padEnd(widths[c])))
+      .join('  ')
+      .trimEnd()
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
 }
 
@@ -155,15 +248,28 @@ function tables(config: BenchConfig, results: Results, errors: string[]): Tables
     `mqstore benchmark: ${fmt(config.count, 0)} messages of 256 B over 4 topics x 4 queues, unique key each; ` +
       `${fmt(config.lookups, 0)} lookups; ${fmt(config.syncCount, 0)} SYNC puts; big store ${fmt(config.bigBytes / 2 ** 20, 0)} MiB`,
     `node ${process.version}, ${os.platform()} ${os.arch()}, ${os.cpus().length} CPUs, ${fmt(os.totalmem() / 2 ** 30, 0)} GiB RAM, ` +
-      `load average at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
-    ENGINES.filter((e) => results[e] !== undefined).map((e) => `${e} ${results[e]?.version}`).join(', '),
+      `load average at the end ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    ENGINES.filter((e) => results[e] !== undefined)
+      .map((e) => `${e} ${results[e]?.version}`)
+      .join(', '),
   ]
   const rows: string[][] = []
   for (const row of ROWS) {
     const values = ENGINES.map((e) => (results[e] === undefined ? undefined : row.value(results[e] as EngineResult)))
     if (values.every((v) => v === undefined)) continue
     const [m, l, s] = values
-    rows.push([row.phase, `${row.unit} ${row.direction === 'higher' ? '(+)' : '(-)'}`, fmt(m, row.digits), fmt(l, row.digits), fmt(s, row.digits), ratio(m, l), ratio(m, s)])
+    rows.push([
+      row.phase,
+      `${row.unit} ${row.direction === 'higher' ? '(+)' : '(-)'}`,
+      fmt(m, row.digits),
+      fmt(l, row.digits),
+      fmt(s, row.digits),
+      ratio(m, l),
+      ratio(m, s),
+    ])
   }
   const targetRows = judgeTargets(results).map((t) => [t.phase, t.target, t.mqstore, t.lmdb, t.ratio, t.result])
   const notes = [
@@ -190,7 +296,11 @@ function tables(config: BenchConfig, results: Results, errors: string[]): Tables
   for (const error of errors) notes.push(`ERROR ${error}`)
   return {
     title,
-    figures: { header: ['phase', 'unit', 'mqstore', 'lmdb', 'sqlite', 'mqstore/lmdb', 'mqstore/sqlite'], rows, right: new Set([2, 3, 4, 5, 6]) },
+    figures: {
+      header: ['phase', 'unit', 'mqstore', 'lmdb', 'sqlite', 'mqstore/lmdb', 'mqstore/sqlite'],
+      rows,
+      right: new Set([2, 3, 4, 5, 6]),
+    },
     targets: { header: ['phase', 'target', 'mqstore', 'lmdb', 'mqstore/lmdb', 'result'], rows: targetRows, right: new Set([2, 3, 4]) },
     notes,
   }

@@ -10,16 +10,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { jsonReport, markdownReport, missedTargets, textReport } from './report.js'
-import {
-  BenchError,
-  ENGINES,
-  log,
-  PHASES,
-  type BenchConfig,
-  type EngineName,
-  type EngineResult,
-  type PhaseName,
-} from './workload.js'
+import { BenchError, ENGINES, log, PHASES, type BenchConfig, type EngineName, type EngineResult, type PhaseName } from './workload.js'
 
 const USAGE = `usage: node dist/bench/run.js [options]
 
@@ -56,7 +47,10 @@ function positiveInt(text: string | undefined, name: string): number {
 }
 
 function parseList<T extends string>(text: string | undefined, allowed: readonly T[], name: string): T[] {
-  const items = (text ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
+  const items = (text ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')
   if (items.length === 0) throw new BenchError(`${name} needs a comma-separated list of ${allowed.join(', ')}`)
   for (const item of items) {
     if (!allowed.includes(item as T)) throw new BenchError(`${name}: unknown '${item}' (expected ${allowed.join(', ')})`)
@@ -80,7 +74,8 @@ function parseArgs(argv: string[]): Cli | null {
   let child = false
   for (let k = 0; k < argv.length; k++) {
     const arg = argv[k]
-    const [flag, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined]
+    const [flag, inline] =
+      arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined]
     const value = () => inline ?? argv[++k]
     switch (flag) {
       case '--count':
@@ -154,13 +149,20 @@ async function runEngine(engine: EngineName, config: BenchConfig): Promise<Engin
 function runEngineInChild(engine: EngineName, config: BenchConfig): Promise<EngineResult> {
   const args = [
     '--child',
-    '--only', engine,
-    '--count', String(config.count),
-    '--lookups', String(config.lookups),
-    '--sync-count', String(config.syncCount),
-    '--big-mib', String(config.bigBytes / 2 ** 20),
-    '--phases', [...config.phases].join(','),
-    '--seed', String(config.seed),
+    '--only',
+    engine,
+    '--count',
+    String(config.count),
+    '--lookups',
+    String(config.lookups),
+    '--sync-count',
+    String(config.syncCount),
+    '--big-mib',
+    String(config.bigBytes / 2 ** 20),
+    '--phases',
+    [...config.phases].join(','),
+    '--seed',
+    String(config.seed),
   ]
   return new Promise((resolve, reject) => {
     let result: EngineResult | null = null

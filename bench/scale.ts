@@ -85,7 +85,13 @@ async function childStep(request: ChildRequest): Promise<Record<string, number>>
   const store = await MessageStore.open(request.dir, request.options)
   const openedMs = Number(process.hrtime.bigint() - began) / 1e6
   if (request.step === 'reopen') {
-    const figures = { reopenMs: openedMs, openFiles: openFiles(), mappedBytes: mappedBytes(request.dir), rssBytes: process.memoryUsage().rss, readAllMs: -1 }
+    const figures = {
+      reopenMs: openedMs,
+      openFiles: openFiles(),
+      mappedBytes: mappedBytes(request.dir),
+      rssBytes: process.memoryUsage().rss,
+      readAllMs: -1,
+    }
     if (request.messages === undefined) {
       const perTopic = Math.max(1, Math.ceil(request.queues / TOPICS))
       const readBegan = process.hrtime.bigint()
@@ -98,7 +104,10 @@ async function childStep(request: ChildRequest): Promise<Record<string, number>>
     await store.close()
     return figures
   }
-  const messages = request.messages === undefined ? queueMessages(request.queues) : Array.from({ length: request.messages }, (_, i) => ({ topic: 'small', body: BODY, keys: `s${i}` }))
+  const messages =
+    request.messages === undefined
+      ? queueMessages(request.queues)
+      : Array.from({ length: request.messages }, (_, i) => ({ topic: 'small', body: BODY, keys: `s${i}` }))
   const start = process.hrtime.bigint()
   for (let i = 0; i < messages.length; i += BATCH) {
     const results = await store.putMessages(messages.slice(i, i + BATCH))
@@ -175,7 +184,9 @@ export async function runScale(queueCounts: number[], withSmallFiles: boolean): 
     process.stderr.write(`scale: ${SMALL_FILES} commit-log files...\n`)
     // Records of ~200 B: about 320 per 64 KiB file.
     const messages = Math.ceil((SMALL_FILES * SMALL_FILE_BYTES) / 200)
-    rows.push(await measure(`${SMALL_FILES} log files`, 1, { flushDiskType: 'ASYNC_FLUSH', mappedFileSizeCommitLog: SMALL_FILE_BYTES }, messages))
+    rows.push(
+      await measure(`${SMALL_FILES} log files`, 1, { flushDiskType: 'ASYNC_FLUSH', mappedFileSizeCommitLog: SMALL_FILE_BYTES }, messages),
+    )
   }
   return rows
 }

@@ -74,7 +74,9 @@ async function openEngine(engine: SizeEngine, dir: string): Promise<{ write: Wri
       const store = await MessageStore.open(dir, { flushDiskType: 'ASYNC_FLUSH' })
       return {
         write: async (first, batch) => {
-          const results = await store.putMessages(batch.map((body, j) => ({ topic: `T${(first + j) % 4}`, queueId: ((first + j) >> 2) % 4, body, keys: [`k${first + j}`] })))
+          const results = await store.putMessages(
+            batch.map((body, j) => ({ topic: `T${(first + j) % 4}`, queueId: ((first + j) >> 2) % 4, body, keys: [`k${first + j}`] })),
+          )
           for (const r of results) if (r.status !== 'PUT_OK') throw new BenchError(`mqstore put: ${r.status}`)
         },
         close: () => store.close(),
@@ -101,7 +103,13 @@ async function openEngine(engine: SizeEngine, dir: string): Promise<{ write: Wri
       }
     }
     case 'sqlite': {
-      type Db = { pragma(s: string): unknown; exec(s: string): unknown; prepare(s: string): { run(...a: unknown[]): unknown }; transaction(fn: (...a: any[]) => void): (...a: any[]) => void; close(): unknown }
+      type Db = {
+        pragma(s: string): unknown
+        exec(s: string): unknown
+        prepare(s: string): { run(...a: unknown[]): unknown }
+        transaction(fn: (...a: any[]) => void): (...a: any[]) => void
+        close(): unknown
+      }
       const Sqlite = require('better-sqlite3') as new (file: string) => Db
       const db = new Sqlite(join(dir, 'bench.db'))
       db.pragma('journal_mode = WAL')
@@ -145,7 +153,8 @@ async function measure(engine: SizeEngine, size: number, count: number, template
     let seconds: number
     try {
       const started = now()
-      for (let first = 0; first < count; first += batchSize) await write(first, bodies(first, Math.min(batchSize, count - first), size, template))
+      for (let first = 0; first < count; first += batchSize)
+        await write(first, bodies(first, Math.min(batchSize, count - first), size, template))
       seconds = secondsSince(started)
     } finally {
       await close()
@@ -178,7 +187,9 @@ async function runEngine(engine: SizeEngine, budgetBytes: number, onPoint: (done
 function runInChild(engine: SizeEngine, budgetMiB: number, onPoint: (done: number) => void): Promise<SizePoint[]> {
   return new Promise((resolve, reject) => {
     let result: SizePoint[] | null = null
-    const child = fork(fileURLToPath(import.meta.url), ['--child', engine, '--budget', String(budgetMiB)], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+    const child = fork(fileURLToPath(import.meta.url), ['--child', engine, '--budget', String(budgetMiB)], {
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    })
     child.on('message', (message: { point?: number; points?: SizePoint[] }) => {
       if (message.point !== undefined) onPoint(message.point)
       if (message.points !== undefined) result = message.points
@@ -227,7 +238,8 @@ async function main(argv: string[]): Promise<number> {
     return 0
   }
   const engines = values.only === undefined ? [...SIZE_ENGINES] : values.only.split(',').map((e) => e.trim())
-  for (const e of engines) if (!SIZE_ENGINES.includes(e as SizeEngine)) throw new BenchError(`--only: unknown engine '${e}' (expected ${SIZE_ENGINES.join(', ')})`)
+  for (const e of engines)
+    if (!SIZE_ENGINES.includes(e as SizeEngine)) throw new BenchError(`--only: unknown engine '${e}' (expected ${SIZE_ENGINES.join(', ')})`)
   const progress = new Progress(process.stderr, 'bench sizes', process.stderr.isTTY === true)
   const total = engines.length * SIZES.length
   const series: EngineSeries[] = []
@@ -244,7 +256,8 @@ async function main(argv: string[]): Promise<number> {
     const subtitle = `${environment}; ${budgetMiB} MiB of bodies per point (${MIN_COUNT}..${MAX_COUNT} messages), puts not waiting for fsync`
     fs.writeFileSync(out, renderThroughputSvg(series, 'Put throughput by message size', subtitle))
   }
-  if (values.json === true) process.stdout.write(`${JSON.stringify({ environment, budgetMiB, sizes: SIZES, series, svg: out === '-' ? null : out }, null, 2)}\n`)
+  if (values.json === true)
+    process.stdout.write(`${JSON.stringify({ environment, budgetMiB, sizes: SIZES, series, svg: out === '-' ? null : out }, null, 2)}\n`)
   else process.stdout.write(`${environment}\n${table(series)}\n${out === '-' ? '' : `plot: ${out}\n`}`)
   return 0
 }
@@ -254,7 +267,9 @@ main(process.argv.slice(2)).then(
     process.exitCode = code
   },
   (error: unknown) => {
-    process.stderr.write(`${error instanceof BenchError || (error as NodeJS.ErrnoException)?.code?.startsWith('ERR_PARSE_ARGS') ? (error as Error).message : ((error as Error)?.stack ?? String(error))}\n`)
+    process.stderr.write(
+      `${error instanceof BenchError || (error as NodeJS.ErrnoException)?.code?.startsWith('ERR_PARSE_ARGS') ? (error as Error).message : ((error as Error)?.stack ?? String(error))}\n`,
+    )
     process.exitCode = error instanceof BenchError ? 1 : 2
   },
 )

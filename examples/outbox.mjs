@@ -103,7 +103,10 @@ if (values.serve) {
   const client = async () => {
     while (sent < REQUESTS) {
       sent++
-      const response = await fetch(`http://127.0.0.1:${port}/orders`, { method: 'POST', body: JSON.stringify({ item: `item-${sent}`, quantity: 1 }) })
+      const response = await fetch(`http://127.0.0.1:${port}/orders`, {
+        method: 'POST',
+        body: JSON.stringify({ item: `item-${sent}`, quantity: 1 }),
+      })
       if (response.status !== 201) throw new Error(`POST /orders: ${response.status} ${await response.text()}`)
       ids.push((await response.json()).id)
     }
@@ -115,7 +118,9 @@ if (values.serve) {
   clearTimeout(timer)
   stop.abort()
   const everyIdPublished = ids.every((id) => publishedIds.has(id))
-  console.log(JSON.stringify({ accepted: ids.length, published, everyIdPublished, firstFound, committed: store.queryOffset('relay', OUTBOX, 0) }))
+  console.log(
+    JSON.stringify({ accepted: ids.length, published, everyIdPublished, firstFound, committed: store.queryOffset('relay', OUTBOX, 0) }),
+  )
   process.exitCode = ids.length === REQUESTS && everyIdPublished && firstFound ? 0 : 1
 }
 

@@ -86,10 +86,14 @@ const DEFINITIONS: Definition[] = [
   gauge('index_files', 'Index files.', [], (s) => one(s.indexFileCount)),
   // Dispatch and flush.
   gauge('dispatch_behind_bytes', 'Commit-log bytes not yet in the consume queues and the index.', [], (s) => one(s.dispatchBehindBytes)),
-  gauge('dispatch_stuck', '1 while dispatch is stopped at a record it cannot index (puts are refused).', [], (s) => one(bit(s.dispatchStuck))),
+  gauge('dispatch_stuck', '1 while dispatch is stopped at a record it cannot index (puts are refused).', [], (s) =>
+    one(bit(s.dispatchStuck)),
+  ),
   counter('dispatch_skipped_bytes_total', 'Damaged commit-log bytes dispatch skipped since open.', [], (s) => one(s.dispatchSkippedBytes)),
   gauge('flush_behind_bytes', 'Commit-log bytes in the files but not yet flushed to disk.', [], (s) => one(s.flushBehindBytes)),
-  gauge('commit_behind_bytes', 'Bytes in write buffers not yet committed to the files (transient store pool).', [], (s) => one(s.commitBehindBytes)),
+  gauge('commit_behind_bytes', 'Bytes in write buffers not yet committed to the files (transient store pool).', [], (s) =>
+    one(s.commitBehindBytes),
+  ),
   // Recovery and repairs.
   gauge('last_exit_clean', '1 when the previous close was clean, 0 after a crash.', [], (s) => one(bit(s.lastExitOK))),
   gauge('recovery_scanned_bytes', 'Commit-log bytes scanned by the recovery at open.', [], (s) => one(s.recovery?.scannedBytes ?? 0)),
@@ -172,7 +176,8 @@ export function collectStoreMetrics(store: StatsSource, options: StoreMetricsOpt
   }
   const registry = options.register ?? globalRegistry
   const prefix = options.prefix ?? 'mqstore_'
-  if (typeof prefix !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)) throw new TypeError(`prefix ${JSON.stringify(prefix)} is not a metric name prefix`)
+  if (typeof prefix !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix))
+    throw new TypeError(`prefix ${JSON.stringify(prefix)} is not a metric name prefix`)
   const labels = { ...(options.labels ?? {}) }
   for (const [name, value] of Object.entries(labels)) {
     if (typeof value !== 'string') throw new TypeError(`label ${name} must be a string`)

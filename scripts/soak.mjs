@@ -97,7 +97,13 @@ if (Number.isSafeInteger(powerCutSchedules) && powerCutSchedules > 0) {
   const run = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/power-cut.test.ts'], {
     cwd: root,
     stdio: 'inherit',
-    env: { ...process.env, POWERCUT_SCHEDULES: String(powerCutSchedules), POWERCUT_STEPS: String(steps), POWERCUT_SEED: String(seed | 0), POWERCUT_VERBOSE: '1' },
+    env: {
+      ...process.env,
+      POWERCUT_SCHEDULES: String(powerCutSchedules),
+      POWERCUT_STEPS: String(steps),
+      POWERCUT_SEED: String(seed | 0),
+      POWERCUT_VERBOSE: '1',
+    },
   })
   powerCutFailed = run.status !== 0
   console.log(`[soak] power cuts: ${powerCutFailed ? 'FAILED' : 'ok'}`)

@@ -84,9 +84,12 @@ function main(testFiles) {
     fail(`${buildDir} was configured with another generator; delete it`)
   }
   run('cmake', [
-    '-S', root,
-    '-B', buildDir,
-    '-G', generator,
+    '-S',
+    root,
+    '-B',
+    buildDir,
+    '-G',
+    generator,
     '-DCMAKE_BUILD_TYPE=Debug',
     `-DCMAKE_CXX_COMPILER=${cxx}`,
     '-DMQSTORE_ASAN=ON',
@@ -104,20 +107,16 @@ function main(testFiles) {
   const built = performance.now()
   log(`built ${addon} in ${((built - started) / 1000).toFixed(1)}s`)
 
-  const result = spawnSync(
-    process.execPath,
-    ['--expose-gc', fileURLToPath(import.meta.url), 'smoke', addon],
-    {
-      encoding: 'utf8',
-      stdio: ['ignore', 'inherit', 'pipe'],
-      env: {
-        ...process.env,
-        LD_PRELOAD: [runtime, process.env.LD_PRELOAD].filter(Boolean).join(':'),
-        ASAN_OPTIONS: 'detect_leaks=0',
-        UBSAN_OPTIONS: 'print_stacktrace=1:halt_on_error=1',
-      },
+  const result = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), 'smoke', addon], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'inherit', 'pipe'],
+    env: {
+      ...process.env,
+      LD_PRELOAD: [runtime, process.env.LD_PRELOAD].filter(Boolean).join(':'),
+      ASAN_OPTIONS: 'detect_leaks=0',
+      UBSAN_OPTIONS: 'print_stacktrace=1:halt_on_error=1',
     },
-  )
+  })
   process.stderr.write(result.stderr ?? '')
   const report = SANITIZER_REPORT.exec(result.stderr ?? '')
   if (report) fail(`sanitizer report: ${report[0]}`)
@@ -146,11 +145,11 @@ function suite(addon, runtime, testFiles) {
   // Child-process tests import the compiled package from dist/.
   run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')])
   // The suite must load the sanitizer build, not build/Release or a prebuild.
-  const probe = spawnSync(
-    process.execPath,
-    ['-e', 'console.log(require("node-gyp-build").path(process.argv[1]))', root],
-    { cwd: root, env, encoding: 'utf8' },
-  )
+  const probe = spawnSync(process.execPath, ['-e', 'console.log(require("node-gyp-build").path(process.argv[1]))', root], {
+    cwd: root,
+    env,
+    encoding: 'utf8',
+  })
   const loaded = (probe.stdout ?? '').trim()
   if (loaded !== staged) fail(`the loader picks ${loaded || probe.stderr}, not ${staged}`)
   log(`suite loads ${loaded}`)
@@ -280,7 +279,10 @@ async function smoke(addonPath) {
     const a = fs.openSync(lockPath, 'w+')
     const b = fs.openSync(lockPath, 'r+')
     native.lockFile(a)
-    assert.throws(() => native.lockFile(b), (error) => error.code === 'EAGAIN' || error.code === 'EWOULDBLOCK')
+    assert.throws(
+      () => native.lockFile(b),
+      (error) => error.code === 'EAGAIN' || error.code === 'EWOULDBLOCK',
+    )
     native.unlockFile(a)
     native.lockFile(b)
     native.unlockFile(b)

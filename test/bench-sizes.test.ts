@@ -9,7 +9,8 @@ import { repoRoot, tempDir } from './helpers/tmp.js'
 
 describe('bench sizes', () => {
   it('draws one line per engine, left to right by size, higher for the faster engine', () => {
-    const points = (scale: number) => [64, 1024, 65536].map((size) => ({ size, messagesPerSecond: scale * 1e5 / Math.log2(size), mibPerSecond: scale * size / 100 }))
+    const points = (scale: number) =>
+      [64, 1024, 65536].map((size) => ({ size, messagesPerSecond: (scale * 1e5) / Math.log2(size), mibPerSecond: (scale * size) / 100 }))
     const svg = renderThroughputSvg(
       [
         { engine: 'fast', label: 'fast <engine>', points: points(10) },
@@ -38,10 +39,14 @@ describe('bench sizes', () => {
 
   it('mqstore bench sizes measures every size for the engines asked and writes the SVG', () => {
     const out = join(tempDir('mqstore-bench-sizes-'), 'plot.svg')
-    const r = spawnSync(process.execPath, [join(repoRoot, 'dist/lib/cli/main.js'), 'bench', 'sizes', '--only', 'raw,mqstore', '--budget', '0.01', '--out', out, '--json'], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    })
+    const r = spawnSync(
+      process.execPath,
+      [join(repoRoot, 'dist/lib/cli/main.js'), 'bench', 'sizes', '--only', 'raw,mqstore', '--budget', '0.01', '--out', out, '--json'],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    )
     expect(r.status, r.stderr).toBe(0)
     const result = JSON.parse(r.stdout)
     expect(result.series.map((s: { engine: string }) => s.engine)).toEqual(['raw', 'mqstore'])

@@ -18,7 +18,7 @@ import {
 const safe = fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER })
 
 describe('longs', () => {
-  it('write the two\'s-complement big-endian bytes BigInt writes, for every safe integer, and read them back', () => {
+  it("write the two's-complement big-endian bytes BigInt writes, for every safe integer, and read them back", () => {
     fc.assert(
       fc.property(safe, (value) => {
         const ours = Buffer.alloc(8)

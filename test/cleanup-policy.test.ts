@@ -164,10 +164,10 @@ describe('disk ratios 75 / 85 / 90 %', () => {
   })
 
   it('above 85 % with cleanFileForciblyEnable off, age still rules', () => {
-    const plan = planCommitLogCleanup(
-      snapshot({ files: files(4, [100, 1, 1, 0]), disk: judgeDisk([reading(0.95)], 75) }),
-      { ...config, cleanFileForciblyEnable: false },
-    )
+    const plan = planCommitLogCleanup(snapshot({ files: files(4, [100, 1, 1, 0]), disk: judgeDisk([reading(0.95)], 75) }), {
+      ...config,
+      cleanFileForciblyEnable: false,
+    })
     expect(names(plan)).toEqual([0])
   })
 })

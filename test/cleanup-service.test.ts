@@ -117,7 +117,14 @@ class Harness {
     const result = this.commitLog.append(record, this.now)
     expect(result.status).toBe('PUT_OK')
     this.queue.putMessagePositionInfo(result.wroteOffset, result.wroteBytes, tagsCodeOf(undefined), result.queueOffset)
-    this.index.buildIndex({ topic: 't', commitLogOffset: result.wroteOffset, storeTimestamp: this.now, keys: `k${n}`, uniqKey: undefined, sysFlag: 0 })
+    this.index.buildIndex({
+      topic: 't',
+      commitLogOffset: result.wroteOffset,
+      storeTimestamp: this.now,
+      keys: `k${n}`,
+      uniqKey: undefined,
+      sysFlag: 0,
+    })
     this.nextQueueOffset++
     return result.wroteOffset
   }

@@ -170,7 +170,7 @@ describe('retention through the store', () => {
     expect(store.getMessage('g', 'early', 0, 3, 8).messages.map((m) => m.body.toString())).toEqual(['e3'])
   })
 
-  it('a body read before its file is deleted stays readable: it is the reader\'s own copy', async () => {
+  it("a body read before its file is deleted stays readable: it is the reader's own copy", async () => {
     const store = await openStore()
     await produce(store, 20)
     const first = store.getMessage('g', 't', 0, 0, 1).messages[0]
@@ -223,7 +223,9 @@ describe('retention through the store', () => {
     expect(refused.status).toBe('SERVICE_NOT_AVAILABLE')
     const flags = store.stats().runningFlags
     expect(flags.value).toBe(16)
-    expect(flags.flags).toEqual([{ name: 'DISK_FULL', reason: expect.stringMatching(/commitLog 93\.0% > warning level 90\.0%/), since: AT_10 }])
+    expect(flags.flags).toEqual([
+      { name: 'DISK_FULL', reason: expect.stringMatching(/commitLog 93\.0% > warning level 90\.0%/), since: AT_10 },
+    ])
     await store.runCleanupPass()
     expect(logs.filter((l) => l.includes('running flag DISK_FULL set'))).toHaveLength(1)
 

@@ -28,7 +28,12 @@ function json<T = any>(...args: string[]): T {
 function ndjson(...args: string[]): any[] {
   const r = cli(...args, '--json')
   expect(r.code).toBe(0)
-  return r.stdout.trim() === '' ? [] : r.stdout.trim().split('\n').map((line) => JSON.parse(line))
+  return r.stdout.trim() === ''
+    ? []
+    : r.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line))
 }
 
 /** Waits until the clock has moved past `t`, so that the next put gets a later store time. */
@@ -124,7 +129,11 @@ describe('mqstore tail', () => {
     // Messages 100.. were put after secondBatchTime; in orders/0 that is queue offset 50 on.
     const since = ndjson('tail', dir, '--topic', 'orders', '--queue', '0', '--from', new Date(secondBatchTime).toISOString())
     expect(since[0].body).toBe('message 100')
-    expect(ndjson('tail', dir, '--topic', 'payments', '--limit', '3').map((m) => m.body)).toEqual(['message 120', 'message 121', 'message 122'])
+    expect(ndjson('tail', dir, '--topic', 'payments', '--limit', '3').map((m) => m.body)).toEqual([
+      'message 120',
+      'message 121',
+      'message 122',
+    ])
     expect(ndjson('tail', dir, '--topic', 'orders', '--from', 'latest')).toEqual([])
     const missing = cli('tail', dir, '--topic', 'nothing')
     expect(missing.code).toBe(4)
@@ -142,7 +151,9 @@ describe('mqstore tail', () => {
 
   it('--follow prints messages another process puts, and exits 0 on SIGTERM', async () => {
     const store = await MessageStore.open(dir, SMALL)
-    const child = spawn(process.execPath, [CLI, 'tail', dir, '--topic', 'followed', '--follow', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [CLI, 'tail', dir, '--topic', 'followed', '--follow', '--json'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     try {
       let out = ''
       const seen = new Promise<void>((resolve) => {
@@ -159,7 +170,12 @@ describe('mqstore tail', () => {
       const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
       child.kill('SIGTERM')
       expect(await exit).toBe(0)
-      expect(out.trim().split('\n').map((line) => JSON.parse(line).body.trim())).toEqual(['follow 0', 'follow 1', 'follow 2'])
+      expect(
+        out
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line).body.trim()),
+      ).toEqual(['follow 0', 'follow 1', 'follow 2'])
     } finally {
       child.kill('SIGKILL')
       await store.close()
@@ -257,7 +273,10 @@ describe('the command frame', () => {
     const tty = spawnSync('script', ['-qec', command, '/dev/null'], { encoding: 'utf8', timeout: 60_000 })
     expect(tty.status).toBe(0)
     expect(tty.stdout).toMatch(/\rrecovering \[#+\] 100%\r\x1b\[K/)
-    const piped = spawnSync(process.execPath, [CLI, 'stats', join(base, 'piped'), '--open', '--json'], { encoding: 'utf8', timeout: 60_000 })
+    const piped = spawnSync(process.execPath, [CLI, 'stats', join(base, 'piped'), '--open', '--json'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    })
     expect(piped.status).toBe(0)
     expect(piped.stderr).toBe('')
     expect(JSON.parse(piped.stdout).lastExitOK).toBe(false)

@@ -165,7 +165,7 @@ describe('properties', () => {
   })
 
   it('round-trips unicode names and values, and is safe for any name', () => {
-    const props = { KEYS: 'clé 键', 'názov': '値\u{1F600}', __proto__x: 'p', constructor: 'c' }
+    const props = { KEYS: 'clé 键', názov: '値\u{1F600}', __proto__x: 'p', constructor: 'c' }
     const parsed = parsePropertiesString(encodeProperties(props))
     expect(parsed).toEqual(props)
     const proto = parsePropertiesString('__proto__\u0001polluted')
@@ -227,7 +227,10 @@ describe('message ids', () => {
 describe('record layout', () => {
   it('writes the exact bytes of a known record', () => {
     const props = 'TAGS\u0001TagA'
-    const { buf, rec } = written({ propertiesString: props }, { queueOffset: 42, physicalOffset: 1_073_741_824, storeTimestamp: 1_700_000_000_456 })
+    const { buf, rec } = written(
+      { propertiesString: props },
+      { queueOffset: 42, physicalOffset: 1_073_741_824, storeTimestamp: 1_700_000_000_456 },
+    )
     const L = 5
     const T = 9
     const P = 9
@@ -363,7 +366,7 @@ describe('round trip through decodeMessage and checkRecord', () => {
     ['no properties', { propertiesString: '' }],
     [
       'unicode properties',
-      { propertiesString: encodeProperties({ TAGS: 'Étiquette-标签', KEYS: 'k1 ключ  k3', UNIQ_KEY: 'U1', 'ключ': 'значение \u{1F600}' }) },
+      { propertiesString: encodeProperties({ TAGS: 'Étiquette-标签', KEYS: 'k1 ключ  k3', UNIQ_KEY: 'U1', ключ: 'значение \u{1F600}' }) },
     ],
     ['4.8 properties form', { propertiesString: 'TAGS\u0001TagB\u0002KEYS\u0001a b\u0002UNIQ_KEY\u0001X\u0002' }],
     ['flags', { sysFlag: SysFlag.COMPRESSED | SysFlag.MULTI_TAGS | SysFlag.TRANSACTION_COMMIT, flag: -1, reconsumeTimes: 16 }],
@@ -375,7 +378,13 @@ describe('round trip through decodeMessage and checkRecord', () => {
   for (const [name, over] of cases) {
     it(name, () => {
       const full = input(over)
-      const { buf, rec, pos } = written(over, { pos: 13, queueOffset: 2 ** 33 + 1, physicalOffset: 2 ** 40 + 13, storeTimestamp: 1_700_000_009_999, slack: 5 })
+      const { buf, rec, pos } = written(over, {
+        pos: 13,
+        queueOffset: 2 ** 33 + 1,
+        physicalOffset: 2 ** 40 + 13,
+        storeTimestamp: 1_700_000_009_999,
+        slack: 5,
+      })
       const props = parsePropertiesString(full.propertiesString)
       const m = decodeMessage(buf, pos, false)
       expect(m).not.toBeNull()
@@ -437,7 +446,10 @@ describe('round trip through decodeMessage and checkRecord', () => {
   })
 
   it('clears stale IPv6 bits and stores an IPv4-mapped host as IPv4', () => {
-    const rec = prepared({ sysFlag: SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | SysFlag.COMPRESSED, bornHost: { address: '::ffff:10.0.0.9', port: 9 } })
+    const rec = prepared({
+      sysFlag: SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | SysFlag.COMPRESSED,
+      bornHost: { address: '::ffff:10.0.0.9', port: 9 },
+    })
     expect(rec.sysFlag).toBe(SysFlag.COMPRESSED)
     expect(rec.length).toBe(114)
     const buf = Buffer.alloc(rec.length)
@@ -634,14 +646,18 @@ describe('checkRecord', () => {
     expect(check(SCHEDULE_TOPIC, '-2').tagsCode).toBe(2598919)
     expect(check('OtherTopic', '3').tagsCode).toBe(2598919)
     expect(check(SCHEDULE_TOPIC, '1', [500]).tagsCode).toBe(1_700_000_000_000 + 500)
-    expect(check(SCHEDULE_TOPIC, '2', [500,  undefined, 700] as number[]).tagsCode).toBe(1_700_000_000_000 + 1000)
+    expect(check(SCHEDULE_TOPIC, '2', [500, undefined, 700] as number[]).tagsCode).toBe(1_700_000_000_000 + 1000)
     const bad = check(SCHEDULE_TOPIC, 'x')
     expect(bad).toMatchObject({ status: 'BAD', size: -1 })
     expect(check(SCHEDULE_TOPIC, '99999999999').status).toBe('BAD')
   })
 
   it('reads consecutive records and a trailing blank', () => {
-    const recs = [prepared({ topic: 'A' }), prepared({ topic: 'B', bornHost: { address: '::2', port: 3 } }), prepared({ topic: 'C', body: new Uint8Array(0) })]
+    const recs = [
+      prepared({ topic: 'A' }),
+      prepared({ topic: 'B', bornHost: { address: '::2', port: 3 } }),
+      prepared({ topic: 'C', body: new Uint8Array(0) }),
+    ]
     const total = recs.reduce((n, r) => n + r.length, 0)
     const buf = Buffer.alloc(total + 40)
     let pos = 0
@@ -666,7 +682,10 @@ describe('checkRecord', () => {
   })
 
   it('never throws on random or corrupted bytes', () => {
-    const { buf: good } = written({ propertiesString: encodeProperties({ TAGS: 'T', KEYS: 'a b', UNIQ_KEY: 'U', DELAY: '2' }), topic: SCHEDULE_TOPIC })
+    const { buf: good } = written({
+      propertiesString: encodeProperties({ TAGS: 'T', KEYS: 'a b', UNIQ_KEY: 'U', DELAY: '2' }),
+      topic: SCHEDULE_TOPIC,
+    })
     fc.assert(
       fc.property(
         fc.uint8Array({ maxLength: 400 }),

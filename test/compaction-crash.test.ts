@@ -57,7 +57,13 @@ describe('SIGKILL during compaction passes', () => {
       for (let cycle = 0; cycle < CYCLES; cycle++) {
         const acks = await runAndKill(dir, 2 + Math.floor(Math.random() * 4), 50 + Math.floor(Math.random() * 2000))
         const qdir = join(dir, 'compaction', 'kv', '0')
-        const store = await MessageStore.open(dir, { mappedFileSizeCommitLog: 256 * 1024, mappedFileSizeConsumeQueue: 20 * 1000, maxHashSlotNum: 64, maxIndexNum: 256, compaction: { enabled: false } })
+        const store = await MessageStore.open(dir, {
+          mappedFileSizeCommitLog: 256 * 1024,
+          mappedFileSizeConsumeQueue: 20 * 1000,
+          maxHashSlotNum: 64,
+          maxIndexNum: 256,
+          compaction: { enabled: false },
+        })
         try {
           expect(fs.readdirSync(qdir).filter((n) => n.endsWith('.cleaned') || n.endsWith('.swap') || n.endsWith('.deleted'))).toEqual([])
           const max = store.getMaxOffsetInQueue('kv', 0)

@@ -144,7 +144,9 @@ describe('compacted topics in the store', () => {
     store = await reopen(store, { topics: undefined })
     expect(store.getTopicConfig('orders')).toMatchObject({ cleanupPolicy: 'compact,delete', retentionMs: 1000 })
     expect(store.getTopicConfig(TOPIC)).toMatchObject({ cleanupPolicy: 'compact', segmentBytes: 4096 })
-    await expect(MessageStore.open(join(dir, 'other'), options({ topics: { x: { segmentBytes: 1 } } }))).rejects.toMatchObject({ code: 'INVALID_OPTION' })
+    await expect(MessageStore.open(join(dir, 'other'), options({ topics: { x: { segmentBytes: 1 } } }))).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+    })
   })
 
   it('refuses to compact a topic holding keyless messages unless forced, then copies its keyed messages in', async () => {
@@ -178,7 +180,9 @@ describe('compacted topics in the store', () => {
   })
 
   it('shows a tombstone (keyed, empty body) until its delete horizon, then neither it nor its key', async () => {
-    const store = await openStore({ topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 60_000 } } })
+    const store = await openStore({
+      topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 60_000 } },
+    })
     await putRounds(store, 6, 10)
     const tomb = await store.putMessage({ topic: TOPIC, queueId: 0, body: '', keys: 'user-2' })
     await putRounds(store, 6, 10)
@@ -242,7 +246,7 @@ describe('compacted topics in the store', () => {
     }
   })
 
-  it('cuts a compaction log back when a crash took the commit log\'s tail, so the offsets can be reused', async () => {
+  it("cuts a compaction log back when a crash took the commit log's tail, so the offsets can be reused", async () => {
     let store = await openStore()
     const results = []
     for (let i = 0; i < 60; i++) results.push(await store.putMessage({ topic: TOPIC, queueId: 0, body: `old-${i}`, keys: `k${i % 5}` }))
@@ -354,7 +358,13 @@ describe('mqstore compact', () => {
 
 describe('compacted topic against a model', () => {
   it('reading the queue from its start folds to the model (key → last value) over random puts, tombstones, passes, commit-log retention and reopens', async () => {
-    type Op = { kind: 'put'; key: number; size: number } | { kind: 'delete'; key: number } | { kind: 'filler' } | { kind: 'compact' } | { kind: 'advance' } | { kind: 'reopen'; dropOldest: boolean }
+    type Op =
+      | { kind: 'put'; key: number; size: number }
+      | { kind: 'delete'; key: number }
+      | { kind: 'filler' }
+      | { kind: 'compact' }
+      | { kind: 'advance' }
+      | { kind: 'reopen'; dropOldest: boolean }
     const op: fc.Arbitrary<Op> = fc.oneof(
       { weight: 10, arbitrary: fc.record({ kind: fc.constant('put' as const), key: fc.nat(9), size: fc.nat(300) }) },
       { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), key: fc.nat(9) }) },
@@ -367,7 +377,9 @@ describe('compacted topic against a model', () => {
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 80 }), async (ops) => {
         for (const s of open.splice(0)) await s.close()
         fs.rmSync(dir, { recursive: true, force: true })
-        const extra: OpenOptions = { topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 5_000 } } }
+        const extra: OpenOptions = {
+          topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 5_000 } },
+        }
         let store = await openStore(extra)
         const model = new Map<string, string>()
         let step = 0

@@ -128,7 +128,10 @@ describe('compaction log', () => {
     let s = openService()
     put(s, manyUpdates(4, 10))
     put(s, [['key-1', null]])
-    put(s, manyUpdates(4, 10).filter(([k]) => k !== 'key-1'))
+    put(
+      s,
+      manyUpdates(4, 10).filter(([k]) => k !== 'key-1'),
+    )
     await s.compact()
     let seen = readAll(s, T, 0)
     const tomb = seen.filter((r) => r.key === 'key-1')
@@ -137,7 +140,10 @@ describe('compaction log', () => {
     expect(Number(tomb[0].horizon)).toBe(clock.now() + 10_000)
     // A later pass before the horizon keeps it; the horizon is not moved.
     clock.advance(5_000)
-    put(s, manyUpdates(4, 10).filter(([k]) => k !== 'key-1'))
+    put(
+      s,
+      manyUpdates(4, 10).filter(([k]) => k !== 'key-1'),
+    )
     await s.compact()
     seen = readAll(s, T, 0)
     expect(seen.filter((r) => r.key === 'key-1').map((r) => r.horizon)).toEqual([tomb[0].horizon])
@@ -167,7 +173,10 @@ describe('compaction log', () => {
     const firstYoungFile = log.segments.find((f) => f.largestTimestamp > clock.now() - 60_000)!
     expect(young.length).toBeGreaterThanOrEqual(s.maxOffset(T, 0) - Math.max(oldEnd, firstYoungFile.baseOffset))
     for (let o = Math.max(oldEnd, firstYoungFile.baseOffset); o < s.maxOffset(T, 0); o++) {
-      expect(seen.some((r) => r.offset === o), `offset ${o}`).toBe(true)
+      expect(
+        seen.some((r) => r.offset === o),
+        `offset ${o}`,
+      ).toBe(true)
     }
     // And older duplicates were cleaned.
     expect(seen.filter((r) => r.offset < oldEnd).length).toBeLessThan(oldEnd)
@@ -246,7 +255,11 @@ describe('compaction log', () => {
   it('rolls a quiet active file once segmentMs has passed, so it can be cleaned', async () => {
     config.segmentMs = 10_000
     const s = openService()
-    put(s, [['a', '1'], ['a', '2'], ['a', '3']])
+    put(s, [
+      ['a', '1'],
+      ['a', '2'],
+      ['a', '3'],
+    ])
     expect((await s.compact()).queues).toHaveLength(0)
     clock.advance(10_000)
     s.rollDue()
@@ -277,7 +290,14 @@ describe('swap recovery at open', () => {
   })
 
   /** The queue's files before and after a pass, and which of the after-files the pass wrote. */
-  async function beforeAndAfter(): Promise<{ qdir: string; before: Map<string, Buffer>; after: Map<string, Buffer>; cleaned: string[]; seenBefore: unknown; seenAfter: unknown }> {
+  async function beforeAndAfter(): Promise<{
+    qdir: string
+    before: Map<string, Buffer>
+    after: Map<string, Buffer>
+    cleaned: string[]
+    seenBefore: unknown
+    seenAfter: unknown
+  }> {
     const { s, qdir } = await prepared()
     s.flush()
     const snapshot = (): Map<string, Buffer> => new Map(fs.readdirSync(qdir).map((n) => [n, fs.readFileSync(join(qdir, n))]))
@@ -355,7 +375,10 @@ describe('offset map', () => {
 
 describe('cleaner checkpoint file', () => {
   it('round-trips the version / count / entries format and refuses malformed files', () => {
-    const m = new Map([['orders 0', 1834211], ['orders 1', 1790022]])
+    const m = new Map([
+      ['orders 0', 1834211],
+      ['orders 1', 1790022],
+    ])
     const text = formatCheckpoint(m)
     expect(text).toBe('0\n2\norders 0 1834211\norders 1 1790022\n')
     expect(parseCheckpoint(text)).toEqual(m)
@@ -428,7 +451,10 @@ describe('segment grouping', () => {
   it('merges consecutive files up to segmentBytes, oldest first', () => {
     const seg = (base: number, bytes: number) => ({ baseOffset: base, bytes }) as never
     const groups = groupSegments([seg(0, 100), seg(10, 200), seg(20, 800), seg(30, 50), seg(40, 10), seg(50, 0)], 45, 1000)
-    expect(groups.map((g) => g.map((s: { baseOffset: number }) => s.baseOffset))).toEqual([[0, 10], [20, 30, 40]])
+    expect(groups.map((g) => g.map((s: { baseOffset: number }) => s.baseOffset))).toEqual([
+      [0, 10],
+      [20, 30, 40],
+    ])
   })
 })
 
@@ -454,7 +480,14 @@ describe('compaction against a model', () => {
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 120 }), fc.integer({ min: 16, max: 64 }), async (ops, mapSlots) => {
         for (const s of services.splice(0)) await s.close()
         fs.rmSync(join(dir, 'compaction'), { recursive: true, force: true })
-        config = { ...TOPIC_CONFIG_DEFAULTS, cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0, deleteRetentionMs: 10_000, segmentMs: 30_000 }
+        config = {
+          ...TOPIC_CONFIG_DEFAULTS,
+          cleanupPolicy: 'compact',
+          segmentBytes: 4096,
+          minCleanableDirtyRatio: 0,
+          deleteRetentionMs: 10_000,
+          segmentMs: 30_000,
+        }
         const options = { offsetMapBytes: mapSlots * 24 }
         let s = openService(options)
         const model = new Map<string, string>()

@@ -3,12 +3,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
-import {
-  CQ_BLANK_UNIT_SIZE,
-  CQ_STORE_UNIT_SIZE,
-  ConsumeQueue,
-  type CommitLogView,
-} from '../lib/store/queue/consume-queue.js'
+import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, ConsumeQueue, type CommitLogView } from '../lib/store/queue/consume-queue.js'
 import {
   isBlankUnit,
   isEndUnit,
@@ -107,7 +102,7 @@ function patchFile(start: number, position: number, bytes: Buffer): void {
 }
 
 describe('ConsumeQueue units', () => {
-  it('are 20 big-endian bytes: long offset, int size, long tagsCode (two\'s complement)', () => {
+  it("are 20 big-endian bytes: long offset, int size, long tagsCode (two's complement)", () => {
     const cq = open({ size: SIZE * 10 })
     const cases = [
       { offset: 0, size: 1, tagsCode: 0 },
@@ -505,7 +500,7 @@ describe('ConsumeQueue expiry', () => {
 })
 
 describe('ConsumeQueue.getIndexBuffer', () => {
-  it('returns the current file\'s units only, and null below min or at max', () => {
+  it("returns the current file's units only, and null below min or at max", () => {
     const cq = open()
     putRange(cq, 0, 15)
     const head = cq.getIndexBuffer(7)!

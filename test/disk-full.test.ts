@@ -199,7 +199,11 @@ interface ProducerReport {
   thrown: unknown[]
   peakUsedRatio: number
   resumedAfterMs: number
-  cleanup: { filesDeleted: { commitLog: number; consumeQueue: number; index: number }; bytesDeleted: number; lastPass: { reason: string } | null }
+  cleanup: {
+    filesDeleted: { commitLog: number; consumeQueue: number; index: number }
+    bytesDeleted: number
+    lastPass: { reason: string } | null
+  }
   commitLogMinOffset: number
   logs: string[]
 }

@@ -161,10 +161,8 @@ describe('directory sync', () => {
     expect((error as Error).message).toContain('ENOENT')
   })
 
-  it.runIf(strace)(
-    'a relative name syncs the working directory, and destroy syncs the directory after the unlink (strace)',
-    () => {
-      const script = `
+  it.runIf(strace)('a relative name syncs the working directory, and destroy syncs the directory after the unlink (strace)', () => {
+    const script = `
         import { syncDirectory } from ${JSON.stringify(new URL('dist/lib/store/mapped/directory.js', `file://${repoRoot}`).href)}
         import { MappedFile } from ${JSON.stringify(new URL('dist/lib/store/mapped/mapped-file.js', `file://${repoRoot}`).href)}
         import * as fs from 'node:fs'
@@ -175,23 +173,26 @@ describe('directory sync', () => {
         process.stdout.write('destroy\\n')
         file.destroy(0)
       `
-      fs.writeFileSync(join(dir, 'script.mjs'), script)
-      const work = join(dir, 'work')
-      fs.mkdirSync(work)
-      const trace = join(dir, 'trace')
-      const result = spawnSync('strace', ['-f', '-y', '-e', 'trace=fsync,unlink,unlinkat', '-o', trace, process.execPath, join(dir, 'script.mjs'), work], {
+    fs.writeFileSync(join(dir, 'script.mjs'), script)
+    const work = join(dir, 'work')
+    fs.mkdirSync(work)
+    const trace = join(dir, 'trace')
+    const result = spawnSync(
+      'strace',
+      ['-f', '-y', '-e', 'trace=fsync,unlink,unlinkat', '-o', trace, process.execPath, join(dir, 'script.mjs'), work],
+      {
         encoding: 'utf8',
-      })
-      expect(result.status, result.stderr).toBe(0)
-      const lines = fs.readFileSync(trace, 'utf8').split('\n')
-      const dirSyncs = (path: string) => lines.flatMap((l, i) => (new RegExp(`fsync\\(\\d+<${path}>\\) = 0`).test(l) ? [i] : []))
-      // syncDirectory('abort'): the directory of a bare name is the working directory.
-      expect(dirSyncs(work).length).toBeGreaterThan(0)
-      const unlink = lines.findIndex((l) => /unlink(at)?\(.*00000000000000000000"/.test(l))
-      expect(unlink).toBeGreaterThan(-1)
-      expect(dirSyncs(join(work, 'segments')).some((i) => i > unlink)).toBe(true)
-    },
-  )
+      },
+    )
+    expect(result.status, result.stderr).toBe(0)
+    const lines = fs.readFileSync(trace, 'utf8').split('\n')
+    const dirSyncs = (path: string) => lines.flatMap((l, i) => (new RegExp(`fsync\\(\\d+<${path}>\\) = 0`).test(l) ? [i] : []))
+    // syncDirectory('abort'): the directory of a bare name is the working directory.
+    expect(dirSyncs(work).length).toBeGreaterThan(0)
+    const unlink = lines.findIndex((l) => /unlink(at)?\(.*00000000000000000000"/.test(l))
+    expect(unlink).toBeGreaterThan(-1)
+    expect(dirSyncs(join(work, 'segments')).some((i) => i > unlink)).toBe(true)
+  })
   it.runIf(!strace)('the directory-sync trace needs strace (with ptrace allowed), which this machine lacks', () => {
     expect(strace).toBe(false)
   })

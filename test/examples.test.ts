@@ -31,7 +31,7 @@ describe('examples', () => {
     expect(second).toEqual({ accepted: 30, published: 30, everyIdPublished: true, firstFound: true, committed: 150 })
   })
 
-  it('metrics: GET /metrics on 127.0.0.1 answers in the Prometheus text format with the store\'s figures', () => {
+  it("metrics: GET /metrics on 127.0.0.1 answers in the Prometheus text format with the store's figures", () => {
     const dir = join(tempDir('mqstore-example-'), 'metrics')
     const summary = runExample('metrics.mjs', ['--dir', dir, '--count', '60'])
     expect(summary).toEqual({

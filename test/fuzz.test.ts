@@ -9,7 +9,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { distEntry, tempDir } from './helpers/tmp.js'
 
-const OPTIONS: OpenOptions = { mappedFileSizeCommitLog: 16 * 1024, mappedFileSizeConsumeQueue: 20 * 40, maxHashSlotNum: 16, maxIndexNum: 64 }
+const OPTIONS: OpenOptions = {
+  mappedFileSizeCommitLog: 16 * 1024,
+  mappedFileSizeConsumeQueue: 20 * 40,
+  maxHashSlotNum: 16,
+  maxIndexNum: 64,
+}
 const ITERATIONS = Number(process.env.FUZZ_ITERATIONS ?? 400)
 
 let root: string
@@ -25,7 +30,13 @@ describe('corruption fuzz', () => {
     const pristine = join(root, 'pristine')
     const store = await MessageStore.open(pristine, OPTIONS)
     for (let i = 0; i < 200; i++) {
-      await store.putMessage({ topic: i % 2 ? 'a' : 'b', queueId: (i >> 1) % 2, body: Buffer.alloc(20 + (i % 9) * 30, i), tags: 't', keys: `k${i}` })
+      await store.putMessage({
+        topic: i % 2 ? 'a' : 'b',
+        queueId: (i >> 1) % 2,
+        body: Buffer.alloc(20 + (i % 9) * 30, i),
+        tags: 't',
+        keys: `k${i}`,
+      })
     }
     store.commitOffset('g', 'a', 0, 5)
     await store.close()

@@ -11,12 +11,7 @@ import {
   javaStringHashCode,
   parseIndexFileName,
 } from '../lib/store/index/index-file.js'
-import {
-  IndexService,
-  MAX_MSGS_NUM_BATCH,
-  type IndexDispatch,
-  type IndexServiceOptions,
-} from '../lib/store/index/index-service.js'
+import { IndexService, MAX_MSGS_NUM_BATCH, type IndexDispatch, type IndexServiceOptions } from '../lib/store/index/index-service.js'
 import { tempDir } from './helpers/tmp.js'
 
 // Small files so that slot chains and rolls happen with a handful of keys:
@@ -58,12 +53,7 @@ function open(options: Partial<IndexServiceOptions> = {}, indexDir = dir): Index
   return service
 }
 
-function msg(
-  commitLogOffset: number,
-  storeTimestamp: number,
-  keys?: string,
-  extra: Partial<IndexDispatch> = {},
-): IndexDispatch {
+function msg(commitLogOffset: number, storeTimestamp: number, keys?: string, extra: Partial<IndexDispatch> = {}): IndexDispatch {
   return { topic: 'TopicTest', commitLogOffset, storeTimestamp, keys, uniqKey: undefined, sysFlag: 0, ...extra }
 }
 
@@ -119,7 +109,12 @@ describe('key hash and file names', () => {
     expect(javaStringHashCode('Aa')).toBe(javaStringHashCode('BB'))
     expect(javaStringHashCode('')).toBe(0)
     const samples = ['', 'a', 'TopicTest#k1', 'x'.repeat(1000), '\u{1F600}emoji', '\uffff\u0000\ud800']
-    for (let i = 0; i < 200; i++) samples.push(Math.random().toString(36).repeat(1 + (i % 7)))
+    for (let i = 0; i < 200; i++)
+      samples.push(
+        Math.random()
+          .toString(36)
+          .repeat(1 + (i % 7)),
+      )
     for (const s of samples) expect(javaStringHashCode(s)).toBe(referenceHash(s))
   })
 
@@ -169,9 +164,7 @@ describe('IndexFile', () => {
     expect(entry(buf, 3)).toEqual({ keyHash: 2746025, phyOffset: 9_007_199_254_740_000, timeDiff: 3, prevIndex: 0 })
     expect(buf.subarray(ENTRIES_AT + 4 * 20).equals(Buffer.alloc(FILE_SIZE - ENTRIES_AT - 80))).toBe(true)
     // Exact bytes of entry 1: 0x0029E6A8 | 0x00000000000004D2 | 0 | 0.
-    expect(buf.subarray(ENTRIES_AT + 20, ENTRIES_AT + 40).toString('hex')).toBe(
-      '0029e6a8' + '00000000000004d2' + '00000000' + '00000000',
-    )
+    expect(buf.subarray(ENTRIES_AT + 20, ENTRIES_AT + 40).toString('hex')).toBe('0029e6a8' + '00000000000004d2' + '00000000' + '00000000')
     file.shutdown()
   })
 
@@ -535,10 +528,21 @@ describe('IndexService', () => {
 
     const recovered = open({ maxIndexNum: 4 })
     recovered.load(false, rolled[0])
-    for (const [offset, time, keys] of [[1000, T0, 'a'], [1100, T0 + 1000, 'b'], [1200, T0 + 2000, 'c1 c2'], [1300, T0 + 3000, 'd']] as const) {
+    for (const [offset, time, keys] of [
+      [1000, T0, 'a'],
+      [1100, T0 + 1000, 'b'],
+      [1200, T0 + 2000, 'c1 c2'],
+      [1300, T0 + 3000, 'd'],
+    ] as const) {
       recovered.buildIndex(msg(offset, time, keys))
     }
-    for (const [key, offset] of [['a', 1000], ['b', 1100], ['c1', 1200], ['c2', 1200], ['d', 1300]] as const) {
+    for (const [key, offset] of [
+      ['a', 1000],
+      ['b', 1100],
+      ['c1', 1200],
+      ['c2', 1200],
+      ['d', 1300],
+    ] as const) {
       expect(offsets(recovered, key)).toEqual([offset])
     }
   })

@@ -73,7 +73,7 @@ describe.runIf(python)('mutual exclusion with a broker (fcntl lock, python3 stan
   // A classic POSIX lock belongs to the process and goes away when any descriptor of the file is
   // closed; the open-file-description lock used on Linux does not.
   it.runIf(process.platform === 'linux')(
-    'a second open of the same directory in the same process fails without dropping the first one\'s lock (Linux)',
+    "a second open of the same directory in the same process fails without dropping the first one's lock (Linux)",
     async () => {
       const store = await MessageStore.open(dir, SMALL)
       await expect(MessageStore.open(dir, SMALL)).rejects.toMatchObject({ code: 'LOCKED' })
@@ -226,7 +226,10 @@ describe('file sizes come from the store', () => {
     fs.rmSync(join(dir, 'config', 'storeSizes.json'))
     const before = { ...snapshot(dir, 'consumequeue'), ...snapshot(dir, 'index') }
     // Index files alone do not tell slots from entries: open asks for them by name.
-    await expect(MessageStore.open(dir)).rejects.toMatchObject({ code: 'INVALID_OPTION', message: expect.stringMatching(/maxHashSlotNum.*maxIndexNum/) })
+    await expect(MessageStore.open(dir)).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+      message: expect.stringMatching(/maxHashSlotNum.*maxIndexNum/),
+    })
     expect({ ...snapshot(dir, 'consumequeue'), ...snapshot(dir, 'index') }).toEqual(before)
     await expectReadable({ maxHashSlotNum: 1000, maxIndexNum: 4000 })
     // Recorded now: the next open needs nothing.

@@ -71,7 +71,11 @@ describe('logger option', () => {
     const store = await open({ logger: recordingLogger(lines) })
     store.executeDeleteFilesManually()
     const repair = lines.find((l) => l.message.startsWith('recreated the checkpoint'))
-    expect(repair).toEqual({ level: 'warn', message: 'recreated the checkpoint: it was missing or not 4096 bytes', bindings: { component: 'recovery' } })
+    expect(repair).toEqual({
+      level: 'warn',
+      message: 'recreated the checkpoint: it was missing or not 4096 bytes',
+      bindings: { component: 'recovery' },
+    })
     const manual = lines.find((l) => l.message.includes('manual delete requested'))
     expect(manual?.level).toBe('info')
     expect(manual?.bindings).toEqual({ component: 'cleanup' })

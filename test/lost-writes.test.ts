@@ -106,18 +106,23 @@ describe('lost writes after a crash', () => {
     const end = puts[puts.length - 1].result.wroteOffset + puts[puts.length - 1].result.wroteBytes
     let run = 0
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: end }), fc.boolean(), fc.uint8Array({ minLength: 1, maxLength: 64 }), async (point, zeros, garbage) => {
-        const dir = join(root, `run-${run++}`)
-        fs.cpSync(pristine, dir, { recursive: true })
-        damageFrom(dir, point, zeros ? null : Buffer.from(garbage))
-        const store = await MessageStore.open(dir, OPTIONS)
-        try {
-          check(store, puts, point)
-        } finally {
-          await store.close()
-          fs.rmSync(dir, { recursive: true, force: true })
-        }
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: end }),
+        fc.boolean(),
+        fc.uint8Array({ minLength: 1, maxLength: 64 }),
+        async (point, zeros, garbage) => {
+          const dir = join(root, `run-${run++}`)
+          fs.cpSync(pristine, dir, { recursive: true })
+          damageFrom(dir, point, zeros ? null : Buffer.from(garbage))
+          const store = await MessageStore.open(dir, OPTIONS)
+          try {
+            check(store, puts, point)
+          } finally {
+            await store.close()
+            fs.rmSync(dir, { recursive: true, force: true })
+          }
+        },
+      ),
       { numRuns: 30 },
     )
   })

@@ -217,7 +217,8 @@ describe('MappedFile', () => {
   })
 
   it('a view read after a forced destroy fails cleanly and the process lives (child process)', () => {
-    const result = runNodeScript(`
+    const result = runNodeScript(
+      `
       import * as fs from 'node:fs'
       import { join } from 'node:path'
       import { MappedFile, formatOffsetName } from ${JSON.stringify(distInternals)}
@@ -231,7 +232,9 @@ describe('MappedFile', () => {
         try { read() } catch { errors++ }
       }
       console.log(JSON.stringify({ destroyed, length: view.buffer.length, byte: view.buffer[0] ?? null, errors }))
-    `, [dir])
+    `,
+      [dir],
+    )
     expect(result.signal).toBeNull()
     expect(result.status).toBe(0)
     expect(JSON.parse(result.stdout)).toEqual({ destroyed: [false, true], length: 0, byte: null, errors: 1 })

@@ -88,9 +88,7 @@ describe('MessageStore put and read', () => {
 
   it('assigns dense queue offsets per queue and commit-log offsets in append order', async () => {
     const store = await openStore()
-    const results = await store.putMessages(
-      Array.from({ length: 30 }, (_, i): Message => ({ topic: 't', queueId: i % 3, body: `m${i}` })),
-    )
+    const results = await store.putMessages(Array.from({ length: 30 }, (_, i): Message => ({ topic: 't', queueId: i % 3, body: `m${i}` })))
     expect(results.map((r) => r.queueOffset)).toEqual(Array.from({ length: 30 }, (_, i) => Math.floor(i / 3)))
     for (let i = 1; i < results.length; i++) {
       expect(results[i].wroteOffset).toBe(results[i - 1].wroteOffset + results[i - 1].wroteBytes)
@@ -106,9 +104,7 @@ describe('MessageStore put and read', () => {
     expect((await store.putMessage({ topic: 't', body: 'x', properties: { bad: 'a\u0001b' } })).status).toBe('MESSAGE_ILLEGAL')
     expect((await store.putMessage({ topic: 't', body: 'x', properties: { nul: 'a\u0000b' } })).status).toBe('MESSAGE_ILLEGAL')
     expect((await store.putMessage({ topic: 't', body: 'x', keys: 'a\u0000b' })).status).toBe('MESSAGE_ILLEGAL')
-    expect((await store.putMessage({ topic: 't', body: 'x', properties: { big: 'x'.repeat(40_000) } })).status).toBe(
-      'MESSAGE_ILLEGAL',
-    )
+    expect((await store.putMessage({ topic: 't', body: 'x', properties: { big: 'x'.repeat(40_000) } })).status).toBe('MESSAGE_ILLEGAL')
     expect((await store.putMessage({ topic: 't', body: 'x', properties: { big: 'é'.repeat(20_000) } })).status).toBe(
       'PROPERTIES_SIZE_EXCEEDED',
     )
@@ -134,7 +130,11 @@ describe('MessageStore put and read', () => {
 
   it('a batch with a malformed message stores none of it', async () => {
     const store = await openStore()
-    const batch = [{ topic: 't', body: 'a' }, { topic: 't', body: 7 as unknown as string }, { topic: 't', body: 'c' }]
+    const batch = [
+      { topic: 't', body: 'a' },
+      { topic: 't', body: 7 as unknown as string },
+      { topic: 't', body: 'c' },
+    ]
     await expect(store.putMessages(batch)).rejects.toThrow(TypeError)
     expect(store.getMaxPhyOffset()).toBe(0)
     expect(store.getMaxOffsetInQueue('t', 0)).toBe(0)
@@ -252,7 +252,11 @@ describe('MessageStore put and read', () => {
   it('keys that share a hash code do not use up maxNum', async () => {
     const store = await openStore()
     // "Aa" and "BB" have the same Java hash code, so they share index chains.
-    await store.putMessages([{ topic: 't', body: 'a', keys: 'Aa' }, { topic: 't', body: 'b', keys: 'BB' }, { topic: 't', body: 'c', keys: 'BB' }])
+    await store.putMessages([
+      { topic: 't', body: 'a', keys: 'Aa' },
+      { topic: 't', body: 'b', keys: 'BB' },
+      { topic: 't', body: 'c', keys: 'BB' },
+    ])
     expect(store.queryMessage('t', 'Aa', 1, 0, Date.now() + 1000).messages.map((m) => m.body.toString())).toEqual(['a'])
     expect(store.queryMessage('t', 'BB', 1, 0, Date.now() + 1000).messages.map((m) => m.body.toString())).toEqual(['c'])
     expect(store.queryMessage('t', 'BB', 5, 0, Date.now() + 1000).messages.map((m) => m.body.toString())).toEqual(['b', 'c'])
@@ -316,11 +320,14 @@ describe('MessageStore lifecycle', () => {
 
   it('a second process opening the same directory gets a clear LOCKED error', async () => {
     const store = await openStore()
-    const result = runNodeScript(`
+    const result = runNodeScript(
+      `
       import { MessageStore } from ${JSON.stringify(distEntry)}
       try { await MessageStore.open(process.argv[2]); console.log('opened') }
       catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })) }
-    `, [dir])
+    `,
+      [dir],
+    )
     expect(result.status).toBe(0)
     const outcome = JSON.parse(result.stdout)
     expect(outcome.code).toBe('LOCKED')
@@ -329,7 +336,8 @@ describe('MessageStore lifecycle', () => {
   })
 
   it('a reader holding zero-copy messages while the store closes never crashes (child process)', () => {
-    const result = runNodeScript(`
+    const result = runNodeScript(
+      `
       import { MessageStore } from ${JSON.stringify(distEntry)}
       const store = await MessageStore.open(process.argv[2], { mappedFileSizeCommitLog: 65536, copyMessageBody: false })
       await store.putMessages(Array.from({ length: 50 }, (_, i) => ({ topic: 't', body: 'body-' + i })))
@@ -342,7 +350,9 @@ describe('MessageStore lifecycle', () => {
       let errors = 0
       for (const m of held) { try { m.body.readUInt8(0) } catch { errors++ } }
       console.log(JSON.stringify({ before, during: during.length, after: held.map((m) => m.body.length).reduce((a, b) => a + b, 0), errors }))
-    `, [dir])
+    `,
+      [dir],
+    )
     expect(result.signal).toBeNull()
     expect(result.status).toBe(0)
     expect(JSON.parse(result.stdout)).toEqual({ before: 'body-3', during: 32, after: 0, errors: 32 })
@@ -432,7 +442,8 @@ describe('dispatch', () => {
     await store.close()
     open.length = 0
     const snapshot = (sub: string) =>
-      fs.readdirSync(join(dir, sub), { recursive: true, withFileTypes: true })
+      fs
+        .readdirSync(join(dir, sub), { recursive: true, withFileTypes: true })
         .filter((e) => e.isFile())
         .map((e) => join(e.parentPath, e.name))
         .sort()
@@ -458,7 +469,10 @@ describe('dispatch', () => {
 describe('consume()', () => {
   it('tails a queue: yields what is there, waits for arrivals, ends on abort', async () => {
     const store = await openStore()
-    await store.putMessages([{ topic: 't', body: 'a' }, { topic: 't', body: 'b' }])
+    await store.putMessages([
+      { topic: 't', body: 'a' },
+      { topic: 't', body: 'b' },
+    ])
     const controller = new AbortController()
     const seen: string[] = []
     const subscription = store.consume({ group: 'g', topic: 't', queueId: 0, from: 'earliest', signal: controller.signal })
@@ -495,11 +509,29 @@ describe('consume()', () => {
 })
 
 describe('model check (fast-check)', () => {
-  type Op = { kind: 'put'; queueId: number; size: number; tag: string } | { kind: 'reopen' } | { kind: 'get'; queueId: number; from: number }
+  type Op =
+    | { kind: 'put'; queueId: number; size: number; tag: string }
+    | { kind: 'reopen' }
+    | { kind: 'get'; queueId: number; from: number }
   const opArb: fc.Arbitrary<Op> = fc.oneof(
-    { weight: 6, arbitrary: fc.record({ kind: fc.constant('put' as const), queueId: fc.integer({ min: 0, max: 2 }), size: fc.integer({ min: 0, max: 3000 }), tag: fc.constantFrom('a', 'b') }) },
+    {
+      weight: 6,
+      arbitrary: fc.record({
+        kind: fc.constant('put' as const),
+        queueId: fc.integer({ min: 0, max: 2 }),
+        size: fc.integer({ min: 0, max: 3000 }),
+        tag: fc.constantFrom('a', 'b'),
+      }),
+    },
     { weight: 1, arbitrary: fc.constant({ kind: 'reopen' as const }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant('get' as const), queueId: fc.integer({ min: 0, max: 2 }), from: fc.integer({ min: 0, max: 40 }) }) },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant('get' as const),
+        queueId: fc.integer({ min: 0, max: 2 }),
+        from: fc.integer({ min: 0, max: 40 }),
+      }),
+    },
   )
 
   it('random put / get / reopen sequences agree with an in-memory model', async () => {

@@ -19,13 +19,39 @@ const small: OpenOptions = {
 }
 
 const EXPECTED = [
-  'open', 'put_messages_total', 'put_bytes_total', 'put_failures_total', 'get_requests_total', 'get_messages_total',
-  'put_rate', 'get_requests_rate', 'get_messages_rate', 'put_latency_seconds', 'get_latency_seconds',
-  'put_latency_max_seconds', 'get_latency_max_seconds', 'commitlog_offset_bytes', 'consume_queues', 'index_files',
-  'dispatch_behind_bytes', 'dispatch_stuck', 'dispatch_skipped_bytes_total', 'flush_behind_bytes', 'commit_behind_bytes', 'last_exit_clean',
-  'recovery_scanned_bytes', 'repairs_total', 'disk_used_ratio', 'disk_total_bytes', 'disk_available_bytes',
-  'running_flags', 'running_flag', 'cleanup_deleted_files_total', 'cleanup_deleted_bytes_total',
-  'cleanup_manual_passes_left', 'cleanup_last_pass_timestamp_seconds',
+  'open',
+  'put_messages_total',
+  'put_bytes_total',
+  'put_failures_total',
+  'get_requests_total',
+  'get_messages_total',
+  'put_rate',
+  'get_requests_rate',
+  'get_messages_rate',
+  'put_latency_seconds',
+  'get_latency_seconds',
+  'put_latency_max_seconds',
+  'get_latency_max_seconds',
+  'commitlog_offset_bytes',
+  'consume_queues',
+  'index_files',
+  'dispatch_behind_bytes',
+  'dispatch_stuck',
+  'dispatch_skipped_bytes_total',
+  'flush_behind_bytes',
+  'commit_behind_bytes',
+  'last_exit_clean',
+  'recovery_scanned_bytes',
+  'repairs_total',
+  'disk_used_ratio',
+  'disk_total_bytes',
+  'disk_available_bytes',
+  'running_flags',
+  'running_flag',
+  'cleanup_deleted_files_total',
+  'cleanup_deleted_bytes_total',
+  'cleanup_manual_passes_left',
+  'cleanup_last_pass_timestamp_seconds',
 ]
 
 /** One sample of the scrape: `name{labels}` → value, parsed from the text format. */
@@ -71,7 +97,9 @@ async function exercise(store: MessageStore, count: number): Promise<void> {
   }
   expect(store.getMessage('g', 't', 0, 0, 32).status).toBe('FOUND')
   expect(store.getMessage('g', 't', 1, count, 32).status).not.toBe('FOUND')
-  expect((await store.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(small.mappedFileSizeCommitLog as number) })).status).not.toBe('PUT_OK')
+  expect((await store.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(small.mappedFileSizeCommitLog as number) })).status).not.toBe(
+    'PUT_OK',
+  )
 }
 
 describe('collectStoreMetrics', () => {
@@ -166,7 +194,15 @@ describe('collectStoreMetrics', () => {
   it('a source whose stats() throws leaves its series out of the scrape, and the scrape goes on', async () => {
     const store = await open()
     collectStoreMetrics(store, { register: registry, labels: { store: 'real' } })
-    collectStoreMetrics({ isClosed: false, stats: () => { throw new Error('no figures') } }, { register: registry, labels: { store: 'broken' } })
+    collectStoreMetrics(
+      {
+        isClosed: false,
+        stats: () => {
+          throw new Error('no figures')
+        },
+      },
+      { register: registry, labels: { store: 'broken' } },
+    )
     await exercise(store, 1)
     const s = parse(await registry.metrics())
     expect(sample(s, 'mqstore_put_messages_total{store="real"}')).toBe(1)

@@ -11,10 +11,18 @@ import { distInternals, runNodeScript, tempDir } from './helpers/tmp.js'
 const bodyCrc = (b: Uint8Array) => (b.length === 0 ? 0 : crc32(b) & 0x7fffffff)
 
 describe('crc32Ranges', () => {
-  it('gives zlib\'s CRC-32 & 0x7fffffff for each range, 0 for an empty one', () => {
+  it("gives zlib's CRC-32 & 0x7fffffff for each range, 0 for an empty one", () => {
     const bytes = Buffer.alloc(5000)
     for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 131 + 7) & 0xff
-    const pairs = [[0, 256], [300, 1], [301, 0], [1000, 4000], [4999, 1], [17, 63], [64, 64]]
+    const pairs = [
+      [0, 256],
+      [300, 1],
+      [301, 0],
+      [1000, 4000],
+      [4999, 1],
+      [17, 63],
+      [64, 64],
+    ]
     const ranges = new Int32Array(pairs.flat())
     const out = new Int32Array(pairs.length)
     native.crc32Ranges(bytes, ranges, pairs.length, out)
@@ -61,10 +69,26 @@ describe('crc32Each', () => {
   it('gives each Uint8Array body its BODYCRC and -1 for anything else', () => {
     const slab = Buffer.alloc(4096)
     for (let i = 0; i < slab.length; i++) slab[i] = (i * 7) & 0xff
-    const bodies: unknown[] = [slab.subarray(0, 256), slab.subarray(100, 101), Buffer.alloc(0), 'text', null, new Uint16Array(4), new Uint8Array(slab.buffer, 5, 3000)]
+    const bodies: unknown[] = [
+      slab.subarray(0, 256),
+      slab.subarray(100, 101),
+      Buffer.alloc(0),
+      'text',
+      null,
+      new Uint16Array(4),
+      new Uint8Array(slab.buffer, 5, 3000),
+    ]
     const out = new Int32Array(bodies.length)
     native.crc32Each(bodies, out)
-    expect([...out]).toEqual([bodyCrc(slab.subarray(0, 256)), bodyCrc(slab.subarray(100, 101)), 0, -1, -1, -1, bodyCrc(slab.subarray(5, 3005))])
+    expect([...out]).toEqual([
+      bodyCrc(slab.subarray(0, 256)),
+      bodyCrc(slab.subarray(100, 101)),
+      0,
+      -1,
+      -1,
+      -1,
+      bodyCrc(slab.subarray(5, 3005)),
+    ])
   })
 
   it('an output shorter than the list is a RangeError', () => {
@@ -77,7 +101,8 @@ describe('close of a mapping whose buffer was transferred (child process)', () =
     const dir = tempDir()
     const file = join(dir, 'f')
     fs.writeFileSync(file, Buffer.alloc(65536, 0x61))
-    const result = runNodeScript(`
+    const result = runNodeScript(
+      `
       import * as fs from 'node:fs'
       const { native } = await import(${JSON.stringify(distInternals)})
       const fd = fs.openSync(process.argv[2], 'r+')
@@ -95,10 +120,15 @@ describe('close of a mapping whose buffer was transferred (child process)', () =
       }
       fs.closeSync(fd)
       globalThis.gc?.()
-    `, [file])
+    `,
+      [file],
+    )
     expect(result.signal).toBeNull()
     expect(result.status).toBe(0)
-    const lines = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    const lines = result.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
     expect(lines).toEqual([
       { writable: true, length: 65536, first: true, wrote: 0x62 },
       { writable: false, length: 65536, first: true, wrote: 0x62 },

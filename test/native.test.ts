@@ -178,7 +178,8 @@ describe('native addon', () => {
   })
 
   it('reading a view after the process closed every mapping exits cleanly (child process)', () => {
-    const result = runNodeScript(`
+    const result = runNodeScript(
+      `
       import * as fs from 'node:fs'
       import { native } from ${JSON.stringify(distInternals)}
       const file = process.argv[2]
@@ -193,14 +194,17 @@ describe('native addon', () => {
       let caught = 0
       try { view.readUInt8(10) } catch { caught++ }
       console.log(JSON.stringify({ length: view.length, value: view[10] ?? null, caught }))
-    `, [join(dir, 'child')])
+    `,
+      [join(dir, 'child')],
+    )
     expect(result.signal).toBeNull()
     expect(result.status).toBe(0)
     expect(JSON.parse(result.stdout)).toEqual({ length: 0, value: null, caught: 1 })
   })
 
   it('mappings left open are unmapped by the environment cleanup hook at worker exit', () => {
-    const result = runNodeScript(`
+    const result = runNodeScript(
+      `
       import { Worker } from 'node:worker_threads'
       const code = \`
         const { native } = await import(${JSON.stringify(distInternals)})
@@ -212,7 +216,9 @@ describe('native addon', () => {
       \`
       const worker = new Worker(code, { eval: true, env: { FILE: process.argv[2] } })
       worker.on('exit', (code) => console.log('worker exit', code))
-    `, [join(dir, 'worker')])
+    `,
+      [join(dir, 'worker')],
+    )
     expect(result.signal).toBeNull()
     expect(result.status).toBe(0)
     expect(result.stdout).toContain('worker exit 0')
@@ -227,7 +233,9 @@ describe('native errors and async work at the edges', () => {
       // Where libuv knows the errno its spelling wins (ENOTSUP over EOPNOTSUPP on Linux);
       // otherwise the name is the errno's own.
       const expected = libuv.startsWith('Unknown system error') ? name : libuv
-      const aliases = Object.entries(names).filter(([, v]) => v === value).map(([n]) => n)
+      const aliases = Object.entries(names)
+        .filter(([, v]) => v === value)
+        .map(([n]) => n)
       expect(aliases, `errno ${value}`).toContain(native.errnoName(value))
       expect(native.errnoName(value), `errno ${value} (${name})`).toBe(expected)
       expect(native.errnoName(-value)).toBe(expected)
@@ -240,12 +248,16 @@ describe('native errors and async work at the edges', () => {
 
   // MADV_POPULATE_* arrived in Linux 5.14; older kernels take the touch-every-page path, which
   // faults past the end of a file like any access would.
-  const [major = 0, minor = 0] = os.release().split('.').map((n) => Number.parseInt(n, 10))
+  const [major = 0, minor = 0] = os
+    .release()
+    .split('.')
+    .map((n) => Number.parseInt(n, 10))
   const hasPopulate = process.platform === 'linux' && (major > 5 || (major === 5 && minor >= 14))
   it.runIf(hasPopulate)(
     'warming pages past the end of a truncated file rejects with EFAULT instead of a SIGBUS on the pool (Linux >= 5.14)',
     () => {
-      const result = runNodeScript(`
+      const result = runNodeScript(
+        `
         import * as fs from 'node:fs'
         import { native } from ${JSON.stringify(distInternals)}
         const file = process.argv[2]
@@ -259,7 +271,9 @@ describe('native errors and async work at the edges', () => {
           handle.close()
           fs.ftruncateSync(fd, 1 << 20)
         }
-      `, [join(dir, 'short')])
+      `,
+        [join(dir, 'short')],
+      )
       expect(result.signal).toBeNull()
       expect(result.stderr).toBe('')
       expect(result.stdout.trim().split('\n')).toEqual(['EFAULT madvise', 'EFAULT madvise'])

@@ -132,9 +132,7 @@ describe('npm tarball', () => {
     //    gets. Packed before any prebuild exists in the copy.
     const sourceStage = join(work, 'source-stage')
     cpSync(stage, sourceStage, { recursive: true, filter: (src) => !src.startsWith(join(stage, 'prebuilds')) })
-    const sourcePacked = JSON.parse(
-      run('npm', ['pack', '--json', '--pack-destination', work], { cwd: sourceStage }),
-    ) as PackResult[]
+    const sourcePacked = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], { cwd: sourceStage })) as PackResult[]
     sourceTarball = join(work, `source-${sourcePacked[0]?.filename ?? 'missing.tgz'}`)
     renameSync(join(work, sourcePacked[0]?.filename ?? 'missing.tgz'), sourceTarball)
     sourceListed = (sourcePacked[0]?.files ?? []).map((f) => f.path)
@@ -142,8 +140,7 @@ describe('npm tarball', () => {
     // 3. A prebuild for this host, unless the work tree already carries one (CI's prebuild job
     //    tests the binary it just made this way).
     const prebuildDir = join(stage, 'prebuilds', host)
-    const hasPrebuild =
-      existsSync(prebuildDir) && readdirSync(prebuildDir).some((f) => f.startsWith('mqstore') && f.endsWith('.node'))
+    const hasPrebuild = existsSync(prebuildDir) && readdirSync(prebuildDir).some((f) => f.startsWith('mqstore') && f.endsWith('.node'))
     if (!hasPrebuild) {
       const nodedir = localNodedir()
       const env: NodeJS.ProcessEnv = { ...process.env }
@@ -156,9 +153,7 @@ describe('npm tarball', () => {
     listed = (dry[0]?.files ?? []).map((f) => f.path).sort()
 
     // 5. The tarball itself, outside the copy.
-    const packed = JSON.parse(
-      run('npm', ['pack', '--json', '--pack-destination', work], { cwd: stage }),
-    ) as PackResult[]
+    const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], { cwd: stage })) as PackResult[]
     tarball = join(work, packed[0]?.filename ?? 'missing.tgz')
 
     // 6. A PATH with no compiler, make or python.
@@ -175,9 +170,20 @@ describe('npm tarball', () => {
 
   it('ships the host prebuild, compiled JS and typings and the sources to rebuild, and nothing else', () => {
     const prebuild = new RegExp(`^prebuilds/${host}/mqstore[^/]*\\.node$`)
-    expect(listed.filter((f) => prebuild.test(f)), listed.join('\n')).not.toHaveLength(0)
+    expect(
+      listed.filter((f) => prebuild.test(f)),
+      listed.join('\n'),
+    ).not.toHaveLength(0)
     expect(listed).toEqual(
-      expect.arrayContaining(['package.json', 'dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/metrics.js', 'dist/lib/metrics.d.ts', 'binding.gyp', 'native/addon.cc']),
+      expect.arrayContaining([
+        'package.json',
+        'dist/lib/index.js',
+        'dist/lib/index.d.ts',
+        'dist/lib/metrics.js',
+        'dist/lib/metrics.d.ts',
+        'binding.gyp',
+        'native/addon.cc',
+      ]),
     )
     expect(listed.filter((f) => /^(build|test|node_modules)\//.test(f))).toEqual([])
     expect(existsSync(tarball)).toBe(true)

@@ -128,128 +128,140 @@ describe.skipIf(process.platform !== 'linux')('power-loss model (Linux only: des
   })
 })
 
-describe.skipIf(process.platform !== 'linux')('power cuts found these (Linux only: the power-loss model resolves descriptors through /proc/self/fd)', () => {
-  it('regression: the first SYNC_FLUSH put survives a power cut (the commitlog directory is synced into the store directory)', async () => {
-    const d = arm('lose-unsynced')
-    const s = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
-    const put = await s.putMessage({ topic: 't', queueId: 0, body: 'first', keys: 'k1' })
-    expect(put.status).toBe('PUT_OK')
-    const cut = d.cutNow()
-    await s.close()
-    d.disarm()
-    const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH' })
-    try {
-      expect(reopened.stats().lastExitOK).toBe(false)
-      const got = reopened.lookMessageByOffset(put.wroteOffset)
-      expect(got?.keys).toEqual(['k1'])
-      expect(reopened.getMessage('g', 't', 0, 0, 1).messages.map((m) => m.keys)).toEqual([['k1']])
-    } finally {
-      await reopened.close()
-    }
-  })
-
-  it('with msync disabled, an acknowledged SYNC_FLUSH put is lost to a power cut (the model catches a store that does not sync)', async () => {
-    const d = arm('lose-unsynced', { disableMsync: true })
-    const s = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
-    const put = await s.putMessage({ topic: 't', queueId: 0, body: 'lost', keys: 'k1' })
-    expect(put.status).toBe('PUT_OK')
-    const cut = d.cutNow()
-    await s.close()
-    d.disarm()
-    const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH' })
-    try {
-      expect(reopened.lookMessageByOffset(put.wroteOffset)).toBeNull()
-      expect(reopened.getMaxOffsetInQueue('t', 0)).toBe(0)
-    } finally {
-      await reopened.close()
-    }
-  })
-
-  it('regression: records and consume-queue units a recovery dropped are erased on disk, so a later power cut cannot bring them back', async () => {
-    // A crash image of 20 synced records, the 6th damaged: recovery truncates there.
-    let d = arm('keep-page-cache')
-    const first = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
-    const puts = []
-    for (let i = 0; i < 20; i++) puts.push(await first.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(300, i + 1), keys: `k${i}` }))
-    const crash = d.cutNow()
-    await first.close()
-    d.disarm()
-    const cutAt = puts[5].wroteOffset
-    const log = join(crash.dir, 'commitlog', '00000000000000000000')
-    const bytes = fs.readFileSync(log)
-    bytes[cutAt + puts[5].wroteBytes - 40] ^= 0xff // inside the body: a CRC mismatch with data after it
-    fs.writeFileSync(log, bytes)
-
-    // Reopen on that image, then lose every page not synced since.
-    store = crash.dir
-    d = arm('lose-unsynced')
-    const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH', corruptionPolicy: 'tolerant' })
-    expect(second.getMaxPhyOffset()).toBe(cutAt)
-    expect(second.getMaxOffsetInQueue('t', 0)).toBe(5)
-    const cut = d.cutNow()
-    await second.close()
-    d.disarm()
-
-    // Without the erase the 14 valid records after the damaged one are still on disk, and new
-    // appends that end where one of them begins would chain them back into the log.
-    const after = fs.readFileSync(join(cut.dir, 'commitlog', '00000000000000000000'))
-    expect(after.subarray(cutAt, puts[19].wroteOffset + puts[19].wroteBytes).every((b) => b === 0)).toBe(true)
-    const units = fs.readFileSync(join(cut.dir, 'consumequeue', 't', '0', '00000000000000000000'))
-    expect(units.subarray(5 * 20, 20 * 20).every((b) => b === 0)).toBe(true)
-    expect(units.subarray(0, 5 * 20).some((b) => b !== 0)).toBe(true)
-  })
-
-  it('regression: consume-queue units a crash recovery dispatches are flushed by the next close, not taken as already on disk', async () => {
-    let d = arm('keep-page-cache')
-    const first = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
-    for (let i = 0; i < 10; i++) expect((await first.putMessage({ topic: 't', queueId: 0, body: `m${i}` })).status).toBe('PUT_OK')
-    const crash = d.cutNow()
-    await first.close()
-    d.disarm()
-    // The crash left no consume queue and a zero checkpoint: recovery dispatches every record.
-    fs.rmSync(join(crash.dir, 'consumequeue'), { recursive: true })
-    fs.writeFileSync(join(crash.dir, 'checkpoint'), Buffer.alloc(4096))
-
-    store = crash.dir
-    d = arm('lose-unsynced')
-    const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
-    expect(second.stats().lastExitOK).toBe(false)
-    expect(second.getMaxOffsetInQueue('t', 0)).toBe(10)
-    await second.close()
-    const cut = d.cutNow()
-    d.disarm()
-    const units = fs.readFileSync(join(cut.dir, 'consumequeue', 't', '0', '00000000000000000000'))
-    expect(units.subarray(0, 10 * 20).every((b) => b === 0)).toBe(false)
-    expect(units.readInt32BE(9 * 20 + 8)).toBeGreaterThan(0) // the 10th unit's size
-  })
-
-  it('regression: a checkpoint written before the consume queues are flushed (an index roll) does not let crash recovery skip their units', async () => {
-    vi.useFakeTimers({ toFake: ['Date'], now: Date.UTC(2026, 0, 1) })
-    try {
+describe.skipIf(process.platform !== 'linux')(
+  'power cuts found these (Linux only: the power-loss model resolves descriptors through /proc/self/fd)',
+  () => {
+    it('regression: the first SYNC_FLUSH put survives a power cut (the commitlog directory is synced into the store directory)', async () => {
       const d = arm('lose-unsynced')
-      const options = { flushDiskType: 'SYNC_FLUSH' as const, mappedFileSizeCommitLog: 16 * 1024, maxHashSlotNum: 16, maxIndexNum: 8, flushIntervalConsumeQueue: 3_600_000, flushConsumeQueueThoroughInterval: 3_600_000 }
-      const s = await MessageStore.open(store, options)
-      // 'early' lives only in the first file; later files, written 10 s and 20 s later, hold 'late'.
-      const early = []
-      for (let i = 0; i < 3; i++) early.push(await s.putMessage({ topic: 'early', queueId: 0, body: Buffer.alloc(5000, i), keys: `e${i}` }))
-      for (const step of [1, 2]) {
-        vi.setSystemTime(Date.UTC(2026, 0, 1) + step * 10_000)
-        for (let i = 0; i < 4; i++) await s.putMessage({ topic: 'late', queueId: 0, body: Buffer.alloc(4000, i), keys: `l${step}-${i}` })
-      }
-      expect(s.stats().indexFileCount).toBeGreaterThan(1) // rolls wrote the checkpoint
+      const s = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+      const put = await s.putMessage({ topic: 't', queueId: 0, body: 'first', keys: 'k1' })
+      expect(put.status).toBe('PUT_OK')
       const cut = d.cutNow()
       await s.close()
       d.disarm()
-      const reopened = await MessageStore.open(cut.dir, options)
+      const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH' })
       try {
         expect(reopened.stats().lastExitOK).toBe(false)
-        expect(reopened.getMaxOffsetInQueue('early', 0)).toBe(3)
-        expect(reopened.getMessage('g', 'early', 0, 0, 8).messages.map((m) => m.commitLogOffset)).toEqual(early.map((r) => r.wroteOffset))
+        const got = reopened.lookMessageByOffset(put.wroteOffset)
+        expect(got?.keys).toEqual(['k1'])
+        expect(reopened.getMessage('g', 't', 0, 0, 1).messages.map((m) => m.keys)).toEqual([['k1']])
       } finally {
         await reopened.close()
       }
-    } finally {
-      vi.useRealTimers()
-    }
-  })
-})
+    })
+
+    it('with msync disabled, an acknowledged SYNC_FLUSH put is lost to a power cut (the model catches a store that does not sync)', async () => {
+      const d = arm('lose-unsynced', { disableMsync: true })
+      const s = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+      const put = await s.putMessage({ topic: 't', queueId: 0, body: 'lost', keys: 'k1' })
+      expect(put.status).toBe('PUT_OK')
+      const cut = d.cutNow()
+      await s.close()
+      d.disarm()
+      const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH' })
+      try {
+        expect(reopened.lookMessageByOffset(put.wroteOffset)).toBeNull()
+        expect(reopened.getMaxOffsetInQueue('t', 0)).toBe(0)
+      } finally {
+        await reopened.close()
+      }
+    })
+
+    it('regression: records and consume-queue units a recovery dropped are erased on disk, so a later power cut cannot bring them back', async () => {
+      // A crash image of 20 synced records, the 6th damaged: recovery truncates there.
+      let d = arm('keep-page-cache')
+      const first = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+      const puts = []
+      for (let i = 0; i < 20; i++)
+        puts.push(await first.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(300, i + 1), keys: `k${i}` }))
+      const crash = d.cutNow()
+      await first.close()
+      d.disarm()
+      const cutAt = puts[5].wroteOffset
+      const log = join(crash.dir, 'commitlog', '00000000000000000000')
+      const bytes = fs.readFileSync(log)
+      bytes[cutAt + puts[5].wroteBytes - 40] ^= 0xff // inside the body: a CRC mismatch with data after it
+      fs.writeFileSync(log, bytes)
+
+      // Reopen on that image, then lose every page not synced since.
+      store = crash.dir
+      d = arm('lose-unsynced')
+      const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH', corruptionPolicy: 'tolerant' })
+      expect(second.getMaxPhyOffset()).toBe(cutAt)
+      expect(second.getMaxOffsetInQueue('t', 0)).toBe(5)
+      const cut = d.cutNow()
+      await second.close()
+      d.disarm()
+
+      // Without the erase the 14 valid records after the damaged one are still on disk, and new
+      // appends that end where one of them begins would chain them back into the log.
+      const after = fs.readFileSync(join(cut.dir, 'commitlog', '00000000000000000000'))
+      expect(after.subarray(cutAt, puts[19].wroteOffset + puts[19].wroteBytes).every((b) => b === 0)).toBe(true)
+      const units = fs.readFileSync(join(cut.dir, 'consumequeue', 't', '0', '00000000000000000000'))
+      expect(units.subarray(5 * 20, 20 * 20).every((b) => b === 0)).toBe(true)
+      expect(units.subarray(0, 5 * 20).some((b) => b !== 0)).toBe(true)
+    })
+
+    it('regression: consume-queue units a crash recovery dispatches are flushed by the next close, not taken as already on disk', async () => {
+      let d = arm('keep-page-cache')
+      const first = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+      for (let i = 0; i < 10; i++) expect((await first.putMessage({ topic: 't', queueId: 0, body: `m${i}` })).status).toBe('PUT_OK')
+      const crash = d.cutNow()
+      await first.close()
+      d.disarm()
+      // The crash left no consume queue and a zero checkpoint: recovery dispatches every record.
+      fs.rmSync(join(crash.dir, 'consumequeue'), { recursive: true })
+      fs.writeFileSync(join(crash.dir, 'checkpoint'), Buffer.alloc(4096))
+
+      store = crash.dir
+      d = arm('lose-unsynced')
+      const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
+      expect(second.stats().lastExitOK).toBe(false)
+      expect(second.getMaxOffsetInQueue('t', 0)).toBe(10)
+      await second.close()
+      const cut = d.cutNow()
+      d.disarm()
+      const units = fs.readFileSync(join(cut.dir, 'consumequeue', 't', '0', '00000000000000000000'))
+      expect(units.subarray(0, 10 * 20).every((b) => b === 0)).toBe(false)
+      expect(units.readInt32BE(9 * 20 + 8)).toBeGreaterThan(0) // the 10th unit's size
+    })
+
+    it('regression: a checkpoint written before the consume queues are flushed (an index roll) does not let crash recovery skip their units', async () => {
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.UTC(2026, 0, 1) })
+      try {
+        const d = arm('lose-unsynced')
+        const options = {
+          flushDiskType: 'SYNC_FLUSH' as const,
+          mappedFileSizeCommitLog: 16 * 1024,
+          maxHashSlotNum: 16,
+          maxIndexNum: 8,
+          flushIntervalConsumeQueue: 3_600_000,
+          flushConsumeQueueThoroughInterval: 3_600_000,
+        }
+        const s = await MessageStore.open(store, options)
+        // 'early' lives only in the first file; later files, written 10 s and 20 s later, hold 'late'.
+        const early = []
+        for (let i = 0; i < 3; i++)
+          early.push(await s.putMessage({ topic: 'early', queueId: 0, body: Buffer.alloc(5000, i), keys: `e${i}` }))
+        for (const step of [1, 2]) {
+          vi.setSystemTime(Date.UTC(2026, 0, 1) + step * 10_000)
+          for (let i = 0; i < 4; i++) await s.putMessage({ topic: 'late', queueId: 0, body: Buffer.alloc(4000, i), keys: `l${step}-${i}` })
+        }
+        expect(s.stats().indexFileCount).toBeGreaterThan(1) // rolls wrote the checkpoint
+        const cut = d.cutNow()
+        await s.close()
+        d.disarm()
+        const reopened = await MessageStore.open(cut.dir, options)
+        try {
+          expect(reopened.stats().lastExitOK).toBe(false)
+          expect(reopened.getMaxOffsetInQueue('early', 0)).toBe(3)
+          expect(reopened.getMessage('g', 'early', 0, 0, 8).messages.map((m) => m.commitLogOffset)).toEqual(early.map((r) => r.wroteOffset))
+        } finally {
+          await reopened.close()
+        }
+      } finally {
+        vi.useRealTimers()
+      }
+    })
+  },
+)

@@ -31,7 +31,7 @@ function runChild(scenario: string): Record<string, unknown> & { signal: string 
 }
 
 describe('what a consumer does with a message (child process)', () => {
-  it('writing into a body and into the whole buffer behind it changes only the reader\'s copy', () => {
+  it("writing into a body and into the whole buffer behind it changes only the reader's copy", () => {
     const seen = runChild('write-default')
     expect(seen.signal).toBeNull()
     expect(seen.status).toBe(0)
@@ -42,14 +42,14 @@ describe('what a consumer does with a message (child process)', () => {
     expect(seen.bodyCrcFailures).toBe(0)
   })
 
-  it('a body\'s buffer holds the records of its own read only: another topic\'s bytes are out of reach', () => {
+  it("a body's buffer holds the records of its own read only: another topic's bytes are out of reach", () => {
     const seen = runChild('write-default')
     expect(seen.otherTopicReachable).toBe(false)
     // 32 records of ~200 bytes, not the 64 KiB commit-log file.
     expect(seen.bufferBytes).toBeLessThan(8192)
   })
 
-  it('transferring a body\'s buffer, then closing the store, neither crashes nor changes the store', () => {
+  it("transferring a body's buffer, then closing the store, neither crashes nor changes the store", () => {
     const seen = runChild('transfer-default')
     expect(seen.signal).toBeNull()
     expect(seen.status).toBe(0)
@@ -71,7 +71,7 @@ describe('what a consumer does with a message (child process)', () => {
     expect(seen.bodyCrcFailures).toBe(0)
   })
 
-  it('zero-copy: transferring the mapping\'s buffer, writing into it and closing the store does not crash (SIGSEGV before)', () => {
+  it("zero-copy: transferring the mapping's buffer, writing into it and closing the store does not crash (SIGSEGV before)", () => {
     const seen = runChild('transfer-zero-copy')
     expect(seen.signal).toBeNull()
     expect(seen.status).toBe(0)
@@ -86,7 +86,12 @@ describe('what a consumer does with a message (child process)', () => {
 describe('stores in worker threads (child process)', () => {
   function runWorker(workerBody: string): { signal: string | null; status: number | null; stdout: string; stderr: string } {
     const dir = tempDir('mqstore-worker-')
-    return spawnSync(NODE, ['--input-type=module', '-e', `
+    return spawnSync(
+      NODE,
+      [
+        '--input-type=module',
+        '-e',
+        `
       import { Worker } from 'node:worker_threads'
       const worker = new Worker(\`
         import { parentPort } from 'node:worker_threads'
@@ -105,7 +110,12 @@ describe('stores in worker threads (child process)', () => {
           console.log(JSON.stringify(received))
         }
       })
-    `, distEntry, dir], { encoding: 'utf8', timeout: 60_000 })
+    `,
+        distEntry,
+        dir,
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    )
   }
 
   it('a worker that exits with its store open does not take the process down (std::terminate on Node 22+ before)', () => {
@@ -121,7 +131,7 @@ describe('stores in worker threads (child process)', () => {
     expect(JSON.parse(result.stdout)).toEqual({ read: 'from the worker' })
   })
 
-  it('a zero-copy buffer sent to the main thread outlives the worker\'s store and the worker, or the runtime refuses to send it', () => {
+  it("a zero-copy buffer sent to the main thread outlives the worker's store and the worker, or the runtime refuses to send it", () => {
     const result = runWorker(`
       const store = await MessageStore.open(dir, { mappedFileSizeCommitLog: 65536, copyMessageBody: false })
       await store.putMessage({ topic: 't', body: 'from the worker' })
@@ -287,7 +297,14 @@ describe('messages served', () => {
 
   it('every MessageExt field decodes on demand, and toJSON gives them all', async () => {
     const store = await openStore()
-    const put = await store.putMessage({ topic: 't', body: 'x', tags: 'tg', keys: ['a', 'b'], properties: { region: 'eu' }, bornHost: '10.0.0.1:99' })
+    const put = await store.putMessage({
+      topic: 't',
+      body: 'x',
+      tags: 'tg',
+      keys: ['a', 'b'],
+      properties: { region: 'eu' },
+      bornHost: '10.0.0.1:99',
+    })
     const m: MessageExt = store.getMessage('g', 't', 0, 0, 1).messages[0]
     expect(m.topic).toBe('t')
     expect(m.tags).toBe('tg')

@@ -120,7 +120,11 @@ function expectAll(store: MessageStore, kept: Put[]): void {
   }
 }
 
-const repairs = (store: MessageStore) => store.stats().repairs.map((r) => `${r.action}: ${r.reason}`).join('\n')
+const repairs = (store: MessageStore) =>
+  store
+    .stats()
+    .repairs.map((r) => `${r.action}: ${r.reason}`)
+    .join('\n')
 
 describe('recovery decision table: the commit log', () => {
   it('C1 keep: a clean open trusts the shutdown record and scans nothing', async () => {
@@ -192,7 +196,11 @@ describe('recovery decision table: the commit log', () => {
     const puts = await fill(300)
     const last = puts[puts.length - 1]
     const propsLength = 5 + last.key.length
-    patch(commitLogFile(last.result.wroteOffset), (last.result.wroteOffset % FILE) + last.result.wroteBytes - propsLength + 2, Buffer.alloc(propsLength - 2))
+    patch(
+      commitLogFile(last.result.wroteOffset),
+      (last.result.wroteOffset % FILE) + last.result.wroteBytes - propsLength + 2,
+      Buffer.alloc(propsLength - 2),
+    )
     crash()
     const store = await open({ corruptionPolicy: 'strict' })
     expect(store.stats().recovery?.damage).toMatchObject({ kind: 'torn', offset: last.result.wroteOffset })
@@ -292,7 +300,11 @@ describe('recovery decision table: consume queues', () => {
     const puts = await fill(300)
     const cut = puts[200]
     zeroFrom(commitLogFile(cut.result.wroteOffset), cut.result.wroteOffset % FILE)
-    for (let offset = cut.result.wroteOffset - (cut.result.wroteOffset % FILE) + FILE; fs.existsSync(commitLogFile(offset)); offset += FILE) {
+    for (
+      let offset = cut.result.wroteOffset - (cut.result.wroteOffset % FILE) + FILE;
+      fs.existsSync(commitLogFile(offset));
+      offset += FILE
+    ) {
       zeroFrom(commitLogFile(offset), 0)
     }
     crash()
@@ -407,7 +419,11 @@ describe('recovery decision table: index and checkpoint', () => {
     const puts = await fill(300)
     const cut = puts[280]
     zeroFrom(commitLogFile(cut.result.wroteOffset), cut.result.wroteOffset % FILE)
-    for (let offset = cut.result.wroteOffset - (cut.result.wroteOffset % FILE) + FILE; fs.existsSync(commitLogFile(offset)); offset += FILE) {
+    for (
+      let offset = cut.result.wroteOffset - (cut.result.wroteOffset % FILE) + FILE;
+      fs.existsSync(commitLogFile(offset));
+      offset += FILE
+    ) {
       zeroFrom(commitLogFile(offset), 0)
     }
     // A clean close, so the index keeps every file: its last one now reaches past the log's end.

@@ -148,9 +148,11 @@ describe('descriptor cache', () => {
     expect(await pending).toBe('a')
   })
 
-  it.runIf(onLinux)('a full descriptor table is TOO_MANY_OPEN_FILES after the cache gave back its idle descriptors (Linux, child process)', () => {
-    const dir = tempDir('mqstore-fd-')
-    const script = `
+  it.runIf(onLinux)(
+    'a full descriptor table is TOO_MANY_OPEN_FILES after the cache gave back its idle descriptors (Linux, child process)',
+    () => {
+      const dir = tempDir('mqstore-fd-')
+      const script = `
       import * as fs from 'node:fs'
       import { DescriptorCache, openDescriptor } from ${JSON.stringify(new URL('../dist/lib/internals.js', import.meta.url).href)}
       const dir = ${JSON.stringify(dir)}
@@ -169,12 +171,13 @@ describe('descriptor cache', () => {
       for (const h of hog) fs.closeSync(h)
       console.log(JSON.stringify({ afterTrim, code }))
     `
-    const file = join(dir, 'script.mjs')
-    fs.writeFileSync(file, script)
-    const result = spawnSync('sh', ['-c', `ulimit -n 64 && exec '${process.execPath}' '${file}'`], { encoding: 'utf8', timeout: 30_000 })
-    expect(result.stderr).toBe('')
-    expect(JSON.parse(result.stdout)).toEqual({ afterTrim: 0, code: 'TOO_MANY_OPEN_FILES' })
-  })
+      const file = join(dir, 'script.mjs')
+      fs.writeFileSync(file, script)
+      const result = spawnSync('sh', ['-c', `ulimit -n 64 && exec '${process.execPath}' '${file}'`], { encoding: 'utf8', timeout: 30_000 })
+      expect(result.stderr).toBe('')
+      expect(JSON.parse(result.stdout)).toEqual({ afterTrim: 0, code: 'TOO_MANY_OPEN_FILES' })
+    },
+  )
 
   it('openDescriptor names the file in a typed error for other failures', () => {
     const error = (() => {
@@ -274,7 +277,13 @@ describe('lazy mapping of consume-queue files', () => {
     const clock = { now: () => now }
     let now = 1_000_000
     const fileSize = 100 * CQ_STORE_UNIT_SIZE
-    const store = await MessageStore.open(dir, { ...SMALL, mappingBudgetBytes: 2 * fileSize, mappingIdleMs: 1_000, flushIntervalConsumeQueue: 10, clock })
+    const store = await MessageStore.open(dir, {
+      ...SMALL,
+      mappingBudgetBytes: 2 * fileSize,
+      mappingIdleMs: 1_000,
+      flushIntervalConsumeQueue: 10,
+      clock,
+    })
     try {
       for (let q = 0; q < 8; q++) {
         const results = await store.putMessages([0, 1].map((n) => ({ topic: 'lazy', queueId: q, body: Buffer.from(`q${q}-m${n}`) })))
@@ -303,7 +312,11 @@ describe('lazy mapping of consume-queue files', () => {
     }
     const reopened = await MessageStore.open(dir, SMALL)
     try {
-      expect(reopened.getMessage('g', 'lazy', 3, 0, 8).messages.map((m) => Buffer.from(m.body).toString())).toEqual(['q3-m0', 'q3-m1', 'q3-m2'])
+      expect(reopened.getMessage('g', 'lazy', 3, 0, 8).messages.map((m) => Buffer.from(m.body).toString())).toEqual([
+        'q3-m0',
+        'q3-m1',
+        'q3-m2',
+      ])
     } finally {
       await reopened.close()
     }
@@ -327,7 +340,12 @@ describe('deferred queues after a clean close', () => {
       expect(put.status).toBe('PUT_OK')
       expect(put.queueOffset).toBe(3)
       expect(store.getMaxOffsetInQueue('d', 2)).toBe(3)
-      expect(store.getMessage('g', 'd', 4, 0, 8).messages.map((m) => Buffer.from(m.body).toString())).toEqual(['q4-m0', 'q4-m1', 'q4-m2', 'q4-m3'])
+      expect(store.getMessage('g', 'd', 4, 0, 8).messages.map((m) => Buffer.from(m.body).toString())).toEqual([
+        'q4-m0',
+        'q4-m1',
+        'q4-m2',
+        'q4-m3',
+      ])
       expect(store.getOffsetInQueueByTime('d', 5, Date.now() + 60_000)).toBeGreaterThanOrEqual(2)
       // A topic's queues are known without opening them.
       expect(store.listTopics().find((t) => t.topic === 'd')?.readQueueNums).toBe(6)
@@ -380,36 +398,42 @@ describe('cheap queue creation', () => {
 })
 
 describe('close', () => {
-  it.runIf(onLinux)('releases every mapping, descriptor and the lock when a step fails, and throws a typed error (Linux, for /proc)', async () => {
-    const dir = tempDir('mqstore-close-')
-    const store = await MessageStore.open(dir, SMALL)
-    for (let q = 0; q < 20; q++) await store.putMessage({ topic: 'c', queueId: q, body: Buffer.from('x') })
-    // A consume queue deleted under the running store: its first flush at close cannot open it.
-    fs.rmSync(join(dir, 'consumequeue', 'c', '5'), { recursive: true, force: true })
-    const error = await store.close().then(
-      () => null,
-      (e: unknown) => e,
-    )
-    expect(error).toBeInstanceOf(MQStoreError)
-    expect((error as MQStoreError).code).toBe('IO_ERROR')
-    expect((error as MQStoreError).message).toContain('flush')
-    const maps = fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((line) => line.includes(dir))
-    expect(maps).toEqual([])
-    const fds = fs.readdirSync('/proc/self/fd').flatMap((fd) => {
+  it.runIf(onLinux)(
+    'releases every mapping, descriptor and the lock when a step fails, and throws a typed error (Linux, for /proc)',
+    async () => {
+      const dir = tempDir('mqstore-close-')
+      const store = await MessageStore.open(dir, SMALL)
+      for (let q = 0; q < 20; q++) await store.putMessage({ topic: 'c', queueId: q, body: Buffer.from('x') })
+      // A consume queue deleted under the running store: its first flush at close cannot open it.
+      fs.rmSync(join(dir, 'consumequeue', 'c', '5'), { recursive: true, force: true })
+      const error = await store.close().then(
+        () => null,
+        (e: unknown) => e,
+      )
+      expect(error).toBeInstanceOf(MQStoreError)
+      expect((error as MQStoreError).code).toBe('IO_ERROR')
+      expect((error as MQStoreError).message).toContain('flush')
+      const maps = fs
+        .readFileSync('/proc/self/maps', 'utf8')
+        .split('\n')
+        .filter((line) => line.includes(dir))
+      expect(maps).toEqual([])
+      const fds = fs.readdirSync('/proc/self/fd').flatMap((fd) => {
+        try {
+          return [fs.readlinkSync(`/proc/self/fd/${fd}`)]
+        } catch {
+          return []
+        }
+      })
+      expect(fds.filter((target) => target.startsWith(dir))).toEqual([])
+      // The lock is free: the store opens again and recovers, as the close did not vouch for it.
+      const reopened = await MessageStore.open(dir, SMALL)
       try {
-        return [fs.readlinkSync(`/proc/self/fd/${fd}`)]
-      } catch {
-        return []
+        expect(reopened.stats().lastExitOK).toBe(false)
+        for (const q of [5, 19]) expect(reopened.getMessage('g', 'c', q, 0, 1).messages).toHaveLength(1)
+      } finally {
+        await reopened.close()
       }
-    })
-    expect(fds.filter((target) => target.startsWith(dir))).toEqual([])
-    // The lock is free: the store opens again and recovers, as the close did not vouch for it.
-    const reopened = await MessageStore.open(dir, SMALL)
-    try {
-      expect(reopened.stats().lastExitOK).toBe(false)
-      for (const q of [5, 19]) expect(reopened.getMessage('g', 'c', q, 0, 1).messages).toHaveLength(1)
-    } finally {
-      await reopened.close()
-    }
-  })
+    },
+  )
 })

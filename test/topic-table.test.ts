@@ -75,7 +75,11 @@ describe('topic table', () => {
     const path = join(dir, 'topics.json')
     fs.writeFileSync(
       path,
-      JSON.stringify({ topicConfigTable: { a: { topicName: 'a', readQueueNums: 4, writeQueueNums: 2, perm: 6, topicFilterType: 'SINGLE_TAG', topicSysFlag: 0, order: true } } }),
+      JSON.stringify({
+        topicConfigTable: {
+          a: { topicName: 'a', readQueueNums: 4, writeQueueNums: 2, perm: 6, topicFilterType: 'SINGLE_TAG', topicSysFlag: 0, order: true },
+        },
+      }),
     )
     const t = new TopicTable(path, new ManualClock())
     t.load()

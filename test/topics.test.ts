@@ -13,7 +13,12 @@ afterEach(async () => {
   for (const store of open.splice(0)) await store.close()
 })
 
-const SMALL: OpenOptions = { mappedFileSizeCommitLog: 1 << 20, mappedFileSizeConsumeQueue: 20 * 1000, maxHashSlotNum: 100, maxIndexNum: 400 }
+const SMALL: OpenOptions = {
+  mappedFileSizeCommitLog: 1 << 20,
+  mappedFileSizeConsumeQueue: 20 * 1000,
+  maxHashSlotNum: 100,
+  maxIndexNum: 400,
+}
 
 async function openStore(dir: string): Promise<MessageStore> {
   const store = await MessageStore.open(dir, SMALL)
@@ -27,7 +32,7 @@ async function closeStore(store: MessageStore): Promise<void> {
 }
 
 describe('queue choice', () => {
-  it('murmur2 gives the values Kafka\'s partitioner computes', () => {
+  it("murmur2 gives the values Kafka's partitioner computes", () => {
     const cases: [string, number][] = [
       ['21', -973932308],
       ['foobar', -790332482],
@@ -42,7 +47,7 @@ describe('queue choice', () => {
 })
 
 describe('topics', () => {
-  it('createTopic is kept in config/topics.json in RocketMQ\'s shape and listTopics lists created and queue-only topics', async () => {
+  it("createTopic is kept in config/topics.json in RocketMQ's shape and listTopics lists created and queue-only topics", async () => {
     const dir = tempDir()
     let store = await openStore(dir)
     expect(store.createTopic('orders', { queues: 4 })).toEqual({ topic: 'orders', readQueueNums: 4, writeQueueNums: 4, created: true })
@@ -75,7 +80,9 @@ describe('topics', () => {
   it('puts without a queueId: one key always lands in one queue (its hash), keyless messages go round robin, an unknown topic uses queue 0', async () => {
     const store = await openStore(tempDir())
     store.createTopic('orders', { queues: 4 })
-    const keyed = await store.putMessages(Array.from({ length: 20 }, (_, i) => ({ topic: 'orders', body: `m${i}`, keys: `order-${i % 5}` })))
+    const keyed = await store.putMessages(
+      Array.from({ length: 20 }, (_, i) => ({ topic: 'orders', body: `m${i}`, keys: `order-${i % 5}` })),
+    )
     for (let i = 0; i < 20; i++) {
       expect(keyed[i].status).toBe('PUT_OK')
       const message = store.lookMessageByOffset(keyed[i].wroteOffset)!

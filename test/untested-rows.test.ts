@@ -63,7 +63,9 @@ describe('put statuses', () => {
           const handle = original.map(fd, length, writable)
           // A disk that stops answering: an async msync completes only when the test lets it.
           const syncAsync = (offset: number, len: number): Promise<void> =>
-            stall ? new Promise<void>((resolve) => pending.push(() => void handle.syncAsync(offset, len).then(resolve))) : handle.syncAsync(offset, len)
+            stall
+              ? new Promise<void>((resolve) => pending.push(() => void handle.syncAsync(offset, len).then(resolve)))
+              : handle.syncAsync(offset, len)
           return {
             get buffer() {
               return handle.buffer
@@ -139,7 +141,10 @@ describe('consume()', () => {
       }
     })()
     await turn()
-    await store.putMessages([{ topic: 't', queueId: 0, body: 'new-0' }, { topic: 't', queueId: 0, body: 'new-1' }])
+    await store.putMessages([
+      { topic: 't', queueId: 0, body: 'new-0' },
+      { topic: 't', queueId: 0, body: 'new-1' },
+    ])
     await reading
     expect(seen).toEqual(['new-0', 'new-1'])
     expect(latest.position).toBe(7)
@@ -153,32 +158,44 @@ describe('consume()', () => {
   })
 })
 
-describe.skipIf(process.platform !== 'linux')('consumer offsets (Linux only: the power-loss model resolves descriptors through /proc/self/fd)', () => {
-  it('committed offsets survive a power cut once the periodic persist has run', async () => {
-    const storeDir = join(dir, 'store')
-    fs.mkdirSync(storeDir)
-    const disk = new PowerLossDisk({ root: storeDir, seed: 3, imageRoot: join(dir, 'images'), mode: 'lose-unsynced' }).arm()
-    restores.push(() => disk.disarm())
-    const store = await open({ flushConsumerOffsetInterval: 20 }, storeDir)
-    await store.putMessages(Array.from({ length: 4 }, () => ({ topic: 't', queueId: 1, body: 'x' })))
-    store.commitOffset('g', 't', 1, 3)
-    // Wait for the persist (the event), then cut the power.
-    const file = join(storeDir, 'config', 'consumerOffset.json')
-    while (!(fs.existsSync(file) && fs.readFileSync(file, 'utf8').includes('"1": 3'))) await turn()
-    const cut = disk.cutNow()
-    disk.disarm()
-    const reopened = await open({}, cut.dir)
-    expect(reopened.stats().lastExitOK).toBe(false)
-    expect(reopened.queryOffset('g', 't', 1)).toBe(3)
-  })
-})
+describe.skipIf(process.platform !== 'linux')(
+  'consumer offsets (Linux only: the power-loss model resolves descriptors through /proc/self/fd)',
+  () => {
+    it('committed offsets survive a power cut once the periodic persist has run', async () => {
+      const storeDir = join(dir, 'store')
+      fs.mkdirSync(storeDir)
+      const disk = new PowerLossDisk({ root: storeDir, seed: 3, imageRoot: join(dir, 'images'), mode: 'lose-unsynced' }).arm()
+      restores.push(() => disk.disarm())
+      const store = await open({ flushConsumerOffsetInterval: 20 }, storeDir)
+      await store.putMessages(Array.from({ length: 4 }, () => ({ topic: 't', queueId: 1, body: 'x' })))
+      store.commitOffset('g', 't', 1, 3)
+      // Wait for the persist (the event), then cut the power.
+      const file = join(storeDir, 'config', 'consumerOffset.json')
+      while (!(fs.existsSync(file) && fs.readFileSync(file, 'utf8').includes('"1": 3'))) await turn()
+      const cut = disk.cutNow()
+      disk.disarm()
+      const reopened = await open({}, cut.dir)
+      expect(reopened.stats().lastExitOK).toBe(false)
+      expect(reopened.queryOffset('g', 't', 1)).toBe(3)
+    })
+  },
+)
 
 describe('recovery rows', () => {
   async function fill(count: number, options: OpenOptions = {}) {
     const store = await open(options)
     const results = []
     for (let i = 0; i < count; i += 20) {
-      results.push(...(await store.putMessages(Array.from({ length: Math.min(20, count - i) }, (_, j) => ({ topic: 't', queueId: 0, body: Buffer.alloc(300, i + j), keys: `k${i + j}` })))))
+      results.push(
+        ...(await store.putMessages(
+          Array.from({ length: Math.min(20, count - i) }, (_, j) => ({
+            topic: 't',
+            queueId: 0,
+            body: Buffer.alloc(300, i + j),
+            keys: `k${i + j}`,
+          })),
+        )),
+      )
     }
     await close(store)
     return results
@@ -269,7 +286,9 @@ describe('recovery rows', () => {
     expect(fs.readdirSync(join(dir, 'commitlog')).length).toBe(2)
     const kept = puts.indexOf(victim)
     expect(store.getMaxOffsetInQueue('t', 0)).toBe(kept)
-    const after = await store.putMessages(Array.from({ length: 150 }, (_, i) => ({ topic: 't', queueId: 0, body: Buffer.alloc(200, i), keys: `after-${i}` })))
+    const after = await store.putMessages(
+      Array.from({ length: 150 }, (_, i) => ({ topic: 't', queueId: 0, body: Buffer.alloc(200, i), keys: `after-${i}` })),
+    )
     expect(after[0].wroteOffset).toBe(victim.wroteOffset)
     expect(after[0].queueOffset).toBe(kept)
     await close(store)

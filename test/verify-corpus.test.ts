@@ -32,7 +32,12 @@ import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
 
 const FILE_SIZE = 16 * 1024
-const OPTIONS: OpenOptions = { mappedFileSizeCommitLog: FILE_SIZE, mappedFileSizeConsumeQueue: 20 * 40, maxHashSlotNum: 16, maxIndexNum: 64 }
+const OPTIONS: OpenOptions = {
+  mappedFileSizeCommitLog: FILE_SIZE,
+  mappedFileSizeConsumeQueue: 20 * 40,
+  maxHashSlotNum: 16,
+  maxIndexNum: 64,
+}
 const DIMS = { maxHashSlotNum: 16, maxIndexNum: 64 }
 const ITERATIONS = Number(process.env.CORPUS_ITERATIONS ?? 120)
 
@@ -46,7 +51,13 @@ beforeAll(async () => {
   pristine = join(root, 'pristine')
   const store = await MessageStore.open(pristine, OPTIONS)
   for (let i = 0; i < 200; i++) {
-    const r = await store.putMessage({ topic: i % 2 ? 'a' : 'b', queueId: (i >> 1) % 2, body: Buffer.alloc(20 + (i % 9) * 30, i), tags: 't', keys: `k${i}` })
+    const r = await store.putMessage({
+      topic: i % 2 ? 'a' : 'b',
+      queueId: (i >> 1) % 2,
+      body: Buffer.alloc(20 + (i % 9) * 30, i),
+      tags: 't',
+      keys: `k${i}`,
+    })
     records.push({ offset: r.wroteOffset, size: r.wroteBytes })
   }
   await store.close()
@@ -205,7 +216,10 @@ describe('verify agrees with open', () => {
       if ('refused' in strict && strict.refused !== 'CORRUPTION') {
         // The files' shape (a truncated segment): open refuses under every policy.
         expect(strict.refused, context).toBe('BAD_FILE_SIZE')
-        expect(report.commitLog.problems.some((p) => /wrong size/.test(p.reason)), context).toBe(true)
+        expect(
+          report.commitLog.problems.some((p) => /wrong size/.test(p.reason)),
+          context,
+        ).toBe(true)
         expect(report.ok, context).toBe(false)
         seen.refusedShape++
         fs.rmSync(dir, { recursive: true, force: true })
@@ -227,7 +241,9 @@ describe('verify agrees with open', () => {
       expect(stats.recovery?.processOffset, `${context}: where the data ends`).toBe(report.commitLog.validEnd)
       expect(stats.recovery?.damage?.kind ?? null, `${context}: torn or corrupt`).toBe(damageKind)
       expect(stats.recovery?.damage?.offset, `${context}: the record that stops the scan`).toBe(report.commitLog.damage?.offset)
-      expect(truncatedTheLog(stats), `${context}: a commit-log problem exactly when open truncates`).toBe(report.commitLog.problems.length > 0)
+      expect(truncatedTheLog(stats), `${context}: a commit-log problem exactly when open truncates`).toBe(
+        report.commitLog.problems.length > 0,
+      )
       // The whole report: when verify finds nothing anywhere, open repairs nothing anywhere.
       expect(report.ok ? stats.repairs : [], `${context}: repairs of a store verify found clean`).toEqual([])
       seen[damageKind ?? 'clean']++
@@ -288,4 +304,3 @@ describe('verify agrees with open', () => {
     expect(clean).toBeGreaterThan(0)
   }, 240_000)
 })
-

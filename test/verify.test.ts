@@ -102,7 +102,11 @@ function unitLocation(topic: string, queueId: number, queueOffset: number): { pa
   const logical = queueOffset * 20
   const start = logical - (logical % 2000)
   const name = formatOffsetName(start)
-  return { path: join(dir, 'consumequeue', topic, String(queueId), name), rel: `consumequeue/${topic}/${queueId}/${name}`, pos: logical - start }
+  return {
+    path: join(dir, 'consumequeue', topic, String(queueId), name),
+    rel: `consumequeue/${topic}/${queueId}/${name}`,
+    pos: logical - start,
+  }
 }
 
 function indexFiles(): string[] {
@@ -247,7 +251,9 @@ describe('verifyStore finds damage where it is', () => {
     expect(r.commitLog.records).toBe(250)
     // Units of the record and of everything after it point past the valid data.
     expect(r.consumeQueues.problems.length + r.consumeQueues.moreProblems).toBe(puts.length - 250)
-    expect(r.consumeQueues.problems[0].reason).toMatch(new RegExp(`points at commit-log offset ${victim.offset}, beyond the end of valid commit-log data \\(${victim.offset}\\)`))
+    expect(r.consumeQueues.problems[0].reason).toMatch(
+      new RegExp(`points at commit-log offset ${victim.offset}, beyond the end of valid commit-log data \\(${victim.offset}\\)`),
+    )
   })
 
   it('a consume-queue unit pointing at another record, and one pointing inside a record', async () => {
@@ -347,7 +353,9 @@ describe('verifyStore finds damage where it is', () => {
     const r = await verify()
     expect(r.index.problems).toHaveLength(1)
     expect(r.index.problems[0]).toMatchObject({ file: `index/${second}`, offset: 16 })
-    expect(r.index.problems[0].reason).toMatch(/does not follow the end \(\d+\) of the file before it: open deletes the index and rebuilds it/)
+    expect(r.index.problems[0].reason).toMatch(
+      /does not follow the end \(\d+\) of the file before it: open deletes the index and rebuilds it/,
+    )
     const store = await MessageStore.open(dir, SMALL)
     try {
       expect(store.stats().repairs.map((x) => x.action)).toContain('deleted the index to rebuild it')

@@ -48,7 +48,8 @@ function parse(args: readonly string[]): Parsed | string {
     else return `unexpected argument ${a}`
   }
   if (dir === undefined) return 'missing <dir>'
-  if ((index.maxHashSlotNum === undefined) !== (index.maxIndexNum === undefined)) return 'give both --max-hash-slot-num and --max-index-num, or neither'
+  if ((index.maxHashSlotNum === undefined) !== (index.maxIndexNum === undefined))
+    return 'give both --max-hash-slot-num and --max-index-num, or neither'
   return { dir: resolve(dir), topic, json, index }
 }
 
@@ -100,7 +101,9 @@ export function formatCompactReport(r: CompactReport): string {
     `duration: ${r.durationMs.toFixed(0)} ms`,
   ]
   for (const q of r.queues) {
-    lines.push(`  ${q.topic}/${q.queueId}: offsets ${q.firstDirtyOffset}..${q.endOffset - 1} mapped (${q.keys} keys${q.mapFull ? ', map full: run again' : ''}), kept ${q.recordsKept}, dropped ${q.recordsDropped}`)
+    lines.push(
+      `  ${q.topic}/${q.queueId}: offsets ${q.firstDirtyOffset}..${q.endOffset - 1} mapped (${q.keys} keys${q.mapFull ? ', map full: run again' : ''}), kept ${q.recordsKept}, dropped ${q.recordsDropped}`,
+    )
   }
   for (const f of r.failed) lines.push(`  ${f.topic}/${f.queueId}: FAILED: ${f.error}`)
   return `${lines.join('\n')}\n`

@@ -23,7 +23,10 @@ export interface DemoSummary {
 }
 
 /** Runs the tour on `dir`, telling what it does through `line` (stdout by default). */
-export async function runDemo(dir: string, line: (text?: string) => void = (text = '') => process.stdout.write(`${text}\n`)): Promise<DemoSummary> {
+export async function runDemo(
+  dir: string,
+  line: (text?: string) => void = (text = '') => process.stdout.write(`${text}\n`),
+): Promise<DemoSummary> {
   let produced = 0
   let consumed = 0
   let keysFound = 0
@@ -85,11 +88,15 @@ export async function runDemo(dir: string, line: (text?: string) => void = (text
       if (subscription.position >= max) break
     }
     consumed += count
-    line(`   ${topic.padEnd(10)} ${count} messages (${priority} tagged priority), committed offset ${store.queryOffset('demo-group', topic, 0)} of ${max}`)
+    line(
+      `   ${topic.padEnd(10)} ${count} messages (${priority} tagged priority), committed offset ${store.queryOffset('demo-group', topic, 0)} of ${max}`,
+    )
     line(`   ${''.padEnd(10)} first: ${sample}`)
   }
   const priorityOnly = store.getMessage('demo-group', 'orders', 0, 0, 8, { tags: ['priority'] })
-  line(`   getMessage with tag filter "priority": ${priorityOnly.messages.length} of the first ${priorityOnly.nextBeginOffset} units matched`)
+  line(
+    `   getMessage with tag filter "priority": ${priorityOnly.messages.length} of the first ${priorityOnly.nextBeginOffset} units matched`,
+  )
 
   // 3. Query by key (hash index) and by time (binary search of a consume queue).
   line()
@@ -105,7 +112,9 @@ export async function runDemo(dir: string, line: (text?: string) => void = (text
   const byTime = store.getOffsetInQueueByTime('orders', 1, middle)
   line(`   by time ${new Date(middle).toISOString()}: orders/1 offset ${byTime}`)
   const got = store.getMessage('demo-group', 'payments', 2, 0, 5)
-  line(`   getMessage payments/2 from 0: ${got.status}, ${got.messages.length} messages, next ${got.nextBeginOffset}, range [${got.minOffset}, ${got.maxOffset})`)
+  line(
+    `   getMessage payments/2 from 0: ${got.status}, ${got.messages.length} messages, next ${got.nextBeginOffset}, range [${got.minOffset}, ${got.maxOffset})`,
+  )
   const overflow = store.getMessage('demo-group', 'payments', 2, got.maxOffset, 5)
   line(`   getMessage payments/2 at its end: ${overflow.status}`)
 
@@ -113,8 +122,12 @@ export async function runDemo(dir: string, line: (text?: string) => void = (text
   const stats = store.stats()
   line()
   line('4. stats')
-  line(`   puts ${stats.putMessageTimesTotal} (${(stats.putMessageSizeTotal / 1024).toFixed(0)} KiB, average ${stats.putMessageAverageSize.toFixed(0)} B), failed ${stats.putMessageFailedTimes}`)
-  line(`   commit log [${stats.commitLogMinOffset}, ${stats.commitLogMaxOffset}), ${stats.consumeQueueCount} consume queues, ${stats.indexFileCount} index file(s)`)
+  line(
+    `   puts ${stats.putMessageTimesTotal} (${(stats.putMessageSizeTotal / 1024).toFixed(0)} KiB, average ${stats.putMessageAverageSize.toFixed(0)} B), failed ${stats.putMessageFailedTimes}`,
+  )
+  line(
+    `   commit log [${stats.commitLogMinOffset}, ${stats.commitLogMaxOffset}), ${stats.consumeQueueCount} consume queues, ${stats.indexFileCount} index file(s)`,
+  )
   line(`   put latency max ${stats.putMessageEntireTimeMax} ms, get latency max ${stats.getMessageEntireTimeMax} ms`)
 
   // 5. Retention: what a pass would delete and why, then a manual pass (as at 04:00 or under disk
@@ -145,7 +158,15 @@ export async function runDemo(dir: string, line: (text?: string) => void = (text
   line(`   config/consumerOffset.json, checkpoint, lock`)
   line()
   line(`done in ${Date.now() - began} ms — run again to append to the same store (rm -rf ${dir} to start over)`)
-  return { dir, reusedStore: reused, produced, consumed, keysFound, commitLogMaxOffset: stats.commitLogMaxOffset, elapsedMs: Date.now() - began }
+  return {
+    dir,
+    reusedStore: reused,
+    produced,
+    consumed,
+    keysFound,
+    commitLogMaxOffset: stats.commitLogMaxOffset,
+    elapsedMs: Date.now() - began,
+  }
 }
 
 export const demoCommand: Command = {

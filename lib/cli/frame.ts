@@ -203,7 +203,12 @@ export async function runCommand(command: Command, args: string[], io: RunIo): P
   }
   try {
     // --debug is the frame's: a command that parses its own arguments never sees it.
-    if (command.passthrough !== undefined) return await command.passthrough(args.filter((a) => a !== '--debug'), out, err)
+    if (command.passthrough !== undefined)
+      return await command.passthrough(
+        args.filter((a) => a !== '--debug'),
+        out,
+        err,
+      )
     const options = { ...command.options, ...COMMON_OPTIONS }
     let parsed: ReturnType<typeof parseArgs>
     try {

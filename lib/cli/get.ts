@@ -6,7 +6,12 @@ import { StoreReader } from './store-reader.js'
 import { binaryOption, messageJson, messageLine } from './tail.js'
 
 /** Messages of `topic` with `key`: through the index, or by reading the topic's queues. */
-function findByKey(reader: StoreReader, topic: string, key: string, dims: { maxHashSlotNum: number; maxIndexNum: number }[]): DecodedMessage[] {
+function findByKey(
+  reader: StoreReader,
+  topic: string,
+  key: string,
+  dims: { maxHashSlotNum: number; maxIndexNum: number }[],
+): DecodedMessage[] {
   const offsets = reader.lookupKey(topic, key, dims)
   const carries = (m: DecodedMessage | null): m is DecodedMessage =>
     m !== null && m.topic === topic && (m.keys.includes(key) || m.properties.UNIQ_KEY === key)
@@ -57,7 +62,8 @@ Read-only: works on a store another process has open. Exit code 4 when nothing i
     if (key !== undefined && (topic === undefined || topic === '')) throw new UsageError('--key needs --topic')
     const slots = intOption(ctx.values, 'max-hash-slot-num', 1)
     const entries = intOption(ctx.values, 'max-index-num', 2)
-    if ((slots === undefined) !== (entries === undefined)) throw new UsageError('give both --max-hash-slot-num and --max-index-num, or neither')
+    if ((slots === undefined) !== (entries === undefined))
+      throw new UsageError('give both --max-hash-slot-num and --max-index-num, or neither')
     using reader = StoreReader.open(ctx.positionals[0])
     const dims = slots === undefined ? [] : [{ maxHashSlotNum: slots, maxIndexNum: entries! }]
     const messages = offset !== undefined ? [reader.readMessage(offset)].filter((m) => m !== null) : findByKey(reader, topic!, key!, dims)

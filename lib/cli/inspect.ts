@@ -87,7 +87,14 @@ export function diskReport(reader: StoreReader): DiskReport {
   } catch {
     partition = null
   }
-  return { commitLogBytes, consumeQueueBytes, indexBytes, otherBytes: totalBytes - commitLogBytes - consumeQueueBytes - indexBytes, totalBytes, partition }
+  return {
+    commitLogBytes,
+    consumeQueueBytes,
+    indexBytes,
+    otherBytes: totalBytes - commitLogBytes - consumeQueueBytes - indexBytes,
+    totalBytes,
+    partition,
+  }
 }
 
 export function queueSummaries(reader: StoreReader): QueueSummary[] {
@@ -102,7 +109,14 @@ export function groupSummaries(reader: StoreReader, queues: QueueSummary[]): Gro
   const max = new Map(queues.map((q) => [`${q.topic}\0${q.queueId}`, q.maxOffset]))
   return reader.consumerOffsets().map((row) => {
     const maxOffset = max.get(`${row.topic}\0${row.queueId}`) ?? 0
-    return { group: row.group, topic: row.topic, queueId: row.queueId, committedOffset: row.offset, maxOffset, lag: Math.max(0, maxOffset - row.offset) }
+    return {
+      group: row.group,
+      topic: row.topic,
+      queueId: row.queueId,
+      committedOffset: row.offset,
+      maxOffset,
+      lag: Math.max(0, maxOffset - row.offset),
+    }
   })
 }
 
@@ -164,22 +178,43 @@ export function formatInspect(r: InspectReport): string {
   const lines = [`store ${r.dir}`]
   const open = r.openElsewhere === true ? 'open in a process now' : r.openElsewhere === false ? 'not open' : 'open or not: unknown'
   lines.push(`state: ${open}; last shutdown ${r.lastShutdownClean ? 'clean' : 'NOT clean (abort file present)'}`)
-  lines.push(`commit log: ${r.commitLog.files.length} file(s), offsets ${r.commitLog.minOffset}..${r.commitLog.maxOffset} (${bytes(r.commitLog.maxOffset - r.commitLog.minOffset)} of data)`)
+  lines.push(
+    `commit log: ${r.commitLog.files.length} file(s), offsets ${r.commitLog.minOffset}..${r.commitLog.maxOffset} (${bytes(r.commitLog.maxOffset - r.commitLog.minOffset)} of data)`,
+  )
   for (const f of r.commitLog.files) lines.push(`  ${f.name}  ${bytes(f.size)} (${bytes(f.allocatedBytes)} on disk)`)
   lines.push(`topics: ${r.topics.length}, queues: ${r.queues.length}`)
   if (r.queues.length > 0) {
-    lines.push(...table([['topic/queue', 'min', 'max', 'messages', 'files'], ...r.queues.map((q) => [`${q.topic}/${q.queueId}`, String(q.minOffset), String(q.maxOffset), String(q.messages), String(q.files)])]))
+    lines.push(
+      ...table([
+        ['topic/queue', 'min', 'max', 'messages', 'files'],
+        ...r.queues.map((q) => [`${q.topic}/${q.queueId}`, String(q.minOffset), String(q.maxOffset), String(q.messages), String(q.files)]),
+      ]),
+    )
   }
   lines.push(`consumer groups: ${new Set(r.groups.map((g) => g.group)).size}`)
   if (r.groups.length > 0) {
-    lines.push(...table([['group', 'topic/queue', 'committed', 'max', 'lag'], ...r.groups.map((g) => [g.group, `${g.topic}/${g.queueId}`, String(g.committedOffset), String(g.maxOffset), String(g.lag)])]))
+    lines.push(
+      ...table([
+        ['group', 'topic/queue', 'committed', 'max', 'lag'],
+        ...r.groups.map((g) => [g.group, `${g.topic}/${g.queueId}`, String(g.committedOffset), String(g.maxOffset), String(g.lag)]),
+      ]),
+    )
   }
   lines.push(`index: ${r.index.files.length} file(s), ${r.index.files.reduce((s, f) => s + f.entries, 0)} entries`)
   const cp = r.checkpoint
-  lines.push(cp === null ? 'checkpoint: absent' : `checkpoint: physic ${time(cp.physicMsgTimestamp)}, logics ${time(cp.logicsMsgTimestamp)}, index ${time(cp.indexMsgTimestamp)}`)
+  lines.push(
+    cp === null
+      ? 'checkpoint: absent'
+      : `checkpoint: physic ${time(cp.physicMsgTimestamp)}, logics ${time(cp.logicsMsgTimestamp)}, index ${time(cp.indexMsgTimestamp)}`,
+  )
   const d = r.disk
-  lines.push(`disk: ${bytes(d.totalBytes)} (commit log ${bytes(d.commitLogBytes)}, consume queues ${bytes(d.consumeQueueBytes)}, index ${bytes(d.indexBytes)}, other ${bytes(d.otherBytes)})`)
-  if (d.partition !== null) lines.push(`partition: ${(d.partition.usedRatio * 100).toFixed(1)}% used, ${bytes(d.partition.availableBytes)} free of ${bytes(d.partition.totalBytes)}`)
+  lines.push(
+    `disk: ${bytes(d.totalBytes)} (commit log ${bytes(d.commitLogBytes)}, consume queues ${bytes(d.consumeQueueBytes)}, index ${bytes(d.indexBytes)}, other ${bytes(d.otherBytes)})`,
+  )
+  if (d.partition !== null)
+    lines.push(
+      `partition: ${(d.partition.usedRatio * 100).toFixed(1)}% used, ${bytes(d.partition.availableBytes)} free of ${bytes(d.partition.totalBytes)}`,
+    )
   lines.push('running flags: none on disk (they live in the process that has the store open; see stats --open)')
   return `${lines.join('\n')}\n`
 }

@@ -75,7 +75,9 @@ export function formatFileStats(s: FileStats): string {
     `index:           ${s.indexFileCount} file(s), ${s.indexEntries} entries`,
     `consumer groups: ${s.consumerGroups}, largest lag ${s.maxConsumerLag}`,
     `disk:            ${bytes(s.disk.totalBytes)}` +
-      (s.disk.partition === null ? '' : `; partition ${(s.disk.partition.usedRatio * 100).toFixed(1)}% used, ${bytes(s.disk.partition.availableBytes)} free`),
+      (s.disk.partition === null
+        ? ''
+        : `; partition ${(s.disk.partition.usedRatio * 100).toFixed(1)}% used, ${bytes(s.disk.partition.availableBytes)} free`),
   ].join('\n')}\n`
 }
 
@@ -114,7 +116,8 @@ MessageStore.stats() is printed (recovery outcome and repairs included); then it
       const stats = store.stats()
       if (ctx.json) ctx.emitJson(stats)
       else {
-        for (const [name, value] of Object.entries(stats)) ctx.line(`${name}: ${typeof value === 'object' ? JSON.stringify(value) : String(value)}`)
+        for (const [name, value] of Object.entries(stats))
+          ctx.line(`${name}: ${typeof value === 'object' ? JSON.stringify(value) : String(value)}`)
       }
     } finally {
       await store.close()

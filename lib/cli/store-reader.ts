@@ -257,7 +257,8 @@ export class StoreReader implements Disposable {
     while (lo < hi) {
       const mid = (lo + hi) >> 1
       const unit = this.read(segment.path, mid * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
-      if (unit.length === CQ_STORE_UNIT_SIZE && !isEndUnit(readUnitOffset(unit, 0), readUnitSize(unit, 0), readUnitTagsCode(unit, 0))) lo = mid + 1
+      if (unit.length === CQ_STORE_UNIT_SIZE && !isEndUnit(readUnitOffset(unit, 0), readUnitSize(unit, 0), readUnitTagsCode(unit, 0)))
+        lo = mid + 1
       else hi = mid
     }
     return lo
@@ -443,7 +444,12 @@ export class StoreReader implements Disposable {
  * The file sizes a store was created with, told from its files (a store directory does not record
  * its configuration): what `MessageStore.open` needs to open it again.
  */
-export function sizesOf(reader: StoreReader): { mappedFileSizeCommitLog?: number; mappedFileSizeConsumeQueue?: number; maxHashSlotNum?: number; maxIndexNum?: number } {
+export function sizesOf(reader: StoreReader): {
+  mappedFileSizeCommitLog?: number
+  mappedFileSizeConsumeQueue?: number
+  maxHashSlotNum?: number
+  maxIndexNum?: number
+} {
   const sizes: ReturnType<typeof sizesOf> = {}
   const log = reader.commitLog[0]
   if (log !== undefined) sizes.mappedFileSizeCommitLog = log.size

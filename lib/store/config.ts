@@ -192,10 +192,12 @@ export function nearestName(name: string, known: readonly string[]): string | nu
   }
   if (best !== null) return best
   // A name with a suffix added or dropped ('maxMessageSizeBytes', 'flushDisk').
-  return known.find((candidate) => {
-    const lower = candidate.toLowerCase()
-    return Math.min(lower.length, wanted.length) >= 6 && (lower.startsWith(wanted) || wanted.startsWith(lower))
-  }) ?? null
+  return (
+    known.find((candidate) => {
+      const lower = candidate.toLowerCase()
+      return Math.min(lower.length, wanted.length) >= 6 && (lower.startsWith(wanted) || wanted.startsWith(lower))
+    }) ?? null
+  )
 }
 
 function editDistance(a: string, b: string): number {
@@ -255,7 +257,10 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
   if (config.mappedFileSizeCommitLog < 4096) {
     throw new MQStoreError('INVALID_OPTION', 'mappedFileSizeCommitLog must be at least 4096 bytes')
   }
-  if (!/^\s*\d{1,2}\s*(;\s*\d{1,2}\s*)*;?\s*$/.test(config.deleteWhen) || config.deleteWhen.split(';').some((h) => h.trim() !== '' && Number(h) > 23)) {
+  if (
+    !/^\s*\d{1,2}\s*(;\s*\d{1,2}\s*)*;?\s*$/.test(config.deleteWhen) ||
+    config.deleteWhen.split(';').some((h) => h.trim() !== '' && Number(h) > 23)
+  ) {
     throw new MQStoreError('INVALID_OPTION', `deleteWhen must be local hours 0..23 separated by ';', got '${config.deleteWhen}'`)
   }
   if (config.diskMaxUsedSpaceRatio < 10) config.diskMaxUsedSpaceRatio = 10

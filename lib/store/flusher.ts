@@ -198,21 +198,24 @@ export class CommitLogFlusher {
   /** A watcher settles requests still pending at their deadline, even if a flush hangs. */
   private armDeadlineWatcher(): void {
     if (this.deadlineTimer !== null) return
-    this.deadlineTimer = setInterval(() => {
-      const now = Date.now()
-      let pending = 0
-      for (const list of [this.requests, this.inFlight]) {
-        for (const request of list) {
-          if (request.settled) continue
-          if (now >= request.deadline) request.settle('FLUSH_DISK_TIMEOUT')
-          else pending++
+    this.deadlineTimer = setInterval(
+      () => {
+        const now = Date.now()
+        let pending = 0
+        for (const list of [this.requests, this.inFlight]) {
+          for (const request of list) {
+            if (request.settled) continue
+            if (now >= request.deadline) request.settle('FLUSH_DISK_TIMEOUT')
+            else pending++
+          }
         }
-      }
-      if (pending === 0 && this.deadlineTimer !== null) {
-        clearInterval(this.deadlineTimer)
-        this.deadlineTimer = null
-      }
-    }, Math.max(10, Math.min(100, this.config.syncFlushTimeout / 4)))
+        if (pending === 0 && this.deadlineTimer !== null) {
+          clearInterval(this.deadlineTimer)
+          this.deadlineTimer = null
+        }
+      },
+      Math.max(10, Math.min(100, this.config.syncFlushTimeout / 4)),
+    )
     this.deadlineTimer.unref()
   }
 

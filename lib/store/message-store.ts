@@ -10,12 +10,7 @@ import type { MessageStoreConfig } from './config.js'
 import { appendedRequest } from './dispatch-targets.js'
 import { bodyCrcsOf } from './commitlog/body-crc.js'
 import { markUnflushed } from './flusher.js'
-import type {
-  CompactReport,
-  SetTopicConfigOptions,
-  TopicConfig,
-  TopicConfigInput,
-} from './compaction/compacted-topics.js'
+import type { CompactReport, SetTopicConfigOptions, TopicConfig, TopicConfigInput } from './compaction/compacted-topics.js'
 import {
   buildRecord,
   checkCommitOptions,
@@ -182,7 +177,9 @@ export class MessageStore implements AsyncDisposable {
     checkPositive(maxMsgNums, 'maxMsgNums')
     const began = Date.now()
     this.e.catchUp()
-    const result = this.e.compacted.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter)) ?? this.e.reads.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter))
+    const result =
+      this.e.compacted.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter)) ??
+      this.e.reads.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter))
     this.e.statsService.recordGet(result.messages.length, Date.now() - began)
     return result
   }
@@ -218,11 +215,25 @@ export class MessageStore implements AsyncDisposable {
   }
 
   getMinOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => (this.e.compacted.isCompacted(topic) ? this.e.compacted.minOffset(topic, queueId) : (this.e.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0)), topic, queueId)
+    return this.reading(
+      () =>
+        this.e.compacted.isCompacted(topic)
+          ? this.e.compacted.minOffset(topic, queueId)
+          : (this.e.queues.find(topic, queueId)?.getMinOffsetInQueue() ?? 0),
+      topic,
+      queueId,
+    )
   }
 
   getMaxOffsetInQueue(topic: string, queueId: number): number {
-    return this.reading(() => (this.e.compacted.isCompacted(topic) ? this.e.compacted.maxOffset(topic, queueId) : (this.e.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0)), topic, queueId)
+    return this.reading(
+      () =>
+        this.e.compacted.isCompacted(topic)
+          ? this.e.compacted.maxOffset(topic, queueId)
+          : (this.e.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0),
+      topic,
+      queueId,
+    )
   }
 
   getMessageTotalInQueue(topic: string, queueId: number): number {
@@ -232,7 +243,14 @@ export class MessageStore implements AsyncDisposable {
   /** The queue offset whose message's store time is nearest to `timestamp` (0 for an unknown queue). */
   getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
     checkOffset(timestamp, 'timestamp')
-    return this.reading(() => (this.e.compacted.isCompacted(topic) ? this.e.compacted.offsetByTime(topic, queueId, timestamp) : (this.e.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0)), topic, queueId)
+    return this.reading(
+      () =>
+        this.e.compacted.isCompacted(topic)
+          ? this.e.compacted.offsetByTime(topic, queueId, timestamp)
+          : (this.e.queues.find(topic, queueId)?.getOffsetInQueueByTime(timestamp) ?? 0),
+      topic,
+      queueId,
+    )
   }
 
   /** The commit-log offset of the message at `consumeQueueOffset`, 0 when unreadable. */
@@ -244,12 +262,23 @@ export class MessageStore implements AsyncDisposable {
   /** Store time of the message at `consumeQueueOffset`, -1 when unreadable. */
   getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
     checkOffset(consumeQueueOffset, 'consumeQueueOffset')
-    return this.reading(() => (this.e.compacted.isCompacted(topic) ? this.e.compacted.storeTimeAt(topic, queueId, consumeQueueOffset) : this.e.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset)), topic, queueId)
+    return this.reading(
+      () =>
+        this.e.compacted.isCompacted(topic)
+          ? this.e.compacted.storeTimeAt(topic, queueId, consumeQueueOffset)
+          : this.e.reads.getMessageStoreTimeStamp(topic, queueId, consumeQueueOffset),
+      topic,
+      queueId,
+    )
   }
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
   getEarliestMessageTime(topic?: string, queueId?: number): number {
-    return this.reading(() => (topic !== undefined && queueId !== undefined && this.e.compacted.isCompacted(topic) ? this.e.compacted.storeTimeAt(topic, queueId, 0) : this.e.reads.getEarliestMessageTime(topic, queueId)))
+    return this.reading(() =>
+      topic !== undefined && queueId !== undefined && this.e.compacted.isCompacted(topic)
+        ? this.e.compacted.storeTimeAt(topic, queueId, 0)
+        : this.e.reads.getEarliestMessageTime(topic, queueId),
+    )
   }
 
   getMinPhyOffset(): number {
@@ -307,7 +336,8 @@ export class MessageStore implements AsyncDisposable {
       return this.e.subscriptions.subscribe({ ...options, queueId: options.queueId }, batchSize, tags)
     }
     checkQueue(options.topic, 0)
-    if (typeof options.from === 'number') throw new TypeError('from: an offset needs a queueId (a topic subscription starts every queue at committed, earliest or latest)')
+    if (typeof options.from === 'number')
+      throw new TypeError('from: an offset needs a queueId (a topic subscription starts every queue at committed, earliest or latest)')
     this.e.catchUp()
     const stop = new AbortController()
     const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal])
@@ -367,9 +397,11 @@ export class MessageStore implements AsyncDisposable {
 
   // Topic settings and compaction (docs/compaction.md): settings merge into a topic's and are saved in config/topics.json;
   // compact() runs a pass now over the compacted queues (of `topic`) with anything to clean; retryCompaction() clears backoffs.
-  setTopicConfig = (topic: string, config: TopicConfigInput, options?: SetTopicConfigOptions): Promise<TopicConfig> => this.reading(() => this.e.compacted.setTopicConfig(topic, config, options))
+  setTopicConfig = (topic: string, config: TopicConfigInput, options?: SetTopicConfigOptions): Promise<TopicConfig> =>
+    this.reading(() => this.e.compacted.setTopicConfig(topic, config, options))
   getTopicConfig = (topic: string): TopicConfig => this.reading(() => this.e.compacted.getTopicConfig(topic))
-  compact = (topic?: string, options: { onProgress?: (done: number, total: number) => void } = {}): Promise<CompactReport> => this.reading(() => this.e.compacted.compact(topic, options.onProgress), topic, topic === undefined ? undefined : 0)
+  compact = (topic?: string, options: { onProgress?: (done: number, total: number) => void } = {}): Promise<CompactReport> =>
+    this.reading(() => this.e.compacted.compact(topic, options.onProgress), topic, topic === undefined ? undefined : 0)
   retryCompaction = (topic?: string): void => this.reading(() => this.e.compacted.service.retryUncleanable(topic))
 
   // ---- stats and close ----------------------------------------------------------------------
@@ -400,5 +432,4 @@ export class MessageStore implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close()
   }
-
 }

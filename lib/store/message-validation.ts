@@ -137,9 +137,7 @@ export function buildRecord(message: Message, now: number, defaults: RecordDefau
   try {
     // The common message carries only TAGS and KEYS: skip building a properties object for it.
     propertiesString =
-      message.properties === undefined
-        ? encodeTagsAndKeys(tags, keys)
-        : encodeProperties(withTagsAndKeys(message.properties, tags, keys))
+      message.properties === undefined ? encodeTagsAndKeys(tags, keys) : encodeProperties(withTagsAndKeys(message.properties, tags, keys))
     bornHost = message.bornHost === undefined ? defaults.bornHost : parseHost(message.bornHost, 'bornHost')
   } catch (error) {
     return { status: 'MESSAGE_ILLEGAL', reason: (error as Error).message }

@@ -13,7 +13,8 @@ export const RunningFlag = {
 export type RunningFlagName = keyof typeof RunningFlag
 
 /** What blocks puts: every flag but NOT_READABLE. */
-const WRITE_BLOCKING = RunningFlag.NOT_WRITEABLE | RunningFlag.WRITE_LOGICS_QUEUE_ERROR | RunningFlag.WRITE_INDEX_FILE_ERROR | RunningFlag.DISK_FULL
+const WRITE_BLOCKING =
+  RunningFlag.NOT_WRITEABLE | RunningFlag.WRITE_LOGICS_QUEUE_ERROR | RunningFlag.WRITE_INDEX_FILE_ERROR | RunningFlag.DISK_FULL
 /** What blocks dispatch into consume queues: a full disk does not (the log already holds the data). */
 const LOGICS_BLOCKING = RunningFlag.NOT_WRITEABLE | RunningFlag.WRITE_LOGICS_QUEUE_ERROR | RunningFlag.WRITE_INDEX_FILE_ERROR
 

@@ -30,7 +30,13 @@ export class ShutdownSteps {
     const first = this.failures[0].error
     const code: ErrorCode = first instanceof MQStoreError ? first.code : ioError(what, first).code
     const detail = this.failures.map(({ step, error }) => `${step}: ${(error as Error)?.message ?? String(error)}`).join('; ')
-    const cause = this.failures.length === 1 ? first : new AggregateError(this.failures.map((f) => f.error), detail)
+    const cause =
+      this.failures.length === 1
+        ? first
+        : new AggregateError(
+            this.failures.map((f) => f.error),
+            detail,
+          )
     throw new MQStoreError(code, `${what} failed (${detail}); every mapping and descriptor was released`, { cause })
   }
 }

@@ -113,7 +113,11 @@ export class StoreEngine {
       this.lock.release()
       throw error
     }
-    const budget = new MappingBudget({ maxBytes: this.config.mappingBudgetBytes, idleMs: this.config.mappingIdleMs, clock: () => this.env.clock.now() })
+    const budget = new MappingBudget({
+      maxBytes: this.config.mappingBudgetBytes,
+      idleMs: this.config.mappingIdleMs,
+      clock: () => this.env.clock.now(),
+    })
     this.queues = new ConsumeQueueTable(this.paths, this.config.mappedFileSizeConsumeQueue, this.commitLog, this.env.clock.now(), budget)
     this.reads = new ReadService({
       commitLog: this.commitLog,
@@ -122,7 +126,19 @@ export class StoreEngine {
       config: this.config,
       onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
     })
-    this.compacted = new CompactedTopics({ topicsFile: this.paths.topics, compactionDir: this.paths.compaction, clock: this.env.clock, config: this.config, commitLog: this.commitLog, queues: this.queues, log: this.logger }, compaction, topics)
+    this.compacted = new CompactedTopics(
+      {
+        topicsFile: this.paths.topics,
+        compactionDir: this.paths.compaction,
+        clock: this.env.clock,
+        config: this.config,
+        commitLog: this.commitLog,
+        queues: this.queues,
+        log: this.logger,
+      },
+      compaction,
+      topics,
+    )
     this.router = new TopicRouter(this.compacted.table)
     this.subscriptions = new Subscriptions({
       read: this.compacted.subscriptionReads(this.reads),
@@ -150,13 +166,24 @@ export class StoreEngine {
         this.statsService.dispatchSkippedBytes += bytes
         dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`)
       },
-      onFailure: (offset, error) => logError(dispatchLog)(`dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`, error ?? 'a consume queue could not be written'),
+      onFailure: (offset, error) =>
+        logError(dispatchLog)(
+          `dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`,
+          error ?? 'a consume queue could not be written',
+        ),
     })
     this.flags = new RunningFlags(
       () => this.env.clock.now(),
       (name, set, reason) => this.logger(set ? 'warn' : 'info', `running flag ${name} ${set ? 'set' : 'cleared'}: ${reason}`),
     )
-    this.flusher = new CommitLogFlusher(this.commitLog, this.config, this.checkpoint, this.flags, () => this.dispatcher.schedule(), logError(this.logger.child('flush')))
+    this.flusher = new CommitLogFlusher(
+      this.commitLog,
+      this.config,
+      this.checkpoint,
+      this.flags,
+      () => this.dispatcher.schedule(),
+      logError(this.logger.child('flush')),
+    )
     this.cleanup = new CleanupService(
       {
         commitLog: this.commitLog,
@@ -193,8 +220,10 @@ export class StoreEngine {
     }
     this.consumerOffsets.load()
     this.compacted.load()
-    const progress = this.onProgress === null ? null : (scanned: number, total: number) =>
-      this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
+    const progress =
+      this.onProgress === null
+        ? null
+        : (scanned: number, total: number) => this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
     const { outcome, redispatchAll, dispatchedTo } = recoverStore({
       config: this.config,
       commitLog: this.commitLog,
@@ -257,13 +286,23 @@ export class StoreEngine {
     this.statsService.start()
     const onError = logError(this.logger)
     this.loops.push(
-      new ServiceLoop('flush-consume-queue', this.config.flushIntervalConsumeQueue, () => this.flushConsumeQueues(), logError(this.logger.child('flush'))),
+      new ServiceLoop(
+        'flush-consume-queue',
+        this.config.flushIntervalConsumeQueue,
+        () => this.flushConsumeQueues(),
+        logError(this.logger.child('flush')),
+      ),
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
       new ServiceLoop('flush-compaction-logs', this.config.flushIntervalConsumeQueue, () => this.compacted.flushAsync(), onError),
     )
-    this.cleanLoop = new ServiceLoop('clean-resource', this.config.cleanResourceInterval, async () => {
-      await this.cleanup.runPass()
-    }, logError(this.cleanupLog))
+    this.cleanLoop = new ServiceLoop(
+      'clean-resource',
+      this.config.cleanResourceInterval,
+      async () => {
+        await this.cleanup.runPass()
+      },
+      logError(this.cleanupLog),
+    )
     this.loops.push(this.cleanLoop)
     // Read the disk now: a store opened on a full disk refuses puts from the start.
     this.cleanup.checkDisk()
@@ -293,7 +332,10 @@ export class StoreEngine {
       await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now())
     } catch (error) {
       // As with the commit log (flusher.ts): a retried sync could succeed over lost pages.
-      this.flags.set('NOT_WRITEABLE', `a consume-queue or checkpoint sync failed (${(error as Error)?.message ?? String(error)}); reopen the store to recover`)
+      this.flags.set(
+        'NOT_WRITEABLE',
+        `a consume-queue or checkpoint sync failed (${(error as Error)?.message ?? String(error)}); reopen the store to recover`,
+      )
       throw error
     }
   }
@@ -354,7 +396,25 @@ export class StoreEngine {
     const { cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues } = this
     const { index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger } = this
     const takeFigures = (): void => void (this.statsAtClose = this.stats())
-    await closeStore({ cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues, index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger, takeFigures })
+    await closeStore({
+      cleanup,
+      loops,
+      statsService,
+      dispatcher,
+      compacted,
+      flusher,
+      commitLog,
+      queues,
+      index,
+      checkpoint,
+      consumerOffsets,
+      flags,
+      pool,
+      paths,
+      lock,
+      logger,
+      takeFigures,
+    })
   }
 
   /** Commits a consumer offset (arguments already checked); with `durable`, resolves once it is on disk. */

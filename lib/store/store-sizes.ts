@@ -155,7 +155,8 @@ export function checkStoreSizesRecord(paths: StorePaths, given: Partial<StoreSiz
     if (recorded === null) return null
     for (const name of SIZE_NAMES) {
       const value = given[name]
-      if (value !== undefined && value !== recorded[name]) return `${paths.storeSizes} records ${name} ${recorded[name]}, but ${value} was given`
+      if (value !== undefined && value !== recorded[name])
+        return `${paths.storeSizes} records ${name} ${recorded[name]}, but ${value} was given`
     }
     return recordMismatch(recorded, findFileSizes(paths), paths.storeSizes)
   } catch (error) {
@@ -189,7 +190,8 @@ export function resolveStoreSizes(paths: StorePaths, config: MessageStoreConfig,
     for (const name of SIZE_NAMES) {
       const value = explicit(name)
       const normalized = name === 'mappedFileSizeConsumeQueue' && value !== undefined ? config.mappedFileSizeConsumeQueue : value
-      if (normalized !== undefined && normalized !== recorded[name]) refuse(name, value as number, recorded[name], `files were written with ${recorded[name]}`)
+      if (normalized !== undefined && normalized !== recorded[name])
+        refuse(name, value as number, recorded[name], `files were written with ${recorded[name]}`)
     }
     return sizes
   }
@@ -202,13 +204,23 @@ export function resolveStoreSizes(paths: StorePaths, config: MessageStoreConfig,
   }
   if (found.commitLogFileBytes !== null && found.commitLogFileBytes !== sizes.mappedFileSizeCommitLog) {
     if (explicit('mappedFileSizeCommitLog') !== undefined) {
-      refuse('mappedFileSizeCommitLog', sizes.mappedFileSizeCommitLog, found.commitLogFileBytes, `commit-log files are ${found.commitLogFileBytes} bytes`)
+      refuse(
+        'mappedFileSizeCommitLog',
+        sizes.mappedFileSizeCommitLog,
+        found.commitLogFileBytes,
+        `commit-log files are ${found.commitLogFileBytes} bytes`,
+      )
     }
     sizes.mappedFileSizeCommitLog = found.commitLogFileBytes
   }
   if (found.consumeQueueFileBytes !== null && found.consumeQueueFileBytes !== sizes.mappedFileSizeConsumeQueue) {
     if (explicit('mappedFileSizeConsumeQueue') !== undefined) {
-      refuse('mappedFileSizeConsumeQueue', sizes.mappedFileSizeConsumeQueue, found.consumeQueueFileBytes, `consume-queue files are ${found.consumeQueueFileBytes} bytes`)
+      refuse(
+        'mappedFileSizeConsumeQueue',
+        sizes.mappedFileSizeConsumeQueue,
+        found.consumeQueueFileBytes,
+        `consume-queue files are ${found.consumeQueueFileBytes} bytes`,
+      )
     }
     sizes.mappedFileSizeConsumeQueue = found.consumeQueueFileBytes
   }

@@ -8,8 +8,21 @@
  */
 export const LATENCY_BUCKETS_MS = [1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10_000]
 /** RocketMQ's names of the buckets, the keys of putMessageDistributeTime; one more than the bounds. */
-export const LATENCY_LABELS = ['<=0ms', '0~10ms', '10~50ms', '50~100ms', '100~200ms', '200~500ms', '500ms~1s',
-  '1~2s', '2~3s', '3~4s', '4~5s', '5~10s', '10s~']
+export const LATENCY_LABELS = [
+  '<=0ms',
+  '0~10ms',
+  '10~50ms',
+  '50~100ms',
+  '100~200ms',
+  '200~500ms',
+  '500ms~1s',
+  '1~2s',
+  '2~3s',
+  '3~4s',
+  '4~5s',
+  '5~10s',
+  '10s~',
+]
 const SAMPLES_KEPT = 601
 
 interface Sample {
@@ -138,8 +151,7 @@ export class StoreStatsService {
       putMessageTimesTotal: this.putMessageTimesTotal,
       putMessageSizeTotal: this.putMessageSizeTotal,
       putMessageFailedTimes: this.putMessageFailedTimes,
-      putMessageAverageSize:
-        this.putMessageTimesTotal > 0 ? this.putMessageSizeTotal / this.putMessageTimesTotal : 0,
+      putMessageAverageSize: this.putMessageTimesTotal > 0 ? this.putMessageSizeTotal / this.putMessageTimesTotal : 0,
       putMessageEntireTimeMax: this.putMessageEntireTimeMax,
       putMessageEntireTimeTotal: this.putMessageEntireTimeTotal,
       getMessageEntireTimeMax: this.getMessageEntireTimeMax,

@@ -103,7 +103,19 @@ export interface PowerCut {
 
 let active: PowerLossDisk | null = null
 
-const PATCHED_FS = ['fsyncSync', 'fdatasyncSync', 'fsync', 'fdatasync', 'renameSync', 'rmSync', 'writeFileSync', 'openSync', 'mkdirSync', 'copyFileSync', 'closeSync'] as const
+const PATCHED_FS = [
+  'fsyncSync',
+  'fdatasyncSync',
+  'fsync',
+  'fdatasync',
+  'renameSync',
+  'rmSync',
+  'writeFileSync',
+  'openSync',
+  'mkdirSync',
+  'copyFileSync',
+  'closeSync',
+] as const
 type PatchedName = (typeof PATCHED_FS)[number]
 
 export class PowerLossDisk {

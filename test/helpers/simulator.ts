@@ -125,7 +125,11 @@ export const KNOWN_OPEN: readonly { name: string; pattern: RegExp; afterDamageOn
   // its last unit passes), the records after it are not dispatched again (other queues are
   // ahead), and new puts get the lost queue offsets a second time (RocketMQ does the same).
   { name: 'queue offsets handed out again after damage to a consume queue', pattern: /handed out again after damage/ },
-  { name: 'damage outside the body CRC served', pattern: /^served (a message that was never put|k-\d+-\d+ changed)/, afterDamageOnly: true },
+  {
+    name: 'damage outside the body CRC served',
+    pattern: /^served (a message that was never put|k-\d+-\d+ changed)/,
+    afterDamageOnly: true,
+  },
 ]
 
 export async function simulate(options: SimulationOptions): Promise<SimulationReport> {
@@ -341,13 +345,27 @@ class Simulation {
     let previous = offset - 1
     for (const found of got.messages) {
       const m = this.matchServed(found)
-      this.check(m.topic === topic && m.queueId === queueId, () => `getMessage(${topic}/${queueId}) served ${m.key} of ${m.topic}/${m.queueId}`)
-      this.check(found.queueOffset > previous, () => `getMessage(${topic}/${queueId}, ${offset}) served queue offset ${found.queueOffset} after ${previous}`)
+      this.check(
+        m.topic === topic && m.queueId === queueId,
+        () => `getMessage(${topic}/${queueId}) served ${m.key} of ${m.topic}/${m.queueId}`,
+      )
+      this.check(
+        found.queueOffset > previous,
+        () => `getMessage(${topic}/${queueId}, ${offset}) served queue offset ${found.queueOffset} after ${previous}`,
+      )
       if (filter !== undefined) this.check(filter.includes(m.tags), () => `getMessage with tags ${filter} served tag ${m.tags}`)
-      else if (!this.damaged) this.check(found.queueOffset === previous + 1, () => `getMessage(${topic}/${queueId}, ${offset}) skipped to ${found.queueOffset} after ${previous}`)
+      else if (!this.damaged)
+        this.check(
+          found.queueOffset === previous + 1,
+          () => `getMessage(${topic}/${queueId}, ${offset}) skipped to ${found.queueOffset} after ${previous}`,
+        )
       previous = found.queueOffset
     }
-    if (filter === undefined && offset < max && !this.damaged) this.check(got.status === 'FOUND' && got.messages.length > 0, () => `getMessage(${topic}/${queueId}, ${offset}) below max ${max}: ${got.status}`)
+    if (filter === undefined && offset < max && !this.damaged)
+      this.check(
+        got.status === 'FOUND' && got.messages.length > 0,
+        () => `getMessage(${topic}/${queueId}, ${offset}) below max ${max}: ${got.status}`,
+      )
   }
 
   private commitOffset(): void {
@@ -459,7 +477,9 @@ class Simulation {
    */
   private async recoverFromCut(cut: PowerCut, damage: boolean, crash = false): Promise<void> {
     if (!crash) this.report.powerCuts++
-    this.log(`cut at event ${cut.event} (${cut.at}): ${cut.oldPages} old / ${cut.newPages} new pages, ${cut.unsyncedNames} unsynced names; flushed offset then ${this.flushedAtCut}`)
+    this.log(
+      `cut at event ${cut.event} (${cut.at}): ${cut.oldPages} old / ${cut.newPages} new pages, ${cut.unsyncedNames} unsynced names; flushed offset then ${this.flushedAtCut}`,
+    )
     const flushedAtCut = crash ? Number.POSITIVE_INFINITY : this.flushedAtCut
     for (const m of this.messages.values()) {
       const flushed = this.o.flushMode === 'SYNC_FLUSH' || m.wroteOffset + m.wroteBytes <= flushedAtCut
@@ -540,7 +560,10 @@ class Simulation {
     } catch (error) {
       if (afterDamage) {
         // A typed refusal is an allowed answer to damage; start over on a fresh directory.
-        this.check((error as { code?: unknown }).code !== undefined, () => `open after damage threw an untyped error: ${(error as Error).stack}`)
+        this.check(
+          (error as { code?: unknown }).code !== undefined,
+          () => `open after damage threw an untyped error: ${(error as Error).stack}`,
+        )
         this.log(`damaged store refused: ${(error as { code?: string }).code}`)
         this.disk?.disarm()
         this.storeDir = join(this.o.dir, `fresh-${this.generation}`)
@@ -562,7 +585,8 @@ class Simulation {
   private matchServed(found: MessageExt): ModelMessage {
     const key = found.keys[0]
     const m = key === undefined ? undefined : this.messages.get(key)
-    if (m === undefined) return this.fail(`served a message that was never put: keys ${JSON.stringify(found.keys)} at ${found.commitLogOffset}`)
+    if (m === undefined)
+      return this.fail(`served a message that was never put: keys ${JSON.stringify(found.keys)} at ${found.commitLogOffset}`)
     const same =
       m.topic === found.topic &&
       m.queueId === found.queueId &&
@@ -570,8 +594,15 @@ class Simulation {
       JSON.stringify(m.keys) === JSON.stringify(found.keys) &&
       Buffer.from(found.body).equals(m.body) &&
       Object.entries(m.properties).every(([k, v]) => found.properties[k] === v)
-    this.check(same, () => `served ${m.key} changed: ${found.topic}/${found.queueId} tags ${found.tags} keys ${found.keys} body ${found.body.length} bytes (put: ${m.topic}/${m.queueId} ${m.tags} ${m.keys} ${m.body.length} bytes)`)
-    this.check(found.commitLogOffset === m.wroteOffset && found.queueOffset === m.queueOffset, () => `served ${m.key} at ${found.commitLogOffset}/${found.queueOffset}, put at ${m.wroteOffset}/${m.queueOffset}`)
+    this.check(
+      same,
+      () =>
+        `served ${m.key} changed: ${found.topic}/${found.queueId} tags ${found.tags} keys ${found.keys} body ${found.body.length} bytes (put: ${m.topic}/${m.queueId} ${m.tags} ${m.keys} ${m.body.length} bytes)`,
+    )
+    this.check(
+      found.commitLogOffset === m.wroteOffset && found.queueOffset === m.queueOffset,
+      () => `served ${m.key} at ${found.commitLogOffset}/${found.queueOffset}, put at ${m.wroteOffset}/${m.queueOffset}`,
+    )
     return m
   }
 
@@ -595,19 +626,29 @@ class Simulation {
             expected = Math.max(expected + 1, got.nextBeginOffset)
             continue
           }
-          this.check(got.status === 'FOUND' && got.messages.length > 0, () => `${topic}/${queueId} read at ${expected} below max ${max}: ${got.status}`)
+          this.check(
+            got.status === 'FOUND' && got.messages.length > 0,
+            () => `${topic}/${queueId} read at ${expected} below max ${max}: ${got.status}`,
+          )
           for (const found of got.messages) {
             // After damage a repair may drop records (a damaged unit is skipped), never reorder them.
             if (this.damaged && found.queueOffset > expected) expected = found.queueOffset
-            if (this.damaged && found.queueOffset < expected) this.fail(`${topic}/${queueId}: queue offset ${found.queueOffset} handed out again after damage (at ${expected})`)
-            this.check(found.queueOffset === expected, () => `${topic}/${queueId}: gap, expected queue offset ${expected}, found ${found.queueOffset}`)
+            if (this.damaged && found.queueOffset < expected)
+              this.fail(`${topic}/${queueId}: queue offset ${found.queueOffset} handed out again after damage (at ${expected})`)
+            this.check(
+              found.queueOffset === expected,
+              () => `${topic}/${queueId}: gap, expected queue offset ${expected}, found ${found.queueOffset}`,
+            )
             this.check(found.commitLogOffset > lastPhy, () => `${topic}/${queueId}: commit-log offsets not increasing at ${expected}`)
             lastPhy = found.commitLogOffset
             const m = this.matchServed(found)
             this.check(!served.has(m.key), () => `${m.key} served twice`)
             served.add(m.key)
             const byOffset = store.lookMessageByOffset(m.wroteOffset)
-            this.check(byOffset !== null && byOffset.keys[0] === m.key, () => `${m.key} not found by its commit-log offset ${m.wroteOffset}`)
+            this.check(
+              byOffset !== null && byOffset.keys[0] === m.key,
+              () => `${m.key} not found by its commit-log offset ${m.wroteOffset}`,
+            )
             const hits = store.queryMessage(topic, m.key, 8, 0, Date.now() + 3_600_000).messages
             // Damage to an index entry drops the key (allowed after damage); a hit is always right.
             this.check(this.damaged || hits.some((h) => h.commitLogOffset === m.wroteOffset), () => `${m.key} not found by key`)
@@ -626,7 +667,11 @@ class Simulation {
         continue
       }
       // Damage stays (a damaged unit can hide later records of its queue): after it, drops are allowed.
-      this.check(!m.durable || this.damaged, () => `${m.key} (${m.topic}/${m.queueId} queue offset ${m.queueOffset}, commit-log ${m.wroteOffset}+${m.wroteBytes}) was durable and is lost`)
+      this.check(
+        !m.durable || this.damaged,
+        () =>
+          `${m.key} (${m.topic}/${m.queueId} queue offset ${m.queueOffset}, commit-log ${m.wroteOffset}+${m.wroteBytes}) was durable and is lost`,
+      )
       // After damage a record may be hidden (a damaged unit) and found again by a later rebuild,
       // at the same offsets: it stays in the model, no longer required.
       if (!this.damaged) this.messages.delete(m.key)
@@ -637,11 +682,16 @@ class Simulation {
     for (const [k, possible] of this.offsets) {
       const [group, topic, queueId] = k.split('/')
       const value = store.queryOffset(group, topic, Number(queueId))
-      this.check(this.offsetsDamaged || possible.has(value), () => `consumer offset ${k} is ${value}, never committed (committed: ${[...possible]})`)
+      this.check(
+        this.offsetsDamaged || possible.has(value),
+        () => `consumer offset ${k} is ${value}, never committed (committed: ${[...possible]})`,
+      )
       this.offsets.set(k, new Set([value]))
     }
     this.offsetsDamaged = false
-    this.log(`reopened: ${served.size} messages served, ${lost} lost in the may-be-lost window; repairs ${JSON.stringify(store.stats().repairs.map((r) => r.action))}`)
+    this.log(
+      `reopened: ${served.size} messages served, ${lost} lost in the may-be-lost window; repairs ${JSON.stringify(store.stats().repairs.map((r) => r.action))}`,
+    )
   }
 
   private async closeAndVerify(): Promise<void> {
@@ -658,11 +708,18 @@ class Simulation {
     if (this.damaged) return
     // verify pauses on timers of its own: run the fake clock until it answers.
     let settled = false
-    const pending = verifyStoreDir(this.storeDir, { maxHashSlotNum: this.storeOptions.maxHashSlotNum, maxIndexNum: this.storeOptions.maxIndexNum }).finally(() => {
+    const pending = verifyStoreDir(this.storeDir, {
+      maxHashSlotNum: this.storeOptions.maxHashSlotNum,
+      maxIndexNum: this.storeOptions.maxIndexNum,
+    }).finally(() => {
       settled = true
     })
     while (!settled) await this.o.advance(100)
     const report = await pending
-    this.check(report.ok, () => `mqstore verify: ${JSON.stringify([...report.commitLog.problems, ...report.consumeQueues.problems, ...report.index.problems, ...report.checkpoint.problems].slice(0, 5))}`)
+    this.check(
+      report.ok,
+      () =>
+        `mqstore verify: ${JSON.stringify([...report.commitLog.problems, ...report.consumeQueues.problems, ...report.index.problems, ...report.checkpoint.problems].slice(0, 5))}`,
+    )
   }
 }

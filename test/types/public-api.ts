@@ -29,7 +29,11 @@ function assertType<T extends true>(): T | undefined {
 
 export async function typeTests(): Promise<void> {
   // open() takes a directory and options, and resolves to a store.
-  const options: OpenOptions = { flushDiskType: 'SYNC_FLUSH', mappedFileSizeCommitLog: 1 << 20, logger: (level, text) => void [level, text] }
+  const options: OpenOptions = {
+    flushDiskType: 'SYNC_FLUSH',
+    mappedFileSizeCommitLog: 1 << 20,
+    logger: (level, text) => void [level, text],
+  }
   const store = await MessageStore.open('./data', options)
   assertType<Equal<typeof store, MessageStore>>()
   // @ts-expect-error flushDiskType is one of two strings
@@ -80,7 +84,13 @@ export async function typeTests(): Promise<void> {
   store.getMessage('orders', 0, 0, 32)
 
   // consume(): an async iterable of MessageExt with a position and commit().
-  const subscription: Subscription = store.consume({ group: 'g', topic: 'orders', queueId: 0, from: 'earliest', signal: new AbortController().signal })
+  const subscription: Subscription = store.consume({
+    group: 'g',
+    topic: 'orders',
+    queueId: 0,
+    from: 'earliest',
+    signal: new AbortController().signal,
+  })
   for await (const m of subscription) {
     assertType<Equal<typeof m, MessageExt>>()
     subscription.commit()
@@ -123,7 +133,10 @@ export async function typeTests(): Promise<void> {
   const flagReasons: string[] = stats.runningFlags.flags.map((f) => f.reason)
   void flagReasons
   // Compaction: topic settings, a pass on demand, the cleaner's measurements.
-  const topicOptions: OpenOptions = { topics: { profiles: { cleanupPolicy: 'compact', minCompactionLagMs: 1000 } }, compaction: { ioMaxBytesPerSecond: 1 << 20 } }
+  const topicOptions: OpenOptions = {
+    topics: { profiles: { cleanupPolicy: 'compact', minCompactionLagMs: 1000 } },
+    compaction: { ioMaxBytesPerSecond: 1 << 20 },
+  }
   void topicOptions
   // @ts-expect-error a cleanup policy is one of three strings
   void ({ cleanupPolicy: 'forever' } satisfies TopicConfigInput)

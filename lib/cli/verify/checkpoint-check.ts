@@ -2,17 +2,17 @@
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
-import {
-  CHECKPOINT_FILE_SIZE,
-  CHECKPOINT_TIMESTAMPS_SIZE,
-  decodeCheckpointTimestamps,
-} from '../../store/store-checkpoint.js'
+import { CHECKPOINT_FILE_SIZE, CHECKPOINT_TIMESTAMPS_SIZE, decodeCheckpointTimestamps } from '../../store/store-checkpoint.js'
 import { CHECKPOINT_FILE, CONFIG_DIR, StorePaths, STORE_SIZES_FILE } from '../../store/store-paths.js'
 import { checkStoreSizesRecord } from '../../store/store-sizes.js'
 import { errorCode, readFully } from './files.js'
 import { Problems, type CheckpointReport } from './report.js'
 
-export function checkCheckpoint(dir: string, maxProblems: number, indexDims: { maxHashSlotNum?: number; maxIndexNum?: number } = {}): CheckpointReport {
+export function checkCheckpoint(
+  dir: string,
+  maxProblems: number,
+  indexDims: { maxHashSlotNum?: number; maxIndexNum?: number } = {},
+): CheckpointReport {
   const problems = new Problems(maxProblems)
   const report: CheckpointReport = {
     present: false,

@@ -32,10 +32,7 @@ export interface WalkInput {
   onProgress: ((done: number, total: number) => void) | undefined
 }
 
-export type WalkResult = Pick<
-  CommitLogReport,
-  'records' | 'bytes' | 'validEnd' | 'endReason' | 'lastStoreTimestamp' | 'damage'
-> & {
+export type WalkResult = Pick<CommitLogReport, 'records' | 'bytes' | 'validEnd' | 'endReason' | 'lastStoreTimestamp' | 'damage'> & {
   /** The walk ended at the end of the data with nothing after it: the log may only have grown since. */
   endIsClean: boolean
   grewDuringCheck: boolean

@@ -63,7 +63,12 @@ function readHeader(fd: number, header: Buffer): IndexCoverage {
  * (always an earlier one), and each slot must hold the newest entry of its chain. Returns the
  * number of entries (indexCount - 1) and what the header says the file covers.
  */
-export function checkIndexChains(path: string, rel: string, dims: IndexDims, problems: Problems): { entries: number; coverage: IndexCoverage } {
+export function checkIndexChains(
+  path: string,
+  rel: string,
+  dims: IndexDims,
+  problems: Problems,
+): { entries: number; coverage: IndexCoverage } {
   const { hashSlotNum, indexNum } = dims
   const entriesStart = indexEntriesStart(hashSlotNum)
   const fd = fs.openSync(path, 'r')

@@ -4,12 +4,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 
 import { isQueuedRecord } from '../../store/commitlog/sys-flag.js'
-import {
-  BEGIN_PHY_OFFSET_OFFSET,
-  indexCoverageBreak,
-  isIndexFileName,
-  type IndexCoverage,
-} from '../../store/index/index-layout.js'
+import { BEGIN_PHY_OFFSET_OFFSET, indexCoverageBreak, isIndexFileName, type IndexCoverage } from '../../store/index/index-layout.js'
 import { isTempSegmentName } from '../../store/mapped/segment-name.js'
 import { CQ_STORE_UNIT_SIZE } from '../../store/queue/cq-unit.js'
 import { ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR } from '../../store/store-paths.js'
@@ -233,9 +228,12 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   }
   if (cqCounts.appended > 0) notes.push(`${cqCounts.appended} consume queues had units appended during the check; those were not checked`)
   if (walk.grewDuringCheck || merge.grewDuringCheck) {
-    notes.push('the store was written during the check: records appended after the walk reached the end were checked only through the units and entries pointing at them')
+    notes.push(
+      'the store was written during the check: records appended after the walk reached the end were checked only through the units and entries pointing at them',
+    )
   }
-  if (cqCounts.extTags > 0) notes.push(`${cqCounts.extTags} units hold consume-queue extension addresses; their tags codes were not checked`)
+  if (cqCounts.extTags > 0)
+    notes.push(`${cqCounts.extTags} units hold consume-queue extension addresses; their tags codes were not checked`)
 
   const checkpoint = checkCheckpoint(dir, maxProblems, givenDims)
   const problemCount = clProblems.count + cqProblems.count + ixProblems.count + checkpoint.problems.length + checkpoint.moreProblems

@@ -11,12 +11,7 @@ import type { StoreEnvironment } from '../environment.js'
 import type { IndexService } from '../index/index-service.js'
 import type { ConsumeQueue } from '../queue/consume-queue.js'
 import type { RunningFlags } from '../running-flags.js'
-import {
-  MANUAL_DELETE_PASSES,
-  planCommitLogCleanup,
-  type CleanupReason,
-  type CommitLogPlan,
-} from './commit-log-policy.js'
+import { MANUAL_DELETE_PASSES, planCommitLogCleanup, type CleanupReason, type CommitLogPlan } from './commit-log-policy.js'
 import { planDerivedCleanup, type DerivedPlan } from './derived-policy.js'
 import { judgeDisk, type DiskJudgement, type DiskReading } from './disk-policy.js'
 import { allConsumeQueueFiles, commitLogFiles, indexFiles, readDisk } from './snapshot.js'
@@ -251,7 +246,10 @@ export class CleanupService {
         onDeleted: (file) => {
           result.consumeQueueFiles++
           result.bytes += file.fileSize
-          this.log('info', `cleanup: deleted consume-queue file ${queue.topic}/${queue.queueId}/${basename(file.fileName)} (below ${minPhy})`)
+          this.log(
+            'info',
+            `cleanup: deleted consume-queue file ${queue.topic}/${queue.queueId}/${basename(file.fileName)} (below ${minPhy})`,
+          )
         },
       })
       if (deleted < planned) complete = false
@@ -285,4 +283,3 @@ export class CleanupService {
     }
   }
 }
-

@@ -20,13 +20,7 @@ import {
   type HostAddress,
   type PreparedRecord,
 } from './record.js'
-import {
-  scanRecords,
-  type RecoveredRecordHandler,
-  type RecoveryOutcome,
-  type RecoveryProgress,
-  type ScanSource,
-} from './recovery-scan.js'
+import { scanRecords, type RecoveredRecordHandler, type RecoveryOutcome, type RecoveryProgress, type ScanSource } from './recovery-scan.js'
 import { isQueuedRecord } from './sys-flag.js'
 import { DataViewCache, readUInt64BE } from '../bytes.js'
 import type { MessageStoreConfig } from '../config.js'

@@ -36,9 +36,7 @@ const HEX_BYTE: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toSt
 
 /** Upper-case hex of an int32 as 8 digits. */
 export function hex8(word: number): string {
-  return (
-    HEX_BYTE[(word >>> 24) & 0xff] + HEX_BYTE[(word >>> 16) & 0xff] + HEX_BYTE[(word >>> 8) & 0xff] + HEX_BYTE[word & 0xff]
-  )
+  return HEX_BYTE[(word >>> 24) & 0xff] + HEX_BYTE[(word >>> 16) & 0xff] + HEX_BYTE[(word >>> 8) & 0xff] + HEX_BYTE[word & 0xff]
 }
 
 function makeIp(v6: boolean, w0: number, w1: number, w2: number, w3: number): Ip {
@@ -48,7 +46,7 @@ function makeIp(v6: boolean, w0: number, w1: number, w2: number, w3: number): Ip
 
 function dottedToWord(dotted: string): number {
   const p = dotted.split('.')
-  return ((Number(p[0]) << 24) | (Number(p[1]) << 16) | (Number(p[2]) << 8) | Number(p[3])) | 0
+  return (Number(p[0]) << 24) | (Number(p[1]) << 16) | (Number(p[2]) << 8) | Number(p[3]) | 0
 }
 
 function hextetsOf(part: string): number[] {

@@ -36,15 +36,7 @@
 //
 // The constants below are the only place these offsets appear.
 
-import {
-  continueJavaBytesHash,
-  dataViewOf,
-  getInt64,
-  javaStringHashCode,
-  setInt64,
-  TWO_POW_32,
-  type DataViewCache,
-} from '../bytes.js'
+import { continueJavaBytesHash, dataViewOf, getInt64, javaStringHashCode, setInt64, TWO_POW_32, type DataViewCache } from '../bytes.js'
 import {
   formatIPv4,
   formatIPv6,
@@ -152,12 +144,7 @@ export function storeTimestampOffset(sysFlag: number): number {
  * The length a record must have (its TOTALSIZE), from the sysFlag and the three variable byte
  * lengths. Negative body or properties lengths count as 0, as RocketMQ's reader does.
  */
-export function recordLength(
-  sysFlag: number,
-  bodyLength: number,
-  topicLength: number,
-  propertiesLength: number,
-): number {
+export function recordLength(sysFlag: number, bodyLength: number, topicLength: number, propertiesLength: number): number {
   return (
     FIXED_LENGTH +
     bornHostLength(sysFlag) +
@@ -600,11 +587,7 @@ export function writeRecord(
   if (!(Number.isInteger(pos) && pos >= 0 && pos + length <= target.length)) {
     throw new RangeError(`record of ${length} bytes at ${pos} does not fit in a buffer of ${target.length}`)
   }
-  if (
-    !Number.isSafeInteger(queueOffset) ||
-    !Number.isSafeInteger(physicalOffset) ||
-    !Number.isSafeInteger(storeTimestamp)
-  ) {
+  if (!Number.isSafeInteger(queueOffset) || !Number.isSafeInteger(physicalOffset) || !Number.isSafeInteger(storeTimestamp)) {
     throw new RangeError('queueOffset, physicalOffset and storeTimestamp must be safe integers')
   }
   const dv = dataViewOf(target, views)
@@ -822,9 +805,7 @@ export function checkRecord(
   if (magic !== MESSAGE_MAGIC_CODE) {
     if (magic === BLANK_MAGIC_CODE) return failed('BLANK', 0, undefined)
     const why =
-      magic === MESSAGE_MAGIC_CODE_V2
-        ? 'magic: a v2 record (RocketMQ 5.1+), not supported'
-        : `magic: unknown magic code 0x${hex8(magic)}`
+      magic === MESSAGE_MAGIC_CODE_V2 ? 'magic: a v2 record (RocketMQ 5.1+), not supported' : `magic: unknown magic code 0x${hex8(magic)}`
     return failed('BAD', -1, why)
   }
   if (totalSize < MIN_RECORD_LENGTH || totalSize > end - pos) {

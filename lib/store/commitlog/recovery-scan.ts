@@ -59,25 +59,14 @@ export interface ScanSource {
   read(index: number, from: number, to: number): Buffer
 }
 
-export type ScanStep =
-  | { kind: 'record'; request: DispatchRequest }
-  | { kind: 'blank' }
-  | { kind: 'end' }
-  | { kind: 'bad'; reason: string }
+export type ScanStep = { kind: 'record'; request: DispatchRequest } | { kind: 'blank' } | { kind: 'end' } | { kind: 'bad'; reason: string }
 
 /**
  * Decides what is at buf[pos], where buf holds file bytes from position `bufStart` of a file that
  * starts at commit-log offset `fileStart`, up to at least the end of the record there (or the end
  * of the file). `limit` is the end of the file in buf's coordinates.
  */
-export function scanStep(
-  buf: Buffer,
-  pos: number,
-  limit: number,
-  atOffset: number,
-  checkCRC: boolean,
-  views?: DataViewCache,
-): ScanStep {
+export function scanStep(buf: Buffer, pos: number, limit: number, atOffset: number, checkCRC: boolean, views?: DataViewCache): ScanStep {
   const request = checkRecord(buf, pos, limit, checkCRC, undefined, views)
   if (request.status === 'OK') {
     if (request.commitLogOffset !== atOffset) {

@@ -183,7 +183,12 @@ export interface PassContext {
 }
 
 /** Builds the offset map over the dirty range; returns the map's end (first offset it does not cover). */
-async function buildMap(ctx: PassContext, firstDirty: number, firstUncleanable: number, counters: { bytesRead: number }): Promise<{ end: number; full: boolean }> {
+async function buildMap(
+  ctx: PassContext,
+  firstDirty: number,
+  firstUncleanable: number,
+  counters: { bytesRead: number },
+): Promise<{ end: number; full: boolean }> {
   const { log, map } = ctx
   map.clear()
   map.latestOffset = firstDirty - 1
@@ -299,60 +304,67 @@ async function cleanGroup(ctx: PassContext, group: CompactionSegment[], passStar
       const lease = s.acquire()
       const data = lease?.data ?? EMPTY
       try {
-      for (let k = 0; lease !== null && k < s.count; k++) {
-        const offset = s.offsetAt(k)
-        const pos = s.positionAt(k)
-        const size = s.sizeAt(k)
-        result.recordsRead++
-        result.bytesRead += size
-        let record: Buffer | null = data.subarray(pos, pos + size)
-        let horizonKept = 0
-        if (offset <= map.latestOffset) {
-          const r = checkRecord(data, pos, pos + size, false)
-          if (r.status !== 'OK' || r.keys === undefined) {
-            result.invalidRecords++
-            record = null
-          } else {
-            const latest = map.get(keyDigest(r.keys))
-            if (offset < latest) {
+        for (let k = 0; lease !== null && k < s.count; k++) {
+          const offset = s.offsetAt(k)
+          const pos = s.positionAt(k)
+          const size = s.sizeAt(k)
+          result.recordsRead++
+          result.bytesRead += size
+          let record: Buffer | null = data.subarray(pos, pos + size)
+          let horizonKept = 0
+          if (offset <= map.latestOffset) {
+            const r = checkRecord(data, pos, pos + size, false)
+            if (r.status !== 'OK' || r.keys === undefined) {
+              result.invalidRecords++
               record = null
-            } else if (bodyLengthAt(data, pos) <= 0) {
-              const horizon = horizonOf(data, pos)
-              if (horizon === 0) {
-                horizonKept = passStart + config.deleteRetentionMs
-                record = withHorizon(data, pos, horizonKept)
-              } else if (passStart >= horizon) {
+            } else {
+              const latest = map.get(keyDigest(r.keys))
+              if (offset < latest) {
                 record = null
-                result.tombstonesDropped++
-              } else {
-                horizonKept = horizon
+              } else if (bodyLengthAt(data, pos) <= 0) {
+                const horizon = horizonOf(data, pos)
+                if (horizon === 0) {
+                  horizonKept = passStart + config.deleteRetentionMs
+                  record = withHorizon(data, pos, horizonKept)
+                } else if (passStart >= horizon) {
+                  record = null
+                  result.tombstonesDropped++
+                } else {
+                  horizonKept = horizon
+                }
               }
             }
           }
-        }
-        if (record === null) {
-          result.recordsDropped++
-        } else {
-          result.recordsKept++
-          index.push({ queueOffset: offset, position, size: record.length, storeTimestamp: s.timestampAt(k), tagsCode: s.tagsCodeAt(k), horizon: horizonKept })
-          position += record.length
-          if (outLength + record.length > out.length) {
-            await flushOut()
-            if (record.length > out.length) out = Buffer.allocUnsafe(record.length)
+          if (record === null) {
+            result.recordsDropped++
+          } else {
+            result.recordsKept++
+            index.push({
+              queueOffset: offset,
+              position,
+              size: record.length,
+              storeTimestamp: s.timestampAt(k),
+              tagsCode: s.tagsCodeAt(k),
+              horizon: horizonKept,
+            })
+            position += record.length
+            if (outLength + record.length > out.length) {
+              await flushOut()
+              if (record.length > out.length) out = Buffer.allocUnsafe(record.length)
+            }
+            record.copy(out, outLength)
+            outLength += record.length
           }
-          record.copy(out, outLength)
-          outLength += record.length
+          chunk += size
+          if (ctx.slicer.due(size)) {
+            const readBytes = chunk
+            chunk = 0
+            await ctx.throttler.maybeThrottle(readBytes)
+            await flushOut()
+            await ctx.slicer.yield()
+            ctx.checkDone()
+          }
         }
-        chunk += size
-        if (ctx.slicer.due(size)) {
-          const readBytes = chunk
-          chunk = 0
-          await ctx.throttler.maybeThrottle(readBytes)
-          await flushOut()
-          await ctx.slicer.yield()
-          ctx.checkDone()
-        }
-      }
       } finally {
         lease?.release()
       }

@@ -6,7 +6,16 @@
 import { MQStoreError } from '../../errors.js'
 import { bodyCrcOf } from '../commitlog/body-crc.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
-import { checkRecord, decodeMessage, isPrepareFailure, SysFlag, tagsMatch, type DispatchRequest, type PrepareFailure, type PreparedRecord } from '../commitlog/record.js'
+import {
+  checkRecord,
+  decodeMessage,
+  isPrepareFailure,
+  SysFlag,
+  tagsMatch,
+  type DispatchRequest,
+  type PrepareFailure,
+  type PreparedRecord,
+} from '../commitlog/record.js'
 import { keysString } from '../message-validation.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { Clock } from '../environment.js'
@@ -63,7 +72,8 @@ export class CompactedTopics {
     const initial = this.initial
     this.table.load()
     if (initial !== undefined) {
-      if (initial === null || typeof initial !== 'object') throw new MQStoreError('INVALID_OPTION', 'topics must be an object of topic settings')
+      if (initial === null || typeof initial !== 'object')
+        throw new MQStoreError('INVALID_OPTION', 'topics must be an object of topic settings')
       for (const [topic, input] of Object.entries(initial)) this.table.set(topic, input)
     }
     for (const topic of this.table.topics()) if (hasCompact(this.table.get(topic).cleanupPolicy)) this.compacted.add(topic)
@@ -88,7 +98,10 @@ export class CompactedTopics {
         const end = queue?.getMaxOffsetInQueue() ?? 0
         const log = this.service.logOf(topic, queueId)
         if (log !== undefined && log.nextOffset > end) {
-          this.deps.log('warn', `compaction log ${topic}/${queueId}: dropped offsets ${end}..${log.nextOffset - 1} the commit log no longer holds`)
+          this.deps.log(
+            'warn',
+            `compaction log ${topic}/${queueId}: dropped offsets ${end}..${log.nextOffset - 1} the commit log no longer holds`,
+          )
           this.service.truncateAtOpen(topic, queueId, end)
         }
         this.backfill(topic, queueId)
@@ -231,7 +244,8 @@ export class CompactedTopics {
   subscriptionReads(reads: Pick<ReadService, 'readQueue'>): SubscriptionDeps['read'] {
     return {
       readQueue: (...a) => this.readQueue(...a) ?? reads.readQueue(...a),
-      bounds: (topic, queueId) => (this.compacted.has(topic) ? { min: this.minOffset(topic, queueId), max: this.maxOffset(topic, queueId) } : null),
+      bounds: (topic, queueId) =>
+        this.compacted.has(topic) ? { min: this.minOffset(topic, queueId), max: this.maxOffset(topic, queueId) } : null,
     }
   }
 

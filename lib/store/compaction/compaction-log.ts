@@ -53,7 +53,13 @@ export class CompactionLog {
   }
 
   /** Opens (or creates) the log in `dir`, first finishing or undoing an interrupted rewrite. */
-  static open(dir: string, topic: string, queueId: number, now: number, budget = new MappingBudget(1024)): { log: CompactionLog; report: LogOpenReport } {
+  static open(
+    dir: string,
+    topic: string,
+    queueId: number,
+    now: number,
+    budget = new MappingBudget(1024),
+  ): { log: CompactionLog; report: LogOpenReport } {
     fs.mkdirSync(dir, { recursive: true })
     const report = recoverInterruptedSwap(dir)
     const log = new CompactionLog(dir, topic, queueId, budget)

@@ -110,7 +110,8 @@ export class CompactionService {
     this.configOf = configOf
     this.options = { ...COMPACTION_DEFAULTS, ...definedOnly(options) }
     const o = this.options
-    if (!Number.isSafeInteger(o.backoffMs) || o.backoffMs < 1) throw new MQStoreError('INVALID_OPTION', `compaction backoffMs must be a positive integer`)
+    if (!Number.isSafeInteger(o.backoffMs) || o.backoffMs < 1)
+      throw new MQStoreError('INVALID_OPTION', `compaction backoffMs must be a positive integer`)
     if (!Number.isSafeInteger(o.fileDeleteDelayMs) || o.fileDeleteDelayMs < 0) {
       throw new MQStoreError('INVALID_OPTION', `compaction fileDeleteDelayMs must be an integer >= 0`)
     }
@@ -228,7 +229,8 @@ export class CompactionService {
   /** Queues (topic, queueId) that have a compaction log. */
   queues(topic?: string): { topic: string; queueId: number }[] {
     const out: { topic: string; queueId: number }[] = []
-    for (const log of this.logs.values()) if (topic === undefined || log.topic === topic) out.push({ topic: log.topic, queueId: log.queueId })
+    for (const log of this.logs.values())
+      if (topic === undefined || log.topic === topic) out.push({ topic: log.topic, queueId: log.queueId })
     return out
   }
 
@@ -340,7 +342,15 @@ export class CompactionService {
   compact(topic?: string, onProgress?: (queuesDone: number, queuesTotal: number) => void): Promise<CompactReport> {
     return this.serial(async () => {
       const started = performance.now()
-      const report: CompactReport = { queues: [], bytesRead: 0, bytesWritten: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0, failed: [] }
+      const report: CompactReport = {
+        queues: [],
+        bytesRead: 0,
+        bytesWritten: 0,
+        recordsKept: 0,
+        recordsDropped: 0,
+        durationMs: 0,
+        failed: [],
+      }
       const logs = [...this.logs.values()].filter((log) => topic === undefined || log.topic === topic)
       let done = 0
       for (const log of logs) {
@@ -412,7 +422,9 @@ export class CompactionService {
   /** The operator's "retry now" for queues marked uncleanable. */
   retryUncleanable(topic?: string, queueId?: number): void {
     if (topic === undefined) this.manager.retryUncleanable()
-    else for (const q of this.queues(topic)) if (queueId === undefined || q.queueId === queueId) this.manager.retryUncleanable(queueKey(q.topic, q.queueId))
+    else
+      for (const q of this.queues(topic))
+        if (queueId === undefined || q.queueId === queueId) this.manager.retryUncleanable(queueKey(q.topic, q.queueId))
   }
 
   // ---- rolls and retention ------------------------------------------------------------------
@@ -443,7 +455,12 @@ export class CompactionService {
       if (!this.manager.tryStart(key)) continue
       try {
         const active = log.active()
-        if (active !== null && active.count > 0 && expired(active.largestTimestamp, config, now) && log.segments.every((s) => s === active || expired(s.largestTimestamp, config, now))) {
+        if (
+          active !== null &&
+          active.count > 0 &&
+          expired(active.largestTimestamp, config, now) &&
+          log.segments.every((s) => s === active || expired(s.largestTimestamp, config, now))
+        ) {
           log.roll(log.nextOffset, config.segmentBytes, now)
         }
         let n = 0

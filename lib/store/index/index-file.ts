@@ -88,13 +88,7 @@ export class IndexFile {
    * Creates a new, zero-filled index file. When the previous file's end values are > 0 they become
    * both the begin and the end values of the new header (and are written to the mapping at once).
    */
-  static create(
-    fileName: string,
-    hashSlotNum: number,
-    indexNum: number,
-    prevEndPhyOffset = 0,
-    prevEndTimestamp = 0,
-  ): IndexFile {
+  static create(fileName: string, hashSlotNum: number, indexNum: number, prevEndPhyOffset = 0, prevEndTimestamp = 0): IndexFile {
     const size = indexFileSize(hashSlotNum, indexNum)
     // Only the header page is reserved now; slots and entries get blocks as they are written.
     const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0, reserveChunkBytes: native.pageSize })
@@ -147,7 +141,10 @@ export class IndexFile {
     this.indexCount = effectiveIndexCount(header.indexCount)
     // A count past the entry table would send readers outside the file: the header is damaged.
     if (this.indexCount > this.indexNum) {
-      throw new MQStoreError('CORRUPTION', `${this.fileName}: index count ${header.indexCount} exceeds the ${this.indexNum} entries of the file`)
+      throw new MQStoreError(
+        'CORRUPTION',
+        `${this.fileName}: index count ${header.indexCount} exceeds the ${this.indexNum} entries of the file`,
+      )
     }
   }
 
@@ -290,11 +287,7 @@ export class IndexFile {
   isTimeMatched(begin: number, end: number): boolean {
     const fileBegin = this.beginTimestamp
     const fileEnd = this.endTimestamp
-    return (
-      (begin < fileBegin && end > fileEnd) ||
-      (begin >= fileBegin && begin <= fileEnd) ||
-      (end >= fileBegin && end <= fileEnd)
-    )
+    return (begin < fileBegin && end > fileEnd) || (begin >= fileBegin && begin <= fileEnd) || (end >= fileBegin && end <= fileEnd)
   }
 
   /**

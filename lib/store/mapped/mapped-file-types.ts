@@ -14,12 +14,7 @@ export interface AppendOutcome {
  * Writes one or more records at `pos` of `target` (the write buffer or the mapping) with at most
  * `maxBlank` bytes of room left in the file, and says how many bytes it wrote.
  */
-export type AppendCallback<R extends AppendOutcome> = (
-  target: Buffer,
-  pos: number,
-  maxBlank: number,
-  fileFromOffset: number,
-) => R
+export type AppendCallback<R extends AppendOutcome> = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => R
 
 /** What a held view holds: its file, released once the view is. */
 export interface HeldFile {

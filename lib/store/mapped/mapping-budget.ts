@@ -129,7 +129,13 @@ export function mappingStats(budget: MappingBudget | null): {
   unmaps: number
 } {
   if (budget === null) return { budgetBytes: 0, mappedBytes: 0, mappedFiles: 0, maps: 0, unmaps: 0 }
-  return { budgetBytes: budget.maxBytes, mappedBytes: budget.mappedBytes, mappedFiles: budget.mappedFiles, maps: budget.maps, unmaps: budget.unmaps }
+  return {
+    budgetBytes: budget.maxBytes,
+    mappedBytes: budget.mappedBytes,
+    mappedFiles: budget.mappedFiles,
+    maps: budget.maps,
+    unmaps: budget.unmaps,
+  }
 }
 
 /** Runs `fn` under `budget.withoutEviction`, or as is without a budget. */

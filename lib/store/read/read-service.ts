@@ -96,7 +96,13 @@ export class ReadService {
     return result
   }
 
-  private collect(queue: ConsumeQueue, offset: number, maxMsgNums: number, tags: string[] | undefined, result: GetMessageResultDraft): void {
+  private collect(
+    queue: ConsumeQueue,
+    offset: number,
+    maxMsgNums: number,
+    tags: string[] | undefined,
+    result: GetMessageResultDraft,
+  ): void {
     const units = queue.getIndexBuffer(offset)
     if (units === null) {
       result.status = 'OFFSET_FOUND_NULL'

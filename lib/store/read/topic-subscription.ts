@@ -31,7 +31,11 @@ export function mergeQueueSubscriptions(subscriptions: ReadonlyMap<number, Subsc
       const count = iterators.length
       // The pending next() of each queue; a queue whose iteration ended has none.
       const pending = new Map<number, Promise<{ index: number; result: IteratorResult<MessageExt> }>>()
-      const ask = (index: number) => pending.set(index, iterators[index].next().then((result) => ({ index, result })))
+      const ask = (index: number) =>
+        pending.set(
+          index,
+          iterators[index].next().then((result) => ({ index, result })),
+        )
       iterators.forEach((_, index) => ask(index))
       // Which queue goes first among those already resolved: rotated so that no queue starves another.
       let turn = 0

@@ -65,7 +65,8 @@ function rebuildQueue(commitLog: CommitLog, queue: ConsumeQueue): void {
       while (pos < view.size) {
         const request = checkRecord(view.buffer, pos, view.size, false)
         if (request.status === 'OK') {
-          if (belongs(request, queue)) queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)
+          if (belongs(request, queue))
+            queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)
           pos += request.size
         } else {
           // A blank ends the file; a bad record is skipped with the rest of it, as dispatch does.

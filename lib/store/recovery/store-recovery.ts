@@ -209,4 +209,3 @@ export function replayDerivedFiles(host: ReplayHost): void {
   const minPhy = commitLog.getMinOffset()
   if (minPhy > 0) queues.deleteExpiredFiles(minPhy)
 }
-

@@ -51,7 +51,8 @@ export class TopicRouter {
 
   /** The message with its queueId chosen when it has none (a copy; the caller's object is left alone). */
   route(message: Message): Message {
-    if (message === null || typeof message !== 'object' || message.queueId !== undefined || typeof message.topic !== 'string') return message
+    if (message === null || typeof message !== 'object' || message.queueId !== undefined || typeof message.topic !== 'string')
+      return message
     const entry = this.table.entry(message.topic)
     if (entry === undefined || entry.writeQueueNums <= 1) return message
     const queues = entry.writeQueueNums

@@ -255,7 +255,8 @@ export class TopicTable {
     const { settings, config } = this.preview(topic, input)
     const current = this.entries.get(topic) ?? entryDefaults(topic)
     const next: TopicEntry = { ...entryDefaults(topic) }
-    for (const name of ROCKETMQ_FIELDS) (next as unknown as Record<string, unknown>)[name] = (current as unknown as Record<string, unknown>)[name]
+    for (const name of ROCKETMQ_FIELDS)
+      (next as unknown as Record<string, unknown>)[name] = (current as unknown as Record<string, unknown>)[name]
     Object.assign(next, settings)
     this.entries.set(topic, next)
     this.resolved.delete(topic)
