@@ -13,7 +13,7 @@ import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
 import { ioError } from '../errors.js'
-import { ensureDirectory, syncDirectory } from './mapped/directory.js'
+import { writeFileDurably } from './mapped/directory.js'
 
 export class ConsumerOffsets {
   readonly path: string
@@ -125,18 +125,7 @@ export class ConsumerOffsets {
   persist(force = false): void {
     if (this.writing !== null || (!this.dirty && !force)) return
     const text = this.snapshot()
-    ensureDirectory(dirname(this.path))
-    const temp = `${this.path}.tmp`
-    const fd = fs.openSync(temp, 'w')
-    try {
-      fs.writeSync(fd, text)
-      fs.fsyncSync(fd)
-    } finally {
-      fs.closeSync(fd)
-    }
-    if (fs.existsSync(this.path)) fs.copyFileSync(this.path, `${this.path}.bak`)
-    fs.renameSync(temp, this.path)
-    syncDirectory(this.path)
+    writeFileDurably(this.path, text, { backup: true })
     this.dirty = false
   }
 }

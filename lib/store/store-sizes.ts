@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import { ioError, MQStoreError } from '../errors.js'
 import { EMBEDDED_DEFAULTS, ROCKETMQ_SIZES, type MessageStoreConfig, type MessageStoreOptions } from './config.js'
 import { indexFileSize } from './index/index-file.js'
-import { syncDirectory } from './mapped/directory.js'
+import { writeFileDurably } from './mapped/directory.js'
 import { parseOffsetName } from './mapped/segment-name.js'
 import type { StorePaths } from './store-paths.js'
 
@@ -120,18 +120,7 @@ export function readStoreSizesRecord(path: string): StoreSizes | null {
 }
 
 function writeRecord(path: string, sizes: StoreSizes): void {
-  const dir = join(path, '..')
-  fs.mkdirSync(dir, { recursive: true })
-  const temp = `${path}.tmp`
-  const fd = fs.openSync(temp, 'w')
-  try {
-    fs.writeSync(fd, `${JSON.stringify(sizes, null, 2)}\n`)
-    fs.fsyncSync(fd)
-  } finally {
-    fs.closeSync(fd)
-  }
-  fs.renameSync(temp, path)
-  syncDirectory(path)
+  writeFileDurably(path, `${JSON.stringify(sizes, null, 2)}\n`)
 }
 
 /** Why the recorded sizes disagree with the files present, or null when they agree. */

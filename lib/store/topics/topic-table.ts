@@ -10,12 +10,11 @@
 // top of this table without changing its file; until then an entry made by setTopicConfig carries
 // RocketMQ's default of 8 read and write queues.
 import * as fs from 'node:fs'
-import { dirname } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
 import { validateTopic } from '../commitlog/record.js'
 import type { Clock } from '../environment.js'
-import { syncDirectory } from '../mapped/directory.js'
+import { writeFileDurably } from '../mapped/directory.js'
 
 export type CleanupPolicy = 'delete' | 'compact' | 'compact,delete'
 
@@ -290,18 +289,7 @@ export class TopicTable {
     const topicConfigTable: Record<string, TopicEntry> = {}
     for (const [topic, entry] of [...this.entries].sort((a, b) => (a[0] < b[0] ? -1 : 1))) topicConfigTable[topic] = entry
     const text = JSON.stringify({ topicConfigTable, dataVersion: { timestamp: this.clock.now(), counter: this.counter } }, null, 2)
-    fs.mkdirSync(dirname(this.path), { recursive: true })
-    const temp = `${this.path}.tmp`
-    const fd = fs.openSync(temp, 'w')
-    try {
-      fs.writeSync(fd, text)
-      fs.fsyncSync(fd)
-    } finally {
-      fs.closeSync(fd)
-    }
-    if (fs.existsSync(this.path)) fs.copyFileSync(this.path, `${this.path}.bak`)
-    fs.renameSync(temp, this.path)
-    syncDirectory(this.path)
+    writeFileDurably(this.path, text, { backup: true })
   }
 }
 
