@@ -12,6 +12,7 @@ import { syncDirectory } from '../lib/store/mapped/directory.js'
 import { MappedFile } from '../lib/store/mapped/mapped-file.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { repoRoot, tempDir } from './helpers/tmp.js'
+import { wrapMapHandle } from './helpers/map-handle.js'
 import { mountTmpfs, tmpfs, unmountTmpfs } from './helpers/tmpfs.js'
 
 let dir: string
@@ -38,32 +39,14 @@ function injectSyncErrors(): { fail(count: number): void; restore(): void } {
     failures--
     return true
   }
-  const wrap = (handle: MapHandle): MapHandle => ({
-    get buffer() {
-      return handle.buffer
-    },
-    get length() {
-      return handle.length
-    },
-    get closed() {
-      return handle.closed
-    },
-    get writable() {
-      return handle.writable
-    },
-    sync(offset, length) {
-      if (failing()) throw eio('msync')
-      handle.sync(offset, length)
-    },
-    syncAsync(offset, length) {
-      return failing() ? Promise.reject(eio('msync')) : handle.syncAsync(offset, length)
-    },
-    warmAsync: (offset, length) => handle.warmAsync(offset, length),
-    advise: (offset, length, advice) => handle.advise(offset, length, advice),
-    lock: (offset, length) => handle.lock(offset, length),
-    unlock: (offset, length) => handle.unlock(offset, length),
-    close: () => handle.close(),
-  })
+  const wrap = (handle: MapHandle): MapHandle =>
+    wrapMapHandle(handle, {
+      sync(offset, length) {
+        if (failing()) throw eio('msync')
+        handle.sync(offset, length)
+      },
+      syncAsync: (offset, length) => (failing() ? Promise.reject(eio('msync')) : handle.syncAsync(offset, length)),
+    })
   const restore = interposeNativeForTesting((original) => ({
     map: (fd, length, writable) => wrap(original.map(fd, length, writable)),
   }))

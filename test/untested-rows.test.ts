@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { interposeNativeForTesting } from '../lib/native.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
+import { wrapMapHandle } from './helpers/map-handle.js'
 import { PowerLossDisk } from './helpers/power-loss.js'
 import { tempDir } from './helpers/tmp.js'
 
@@ -66,27 +67,7 @@ describe('put statuses', () => {
             stall
               ? new Promise<void>((resolve) => pending.push(() => void handle.syncAsync(offset, len).then(resolve)))
               : handle.syncAsync(offset, len)
-          return {
-            get buffer() {
-              return handle.buffer
-            },
-            get length() {
-              return handle.length
-            },
-            get closed() {
-              return handle.closed
-            },
-            get writable() {
-              return handle.writable
-            },
-            sync: (offset: number, len: number) => handle.sync(offset, len),
-            syncAsync,
-            warmAsync: (offset: number, len: number) => handle.warmAsync(offset, len),
-            advise: (offset, len, advice) => handle.advise(offset, len, advice),
-            lock: (offset: number, len: number) => handle.lock(offset, len),
-            unlock: (offset: number, len: number) => handle.unlock(offset, len),
-            close: () => handle.close(),
-          }
+          return wrapMapHandle(handle, { syncAsync })
         },
       })),
     )

@@ -33,6 +33,7 @@ import { createRequire, syncBuiltinESMExports } from 'node:module'
 import { join } from 'node:path'
 
 import { interposeNativeForTesting, native, type MapHandle } from '../../lib/native.js'
+import { wrapMapHandle } from './map-handle.js'
 
 const fsCjs = createRequire(import.meta.url)('node:fs') as typeof fs
 
@@ -297,19 +298,7 @@ export class PowerLossDisk {
       handle.sync(offset, length)
       if (id !== null) disk.syncRange(id, handle.length, handle.buffer, offset, length)
     }
-    return {
-      get buffer() {
-        return handle.buffer
-      },
-      get length() {
-        return handle.length
-      },
-      get closed() {
-        return handle.closed
-      },
-      get writable() {
-        return handle.writable
-      },
+    return wrapMapHandle(handle, {
       sync(offset, length) {
         disk.around(`msync ${path}`, () => msync(offset, length))
       },
@@ -321,12 +310,7 @@ export class PowerLossDisk {
           return Promise.reject(error)
         }
       },
-      warmAsync: (offset, length) => handle.warmAsync(offset, length),
-      advise: (offset, length, advice) => handle.advise(offset, length, advice),
-      lock: (offset, length) => handle.lock(offset, length),
-      unlock: (offset, length) => handle.unlock(offset, length),
-      close: () => handle.close(),
-    }
+    })
   }
 
   private patchFs(): void {

@@ -1010,30 +1010,16 @@ function hexWords(dv: DataView, from: number, to: number): string {
  * Null when the bytes there are not a complete, self-consistent message record.
  */
 export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean, views?: DataViewCache): DecodedMessage | null {
-  if (!Number.isInteger(pos) || pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > buf.length) return null
+  if (!Number.isInteger(pos)) return null
   const dv = dataViewOf(buf, views)
-  const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
-  if (dv.getInt32(pos + OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return null
-  if (totalSize < MIN_RECORD_LENGTH || totalSize > buf.length - pos) return null
-  const recordEnd = pos + totalSize
-  const sysFlag = dv.getInt32(pos + OFFSET_SYSFLAG)
-  const bornEnd = pos + OFFSET_BORNHOST + bornHostLength(sysFlag)
-  const storeEnd = bornEnd + REL_STOREHOST + storeHostLength(sysFlag)
-  const bodyAt = storeEnd + REL_BODY
-  if (bodyAt > recordEnd) return null
-  const bodyLength = dv.getInt32(storeEnd + REL_BODYLENGTH)
-  const bodyEnd = bodyAt + (bodyLength > 0 ? bodyLength : 0)
-  if (bodyEnd + REL_TOPIC > recordEnd) return null
-  const topicLength = dv.getInt8(bodyEnd + REL_TOPICLENGTH)
-  const topicAt = bodyEnd + REL_TOPIC
-  const topicEnd = topicAt + topicLength
-  if (topicLength < 0 || topicEnd + REL_PROPERTIES > recordEnd) return null
-  const propsLength = dv.getInt16(topicEnd + REL_PROPERTIESLENGTH)
-  if (recordLength(sysFlag, bodyLength, topicLength, propsLength) !== totalSize) return null
-  const propsAt = topicEnd + REL_PROPERTIES
-
-  const storeAt = bornEnd + REL_STOREHOST
-  const propsEnd = propsAt + (propsLength > 0 ? propsLength : 0)
+  const f = DECODE_FIELDS
+  if (!locateRecordFields(dv, pos, buf.length, f)) return null
+  const { totalSize, sysFlag, bodyAt, topicAt, topicLength } = f
+  const bodyEnd = bodyAt + f.bodyLength
+  const propsAt = f.propertiesAt
+  const storeAt = f.storeHostAt
+  const storeEnd = storeAt + storeHostLength(sysFlag)
+  const propsEnd = propsAt + f.propertiesLength
   const properties = parsePropertiesString(readText(buf, propsAt, propsEnd, isAsciiRange(buf, propsAt, propsEnd)))
   const keysText = properties[PropertyName.KEYS]
   const view = buf.subarray(bodyAt, bodyEnd)
@@ -1047,17 +1033,17 @@ export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean, views
     tags: properties[PropertyName.TAGS],
     keys: keysText === undefined ? [] : keysText.split(' ').filter((k) => k !== ''),
     properties,
-    storeTimestamp: getInt64(dv, bornEnd + REL_STORETIMESTAMP),
+    storeTimestamp: getInt64(dv, f.storeTimestampAt),
     bornTimestamp: getInt64(dv, pos + OFFSET_BORNTIMESTAMP),
     bornHost: readHost(dv, pos + OFFSET_BORNHOST, (sysFlag & SysFlag.BORNHOST_V6) !== 0),
     storeHost: readHost(dv, storeAt, (sysFlag & SysFlag.STOREHOST_V6) !== 0),
     // The store host field is address ‖ port, exactly the head of the msgId.
     msgId: hexWords(dv, storeAt, storeEnd) + hexWords(dv, pos + OFFSET_PHYSICALOFFSET, pos + OFFSET_SYSFLAG),
     sysFlag,
-    reconsumeTimes: dv.getInt32(storeEnd + REL_RECONSUMETIMES),
+    reconsumeTimes: dv.getInt32(f.reconsumeTimesAt),
     bodyCRC: dv.getInt32(pos + OFFSET_BODYCRC),
     flag: dv.getInt32(pos + OFFSET_FLAG),
-    preparedTransactionOffset: getInt64(dv, storeEnd + REL_PREPAREDTXOFFSET),
+    preparedTransactionOffset: getInt64(dv, f.preparedTransactionOffsetAt),
   }
 }
 
@@ -1115,6 +1101,9 @@ export function emptyRecordFields(): RecordFields {
     propertiesLength: 0,
   }
 }
+
+/** decodeMessage's scratch positions: numbers only, so sharing it keeps no buffer reachable. */
+const DECODE_FIELDS = emptyRecordFields()
 
 /**
  * Fills `out` with the field positions of the message record at `pos` of a buffer `limit` bytes
