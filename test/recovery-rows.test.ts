@@ -1,15 +1,16 @@
 // The variants of recovery rows Q3, Q4, Q6 and I1 (docs/recovery.md) that test/recovery.test.ts
 // does not walk: each consume-queue damage after a clean close (the queue is deferred and checked
-// on first use) and after a crash (the abort file left in place: every queue is checked at open),
-// a queue folder added between a clean close and the next open, and an index file newer than the
-// checkpoint that holds wrong entries, so that keeping it would lose keys.
+// on first use) and after a crash (the abort file left in place, or a writer killed with SIGKILL:
+// every queue is checked at open), a queue folder added between a clean close and the next open,
+// and an index file newer than the checkpoint that holds wrong entries, so that keeping it would
+// lose keys.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions, type PutMessageResult } from '../lib/store/message-store.js'
-import { tempDir } from './helpers/tmp.js'
+import { distEntry, runNodeScript, tempDir } from './helpers/tmp.js'
 
 const FILE = 64 * 1024
 /** 20 units per consume-queue file: each queue of `fill(300)` has four files. */
@@ -60,6 +61,37 @@ async function fill(count: number): Promise<Put[]> {
   }
   stores.splice(stores.indexOf(store), 1)
   await store.close()
+  return puts
+}
+
+/**
+ * As fill, in a child process killed with SIGKILL once its puts are acknowledged: a real crash
+ * (the store's own abort file, checkpoint and unflushed consume queues as the process left them).
+ */
+function fillAndKill(count: number): Put[] {
+  const result = runNodeScript(
+    `
+    import { MessageStore } from ${JSON.stringify(distEntry)}
+    const store = await MessageStore.open(process.argv[2], JSON.parse(process.argv[3]))
+    const puts = []
+    for (let i = 0; i < ${count}; i += 25) {
+      const batch = []
+      for (let j = i; j < Math.min(${count}, i + 25); j++) {
+        batch.push({ topic: 't' + (j % 2), queueId: (j >> 1) % 2, body: Buffer.alloc(200 + (j % 5) * 50, j & 0xff), keys: 'key-' + j })
+      }
+      const results = await store.putMessages(batch)
+      results.forEach((result, n) => {
+        const j = i + n
+        puts.push({ topic: 't' + (j % 2), queueId: (j >> 1) % 2, key: 'key-' + j, result })
+      })
+    }
+    process.stdout.write(JSON.stringify(puts), () => process.kill(process.pid, 'SIGKILL'))
+    `,
+    [dir, JSON.stringify(OPTIONS)],
+  )
+  expect(result.signal, result.stderr).toBe('SIGKILL')
+  const puts = JSON.parse(result.stdout) as Put[]
+  expect(puts.map((p) => p.result.status)).toEqual(Array(count).fill('PUT_OK'))
   return puts
 }
 
@@ -213,6 +245,23 @@ describe('Q4: a last unit that does not point at a record of its queue with its 
       })
     }
   }
+})
+
+describe('Q3 and Q4 after a writer was killed with SIGKILL', () => {
+  it('a gap in one queue and a wrong last unit in another: both queues are rebuilt', async () => {
+    const puts = fillAndKill(300)
+    expect(fs.existsSync(join(dir, 'abort'))).toBe(true)
+    fs.rmSync(cqFile('t1', 1, 20))
+    damageLastUnit(puts, 't0', 1, (queue) => {
+      const before = queue[queue.length - 2].result
+      return unitHead(before.wroteOffset, before.wroteBytes)
+    })
+    const store = await open()
+    expect(store.stats().lastExitOK).toBe(false)
+    expectAll(store, puts)
+    expect(repairs(store)).toContain('deleted consume queue t1/1 to rebuild it')
+    expect(repairs(store)).toContain('deleted consume queue t0/1 to rebuild it')
+  })
 })
 
 describe('Q6: after a clean close, a number of queues that differs from the shutdown record', () => {
