@@ -33,6 +33,10 @@ export interface MessageStoreConfig {
   maxTransferCountOnMessageInMemory: number
   maxTransferBytesOnMessageInDisk: number
   maxTransferCountOnMessageInDisk: number
+  /**
+   * Share of physical memory, in percent: a read further behind the commit log's end than this
+   * is "from disk" (on-disk transfer limits, suggestPullingFromSlave). 0 makes every read one.
+   */
   accessMessageInMemoryMaxRatio: number
   messageIndexEnable: boolean
   messageIndexSafe: boolean
@@ -163,7 +167,6 @@ const POSITIVE_INTEGERS = new Set<keyof MessageStoreConfig>([
   'maxTransferCountOnMessageInMemory',
   'maxTransferBytesOnMessageInDisk',
   'maxTransferCountOnMessageInDisk',
-  'accessMessageInMemoryMaxRatio',
   'maxMsgsNumBatch',
   'defaultQueryMaxNum',
   'transientStorePoolSize',
