@@ -268,7 +268,7 @@ export class StoreEngine {
   }
 
   start(): void {
-    replayDerivedFiles({
+    const replay = replayDerivedFiles({
       dispatchedTo: this.dispatchedTo,
       commitLog: this.commitLog,
       queues: this.queues,
@@ -278,6 +278,10 @@ export class StoreEngine {
       rebuild: this.rebuild,
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
+    this.recoveryLog(
+      'debug',
+      `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
+    )
 
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()

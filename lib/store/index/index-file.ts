@@ -330,6 +330,19 @@ export class IndexFile {
     return true
   }
 
+  /**
+   * Dispatch reached the record at `phyOffset`, which has no key: the end offset moves to it, so
+   * that a reopen replays the log from there rather than from the last keyed record (a store
+   * whose messages carry no keys would otherwise read its whole log again at every reopen). Only
+   * the in-memory header changes now; the next flush (a roll, or close) writes it. An end offset
+   * past entries is still RocketMQ's meaning: records below it need no indexing.
+   */
+  noteDispatched(phyOffset: number): void {
+    if (this.readOnly || phyOffset <= this.endPhyOffset) return
+    this.endPhyOffset = phyOffset
+    this.changes++
+  }
+
   /** Makes the next flush write the file even if this run changed nothing (its pages may be unflushed). */
   markUnflushed(): void {
     this.changes++

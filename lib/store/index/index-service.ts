@@ -210,6 +210,11 @@ export class IndexService {
     if (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset) return
     const storeTimestamp = req.storeTimestamp
     const hashes = indexKeyHashesOf(req, this.keyHashes)
+    if (hashes.length === 0) {
+      // Nothing to index, but the index has seen the record: a reopen need not replay it.
+      file.noteDispatched(phyOffset)
+      return
+    }
     // All keys of a record go into one file. Skipping "that record included" on a replay is only
     // right if the record is whole in the file whose end it is: keys split across a roll would
     // lose the ones in the newer file when a crash drops it.
@@ -239,6 +244,9 @@ export class IndexService {
     const prev = this.lastFile()
     const prevEndPhyOffset = prev === null ? 0 : prev.getEndPhyOffset()
     const prevEndTimestamp = prev === null ? 0 : prev.getEndTimestamp()
+    // Held from now until its flush ends: neither expiry nor the mapping budget (which the new
+    // file's mapping may push over) unmaps it while it waits its turn.
+    const held = prev?.getMappedFile().hold() === true
     let lastError: unknown = null
     let file: IndexFile | null = null
     for (let attempt = 0; attempt < CREATE_ATTEMPTS && file === null; attempt++) {
@@ -250,11 +258,12 @@ export class IndexService {
       }
     }
     if (file === null) {
+      if (held) prev.getMappedFile().release()
       if (lastError instanceof MQStoreError) throw lastError
       throw ioError(`cannot create an index file in ${this.indexDir}`, lastError)
     }
     this.files.push(file)
-    if (prev !== null) this.flushRolled(prev)
+    if (prev !== null) this.flushRolled(prev, held)
     return file
   }
 
@@ -263,15 +272,15 @@ export class IndexService {
    * times in file order: the checkpoint never claims a file is complete while an older one is
    * still unflushed. After a failed flush no later roll is reported either.
    */
-  private flushRolled(file: IndexFile): void {
+  private flushRolled(file: IndexFile, held: boolean): void {
     const endTimestamp = file.getEndTimestamp()
-    // Held from now until its flush ends, so expiry cannot unmap a file still waiting its turn.
     const mapped = file.getMappedFile()
-    const held = mapped.hold()
     const done = this.rollChain
       .then(() => file.flushAsync())
       .finally(() => {
         if (held) mapped.release()
+        // Idle now: if mapping newer files went over the budget while this one was held, it may go.
+        if (!this.closed) this.budget?.shrink(this.budget.maxBytes)
       })
       .then(() => {
         if (!this.closed && endTimestamp > 0 && this.lastFlushError === null) this.onRoll?.(endTimestamp)
