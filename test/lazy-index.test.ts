@@ -111,6 +111,13 @@ describe('index files are mapped on first use and unmapped when idle', () => {
       expect(shared).toHaveLength(30)
       expect(reader.queryOffset('t', 'x299', 4, t0 + 299_000, Number.MAX_SAFE_INTEGER).phyOffsets).toEqual([29_900])
       expect(budget.mappedFiles).toBe(1)
+
+      // Cleanup deletes files below the log's new minimum from their headers: nothing is mapped.
+      const expiry = await countIndexMaps(() => reader.deleteExpiredFile(15_000))
+      expect(expiry.result).toBeGreaterThanOrEqual(9)
+      expect(expiry.maps).toBe(0)
+      expect(reader.getFileCount()).toBe(fileCount - expiry.result)
+      expect(reader.queryOffset('t', 'k150', 4, 0, Number.MAX_SAFE_INTEGER).phyOffsets).toEqual([15_000])
     } finally {
       reader.shutdown()
     }
@@ -140,6 +147,50 @@ describe('index files are mapped on first use and unmapped when idle', () => {
       for (let i = 0; i < 200; i += 7) expect(service.queryOffset('t', `k${i}`, 4, 0, Number.MAX_SAFE_INTEGER).phyOffsets).toEqual([i * 10])
     } finally {
       service.shutdown()
+    }
+  })
+})
+
+describe('records the index has seen create no file', () => {
+  it('a replay of the last record and records without keys do not roll a full newest file', async () => {
+    const indexDir = join(dir, 'index')
+    const options = { maxHashSlotNum: SLOTS, maxIndexNum: ENTRIES, messageIndexEnable: true }
+    const record = (commitLogOffset: number, keys?: string): IndexDispatch => ({
+      topic: 't',
+      commitLogOffset,
+      storeTimestamp: Date.now(),
+      keys,
+      uniqKey: undefined,
+      sysFlag: 0,
+    })
+    const writer = new IndexService(indexDir, options)
+    // 31 entries fill the first file exactly.
+    for (let i = 0; i < ENTRIES - 1; i++) writer.buildIndex(record(i * 100, `k${i}`))
+    expect(writer.getFileCount()).toBe(1)
+    expect(writer.getFiles()[0].isWriteFull()).toBe(true)
+    writer.buildIndex(record(3_100))
+    writer.buildIndex(record(3_200))
+    expect(writer.getFileCount()).toBe(1)
+    expect(writer.getFiles()[0].getEndPhyOffset()).toBe(3_200)
+    writer.flush()
+    writer.shutdown()
+
+    const reader = new IndexService(indexDir, options)
+    try {
+      reader.load(true, 0)
+      expect(reader.getFiles()[0].getEndPhyOffset()).toBe(3_200)
+      // Open replays the record at the index's end: a no-op, no new file.
+      reader.buildIndex(record(3_200))
+      expect(reader.getFileCount()).toBe(1)
+      // The next keyed record rolls; the new file starts where the recorded position is.
+      reader.buildIndex(record(3_300, 'late'))
+      expect(reader.getFileCount()).toBe(2)
+      expect(reader.getFiles()[1].getBeginPhyOffset()).toBe(3_300)
+      expect(reader.queryOffset('t', 'late', 4, 0, Number.MAX_SAFE_INTEGER).phyOffsets).toEqual([3_300])
+      expect(reader.queryOffset('t', 'k0', 4, 0, Number.MAX_SAFE_INTEGER).phyOffsets).toEqual([0])
+      await reader.waitForRollFlushes()
+    } finally {
+      reader.shutdown()
     }
   })
 })

@@ -203,18 +203,23 @@ export class IndexService {
     if (!this.messageIndexEnable) return
     this.assertOpen()
     if (this.readOnly) throw new TypeError(`index ${this.indexDir} is read-only`)
-    let file = this.getAndCreateLastIndexFile()
     const phyOffset = req.commitLogOffset
+    let file = this.lastFile()
     // Replays are no-ops: everything up to the newest indexed record is skipped, that record
     // included (RocketMQ only skips offsets below the end offset, indexing that record twice).
-    if (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset) return
+    // Checked before any roll, so a replay at open never creates a file.
+    if (file !== null && (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset)) return
     const storeTimestamp = req.storeTimestamp
     const hashes = indexKeyHashesOf(req, this.keyHashes)
     if (hashes.length === 0) {
-      // Nothing to index, but the index has seen the record: a reopen need not replay it.
+      // Nothing to index, but the index has seen the record: the newest file's end records it
+      // (a full one too: no roll for a record without keys), so a reopen need not replay it.
+      // Without any file, one is created, as RocketMQ creates one at its first record.
+      if (file === null) file = this.roll()
       file.noteDispatched(phyOffset)
       return
     }
+    if (file === null || file.isWriteFull()) file = this.roll()
     // All keys of a record go into one file. Skipping "that record included" on a replay is only
     // right if the record is whole in the file whose end it is: keys split across a roll would
     // lose the ones in the newer file when a crash drops it.
@@ -227,13 +232,6 @@ export class IndexService {
     while (!file.putKeyHash(keyHash, phyOffset, storeTimestamp)) file = this.roll()
     this.lastIndexedOffset = phyOffset
     return file
-  }
-
-  /** The newest file, or a new one when there is none or it is full. */
-  private getAndCreateLastIndexFile(): IndexFile {
-    const last = this.lastFile()
-    if (last !== null && !last.isWriteFull()) return last
-    return this.roll()
   }
 
   /**
