@@ -41,6 +41,8 @@ import {
 export * from './index-layout.js'
 
 const INT_MAX = 0x7fffffff
+/** Puts between two reports of the file being written to the mapping budget. */
+const WRITER_TOUCH_EVERY = 1024
 
 export interface IndexFileOpenOptions {
   readOnly?: boolean
@@ -64,6 +66,8 @@ export class IndexFile {
   /** Changes to the header or entries, and how many of them the last flush covered: a file with none pending is not flushed (nor mapped for it). */
   private changes = 0
   private flushedChanges = 0
+  /** Puts since the budget was last told of a use (see writeView). */
+  private untouchedWrites = 0
   /** Blocks are reserved as pages are first written (null for a read-only file). */
   private readonly reservation: IndexReservation | null
 
@@ -108,6 +112,18 @@ export class IndexFile {
       this.viewGeneration = mapped.mapGeneration
     }
     return this.view
+  }
+
+  /**
+   * The mapping for a put: the cached view while the file stays mapped, telling the budget of the
+   * use only once per WRITER_TOUCH_EVERY puts (a Map update per key would cost a third of the
+   * put's time; the idle time is seconds, so a rarer touch changes nothing that matters).
+   */
+  private writeView(): DataView {
+    const view = this.view
+    if (view !== null && this.viewGeneration === this.mappedFile.mapGeneration && ++this.untouchedWrites < WRITER_TOUCH_EVERY) return view
+    this.untouchedWrites = 0
+    return this.mapping()
   }
 
   /**
@@ -289,7 +305,7 @@ export class IndexFile {
     const indexCount = this.indexCount
     if (indexCount >= this.indexNum) return false
     if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
-    const v = this.mapping()
+    const v = this.writeView()
     this.changes++
     const slotPos = hashSlotPosition(keyHash, this.hashSlotNum)
     const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
