@@ -184,7 +184,7 @@ export async function runClean(args: readonly string[], out: Output = process.st
       deleteCommitLogFilesInterval: 0,
       deleteConsumeQueueFilesInterval: 0,
       logger: (level, message) => {
-        if (level === 'warn' || level === 'error') err.write(`mqstore clean: ${level}: ${message}\n`)
+        if (level !== 'info') err.write(`mqstore clean: ${level}: ${message}\n`)
       },
     })
   } catch (error) {

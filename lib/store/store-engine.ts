@@ -279,7 +279,7 @@ export class StoreEngine {
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
     this.recoveryLog(
-      'debug',
+      'info',
       `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
     )
 
