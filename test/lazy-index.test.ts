@@ -368,7 +368,31 @@ describe('a store whose messages carry no keys', () => {
     }
   })
 
-  it('the index file of a keyless store records the last record in its header, and RocketMQ readers see a valid empty file', async () => {
+  it('after an unclean exit, keys put between keyless records are all found and nothing is indexed twice', async () => {
+    const first = await openCounting(SMALL)
+    await putKeyless(first.store, 500)
+    const keyed = await first.store.putMessages(
+      Array.from({ length: 40 }, (_, n) => ({ topic: 'plain', queueId: n % 3, body: Buffer.from(`keyed ${n}`), keys: [`mid${n}`, 'mid'] })),
+    )
+    await putKeyless(first.store, 500)
+    await first.store.close()
+    // The abort file left behind: the next open recovers as after a crash (I1 and the tail scan).
+    fs.writeFileSync(join(dir, 'abort'), '')
+    const second = await openCounting(SMALL)
+    try {
+      expect(second.store.stats().lastExitOK).toBe(false)
+      for (const [n, put] of keyed.entries()) {
+        expect(second.store.queryMessage('plain', `mid${n}`, 4).messages.map((m) => m.commitLogOffset)).toEqual([put.wroteOffset])
+      }
+      expect(second.store.queryMessage('plain', 'mid', 64).messages).toHaveLength(40)
+      const late = await second.store.putMessage({ topic: 'plain', queueId: 1, body: Buffer.from('late'), keys: ['late'] })
+      expect(second.store.queryMessage('plain', 'late', 4).messages.map((m) => m.commitLogOffset)).toEqual([late.wroteOffset])
+    } finally {
+      await second.store.close()
+    }
+  })
+
+  it('the index file of a keyless store records the last record in its header and holds no entry', async () => {
     const first = await openCounting(SMALL)
     const offsets = await putKeyless(first.store, 500)
     await first.store.close()
