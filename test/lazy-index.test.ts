@@ -392,6 +392,22 @@ describe('a store whose messages carry no keys', () => {
     }
   })
 
+  it('without any commit-log file the index goes too, so the keys of new records are found', async () => {
+    const first = await openCounting(SMALL)
+    await putKeyless(first.store, 1_000, 10)
+    await first.store.close()
+    fs.rmSync(join(dir, 'commitlog'), { recursive: true })
+    const second = await openCounting(SMALL)
+    try {
+      expect(second.store.stats().repairs.map((r) => r.action)).toContain('deleted the index to rebuild it')
+      const put = await second.store.putMessage({ topic: 'plain', queueId: 0, body: Buffer.from('fresh'), keys: ['k3'] })
+      expect(put.wroteOffset).toBe(0)
+      expect(second.store.queryMessage('plain', 'k3', 4).messages.map((m) => Buffer.from(m.body).toString())).toEqual(['fresh'])
+    } finally {
+      await second.store.close()
+    }
+  })
+
   it('the index file of a keyless store records the last record in its header and holds no entry', async () => {
     const first = await openCounting(SMALL)
     const offsets = await putKeyless(first.store, 500)

@@ -76,6 +76,8 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     // No commit log: nothing a consume queue or the index points to exists.
     if (queues.topicCount > 0) host.repair('deleted every consume queue', 'the commit log has no files')
     queues.destroyAll()
+    // Its end would make the index skip the new records written below it (I4 with an empty log).
+    if (host.index().getFileCount() > 0) host.discardIndex('the commit log has no files')
     return { outcome: commitLog.recoverNormally(), redispatchAll: false, dispatchedTo: null }
   }
   let redispatchAll = false
