@@ -12,6 +12,7 @@ import { MappingBudget } from '../lib/store/mapped/mapping-budget.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { CQ_STORE_UNIT_SIZE } from '../lib/store/queue/consume-queue.js'
+import { wrapMapHandle } from './helpers/map-handle.js'
 import { tempDir } from './helpers/tmp.js'
 
 // Small index files, so that a few hundred keys fill many of them: 40 + 16 * 4 + 32 * 20 bytes.
@@ -141,8 +142,12 @@ describe('index files are mapped on first use and unmapped when idle', () => {
       clock.now++
       expect(service.queryOffset('t', 'k199', 4, 0, Number.MAX_SAFE_INTEGER).phyOffsets).toEqual([1990])
       expect(budget.mappedBytes).toBeLessThanOrEqual(3 * INDEX_FILE_SIZE)
+      const before = { maps: budget.maps, unmaps: budget.unmaps }
       const all = service.queryOffset('t', 'common', 64, 0, Number.MAX_SAFE_INTEGER).phyOffsets
       expect(all).toEqual(Array.from({ length: 64 }, (_, i) => (199 - i) * 10))
+      // The walk mapped the files the budget had unmapped, and unmapped others to stay within it.
+      expect(budget.maps - before.maps).toBeGreaterThan(0)
+      expect(budget.unmaps - before.unmaps).toBeGreaterThan(0)
       expect(budget.mappedBytes).toBeLessThanOrEqual(3 * INDEX_FILE_SIZE)
       for (let i = 0; i < 200; i += 7) expect(service.queryOffset('t', `k${i}`, 4, 0, Number.MAX_SAFE_INTEGER).phyOffsets).toEqual([i * 10])
     } finally {
@@ -195,6 +200,31 @@ describe('records the index has seen create no file', () => {
   })
 })
 
+/**
+ * Tracks the mappings of index files (no other file of these stores has their size) from now until
+ * `stop`: how many were made and how many are still mapped.
+ */
+function trackIndexMappings(): { maps: () => number; live: () => number; stop: () => void } {
+  let maps = 0
+  let closes = 0
+  const stop = interposeNativeForTesting((original) => ({
+    map: (fd, length, writable) => {
+      const handle = original.map(fd, length, writable)
+      if (length !== INDEX_FILE_SIZE) return handle
+      maps++
+      let closed = false
+      return wrapMapHandle(handle, {
+        close: () => {
+          if (!closed) closes++
+          closed = true
+          handle.close()
+        },
+      })
+    },
+  }))
+  return { maps: () => maps, live: () => maps - closes, stop }
+}
+
 describe('a store with many index files under a small budget', () => {
   it('maps none at reopen, maps what a query walks, unmaps it after the idle time, and query results outlive the unmap', async () => {
     let now = 1_000_000
@@ -218,30 +248,31 @@ describe('a store with many index files under a small budget', () => {
     const fileCount = indexFiles().length
     expect(fileCount).toBeGreaterThanOrEqual(19)
 
-    // Reopen and close without a query: no index file is mapped, not even to flush it at close.
-    const quiet = await countIndexMaps(async () => {
-      const reopened = await MessageStore.open(dir, options)
-      const mapping = reopened.stats().mapping
-      await reopened.close()
-      return mapping
-    })
-    expect(quiet.maps).toBe(0)
-    expect(quiet.result.mappedBytes).toBe(0)
-
-    const opened = await countIndexMaps(() => MessageStore.open(dir, options))
-    store = opened.result
+    const tracker = trackIndexMappings()
     try {
-      expect(opened.maps).toBe(0)
-      expect(store.stats().mapping.mappedBytes).toBe(0)
+      // Reopen and close without a query: no index file is mapped, not even to flush it at close.
+      store = await MessageStore.open(dir, options)
+      expect(tracker.maps()).toBe(0)
+      await store.close()
+      expect(tracker.maps()).toBe(0)
+
+      store = await MessageStore.open(dir, options)
+      expect(tracker.maps()).toBe(0)
       expect(store.stats().indexFileCount).toBe(fileCount)
+      const atOpen = store.stats().mapping
 
       // One query walks every file: `audit` is on every 25th message.
       const held = store.queryMessage('orders', 'audit', 64)
-      expect(held.messages.map((m) => Buffer.from(m.body).toString())).toEqual(Array.from({ length: 24 }, (_, i) => `order ${i * 25}`))
+      const bodies = Array.from({ length: 24 }, (_, i) => `order ${i * 25}`)
+      expect(held.messages.map((m) => Buffer.from(m.body).toString())).toEqual(bodies)
+      expect(tracker.maps()).toBe(fileCount)
+      // The budget held at most its 4 files (and the one being read) mapped at once.
+      expect(tracker.live()).toBeGreaterThan(0)
+      expect(tracker.live()).toBeLessThanOrEqual(5)
+      // The store's figures count them now, and did not at open.
       const afterQuery = store.stats().mapping
-      expect(afterQuery.maps).toBeGreaterThanOrEqual(fileCount)
-      expect(afterQuery.mappedBytes).toBeGreaterThan(0)
-      expect(afterQuery.mappedBytes).toBeLessThanOrEqual(options.mappingBudgetBytes!)
+      expect(afterQuery.maps - atOpen.maps).toBeGreaterThanOrEqual(fileCount)
+      expect(afterQuery.mappedBytes - atOpen.mappedBytes).toBeGreaterThanOrEqual(INDEX_FILE_SIZE)
       for (let n = 0; n < 600; n++) {
         const got = store.queryMessage('orders', `o${n}`, 4).messages
         expect(got.map((m) => Buffer.from(m.body).toString())).toEqual([`order ${n}`])
@@ -249,17 +280,21 @@ describe('a store with many index files under a small budget', () => {
 
       // Past the idle time the consume-queue flush pass unmaps every idle file.
       now += 2_000
-      await vi.waitFor(() => expect(store.stats().mapping.mappedFiles).toBe(0), { timeout: 10_000, interval: 10 })
-      expect(store.stats().mapping.unmaps).toBeGreaterThanOrEqual(fileCount)
-      expect(held.messages.map((m) => Buffer.from(m.body).toString())).toEqual(Array.from({ length: 24 }, (_, i) => `order ${i * 25}`))
+      await vi.waitFor(() => expect(tracker.live()).toBe(0), { timeout: 10_000, interval: 10 })
+      expect(store.stats().mapping.mappedBytes).toBeLessThanOrEqual(atOpen.mappedBytes)
+      expect(store.stats().mapping.unmaps - atOpen.unmaps).toBeGreaterThanOrEqual(fileCount)
+      expect(held.messages.map((m) => Buffer.from(m.body).toString())).toEqual(bodies)
 
       // The index keeps working: a new key goes into the (unmapped) newest file and is found.
-      expect((await store.putMessage({ topic: 'orders', queueId: 0, body: Buffer.from('late'), keys: ['late', 'audit'] })).status).toBe(
-        'PUT_OK',
-      )
+      const late = await store.putMessage({ topic: 'orders', queueId: 0, body: Buffer.from('late'), keys: ['late', 'audit'] })
+      expect(late.status).toBe('PUT_OK')
       expect(store.queryMessage('orders', 'late', 4).messages.map((m) => Buffer.from(m.body).toString())).toEqual(['late'])
-    } finally {
       await store.close()
+      // Close unmaps every index file it mapped.
+      expect(tracker.live()).toBe(0)
+    } finally {
+      tracker.stop()
+      if (!store.isClosed) await store.close()
     }
     store = await MessageStore.open(dir, options)
     try {
