@@ -3,7 +3,8 @@
 // the store and reports the reopen time, its open descriptors, mapped bytes and RSS, and the disk
 // the store takes, then reads every queue once (a clean reopen defers each queue's work to its first
 // use, so this is where that work shows). A last row writes a commit log of 1,000 small files and
-// reopens it.
+// reopens it, and another writes 100 index files (small entry tables, 1 MB slot tables) and
+// reopens them: index files are mapped by the first query that needs them, not at open.
 //
 //   node dist/bench/scale.js                         # 50, 500, 5000, 20000 queues, and 1,000 files
 //   node dist/bench/scale.js --queues 50,500 --json
@@ -21,6 +22,9 @@ const BODY = Buffer.alloc(100, 'x')
 const BATCH = 512
 const SMALL_FILE_BYTES = 64 * 1024
 const SMALL_FILES = 1000
+/** Index files of 250,000 slots and 2,000 entries (1.04 MB): one key per message fills 100 of them. */
+const INDEX_FILES = 100
+const INDEX_OPTIONS: OpenOptions = { maxHashSlotNum: 250_000, maxIndexNum: 2_000 }
 
 export interface ScaleRow {
   name: string
@@ -187,6 +191,9 @@ export async function runScale(queueCounts: number[], withSmallFiles: boolean): 
     rows.push(
       await measure(`${SMALL_FILES} log files`, 1, { flushDiskType: 'ASYNC_FLUSH', mappedFileSizeCommitLog: SMALL_FILE_BYTES }, messages),
     )
+    process.stderr.write(`scale: ${INDEX_FILES} index files...\n`)
+    const keys = INDEX_FILES * (INDEX_OPTIONS.maxIndexNum! - 1)
+    rows.push(await measure(`${INDEX_FILES} index files`, 1, { flushDiskType: 'ASYNC_FLUSH', ...INDEX_OPTIONS }, keys))
   }
   return rows
 }

@@ -64,6 +64,9 @@ export function closeStore(store: ClosingStore): Promise<void> {
     durable: () => !store.flags.isSet('NOT_WRITEABLE'),
     flush: async () => {
       await queues.flushAllAsync(checkpoint)
+      // Rolled index files are held until their background flush ends: once it has, the flush
+      // below skips them and the unmap step releases them (none is left mapped after close).
+      await store.index.current.waitForRollFlushes()
       store.index.current.flush()
       const logQueue = commitLog.mappedFileQueue
       if (logQueue.storeTimestamp > 0) checkpoint.physicMsgTimestamp = logQueue.storeTimestamp

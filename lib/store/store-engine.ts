@@ -96,6 +96,7 @@ export class StoreEngine {
     this.recordDefaults = { storeHost, bornHost: parseHost(this.config.bornHost), maxMessageSize: this.config.maxMessageSize }
     fs.mkdirSync(storePath, { recursive: true })
     this.lock = StoreLock.take(this.paths.lock)
+    let budget: MappingBudget
     try {
       // File sizes are the store's own (store-sizes.ts), not the options'.
       Object.assign(this.config, resolveStoreSizes(this.paths, this.config, storeOptions))
@@ -103,8 +104,14 @@ export class StoreEngine {
       this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
       this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool)
       this.checkpoint = new StoreCheckpoint(this.paths.checkpoint)
+      // One budget of mapped bytes for the files mapped on first use: consume-queue and index files.
+      budget = new MappingBudget({
+        maxBytes: this.config.mappingBudgetBytes,
+        idleMs: this.config.mappingIdleMs,
+        clock: () => this.env.clock.now(),
+      })
       const { maxHashSlotNum, maxIndexNum, messageIndexEnable } = this.config
-      this.index = new IndexSlot(this.paths.index, { maxHashSlotNum, maxIndexNum, messageIndexEnable }, (endTimestamp) => {
+      this.index = new IndexSlot(this.paths.index, { maxHashSlotNum, maxIndexNum, messageIndexEnable, budget }, (endTimestamp) => {
         this.checkpoint.indexMsgTimestamp = endTimestamp
         this.checkpoint.flush()
       })
@@ -113,11 +120,6 @@ export class StoreEngine {
       this.lock.release()
       throw error
     }
-    const budget = new MappingBudget({
-      maxBytes: this.config.mappingBudgetBytes,
-      idleMs: this.config.mappingIdleMs,
-      clock: () => this.env.clock.now(),
-    })
     this.queues = new ConsumeQueueTable(this.paths, this.config.mappedFileSizeConsumeQueue, this.commitLog, this.env.clock.now(), budget)
     this.reads = new ReadService({
       commitLog: this.commitLog,
@@ -266,7 +268,7 @@ export class StoreEngine {
   }
 
   start(): void {
-    replayDerivedFiles({
+    const replay = replayDerivedFiles({
       dispatchedTo: this.dispatchedTo,
       commitLog: this.commitLog,
       queues: this.queues,
@@ -276,6 +278,10 @@ export class StoreEngine {
       rebuild: this.rebuild,
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
+    this.recoveryLog(
+      'info',
+      `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
+    )
 
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()

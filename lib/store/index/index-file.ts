@@ -1,8 +1,17 @@
 // One hash-index file: maps `topic#key` to the physical offsets of the messages that carry it.
 // The byte layout (index-layout.ts) is RocketMQ's, so files move freely between this store and a
 // Java broker. It is full when indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
-import { MQStoreError } from '../../errors.js'
+//
+// Mapping: with a budget, an opened file is not mapped until a query walks it (or a put writes it),
+// and the budget unmaps it again once idle. Everything a query or recovery needs to choose files
+// (the header) is read at open with one positioned read and kept in memory, so choosing files maps
+// nothing; a query's results are commit-log offsets, copies that outlive any unmap.
+import * as fs from 'node:fs'
+
+import { ioError, MQStoreError } from '../../errors.js'
+import { descriptors } from '../mapped/descriptors.js'
 import { MappedFile } from '../mapped/mapped-file.js'
+import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { native } from '../../native.js'
 import { IndexReservation } from './index-reservation.js'
 import { setInt64 } from '../bytes.js'
@@ -22,6 +31,7 @@ import {
   readIndexEntry,
   readIndexHeader,
   hashSlotPosition,
+  INDEX_HEADER_SIZE,
   BEGIN_TIMESTAMP_OFFSET,
   END_TIMESTAMP_OFFSET,
   BEGIN_PHY_OFFSET_OFFSET,
@@ -31,9 +41,13 @@ import {
 export * from './index-layout.js'
 
 const INT_MAX = 0x7fffffff
+/** Puts between two reports of the file being written to the mapping budget. */
+const WRITER_TOUCH_EVERY = 1024
 
 export interface IndexFileOpenOptions {
   readOnly?: boolean
+  /** Map on first use within this budget, which unmaps the file while idle; without it, mapped from open to shutdown. */
+  budget?: MappingBudget | null
 }
 
 export class IndexFile {
@@ -44,9 +58,16 @@ export class IndexFile {
   readonly readOnly: boolean
 
   private readonly mappedFile: MappedFile
-  /** Big-endian access to the whole mapping (DataView defaults to big-endian). */
-  private readonly view: DataView
+  /** Big-endian access to the whole mapping (DataView defaults to big-endian); see mapping(). */
+  private view: DataView | null = null
+  /** The mapGeneration `view` was taken at: an unmap and a new map make it stale. */
+  private viewGeneration = -1
   private readonly entriesStart: number
+  /** Changes to the header or entries, and how many of them the last flush covered: a file with none pending is not flushed (nor mapped for it). */
+  private changes = 0
+  private flushedChanges = 0
+  /** Puts since the budget was last told of a use (see writeView). */
+  private untouchedWrites = 0
   /** Blocks are reserved as pages are first written (null for a read-only file). */
   private readonly reservation: IndexReservation | null
 
@@ -74,24 +95,52 @@ export class IndexFile {
     this.readOnly = mappedFile.readOnly
     this.entriesStart = indexEntriesStart(hashSlotNum)
     this.reservation = mappedFile.readOnly ? null : new IndexReservation(mappedFile, this.entriesStart, createdNow)
-    let buffer: Buffer
-    if (mappedFile.readOnly) {
-      mappedFile.setPositions(mappedFile.fileSize)
-      buffer = mappedFile.readableBuffer()
-    } else {
-      buffer = mappedFile.mappedBuffer()
+    // A read-only file is read whole (its readable range is what readers may see).
+    if (mappedFile.readOnly) mappedFile.setPositions(mappedFile.fileSize)
+    if (createdNow) this.changes++
+  }
+
+  /**
+   * The mapping, mapped now if the file is not (a lazy file's first use, or after the budget
+   * unmapped it); each call also counts as a use for the budget. Callers hold the file or own it.
+   */
+  private mapping(): DataView {
+    const mapped = this.mappedFile
+    const buffer = mapped.readOnly ? mapped.readableBuffer() : mapped.mappedBuffer()
+    if (this.view === null || this.viewGeneration !== mapped.mapGeneration) {
+      this.view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength)
+      this.viewGeneration = mapped.mapGeneration
     }
-    this.view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength)
+    return this.view
+  }
+
+  /**
+   * The mapping for a put: the cached view while the file stays mapped, telling the budget of the
+   * use only once per WRITER_TOUCH_EVERY puts (a Map update per key would cost a third of the
+   * put's time; the idle time is seconds, so a rarer touch changes nothing that matters).
+   */
+  private writeView(): DataView {
+    const view = this.view
+    if (view !== null && this.viewGeneration === this.mappedFile.mapGeneration && ++this.untouchedWrites < WRITER_TOUCH_EVERY) return view
+    this.untouchedWrites = 0
+    return this.mapping()
   }
 
   /**
    * Creates a new, zero-filled index file. When the previous file's end values are > 0 they become
    * both the begin and the end values of the new header (and are written to the mapping at once).
    */
-  static create(fileName: string, hashSlotNum: number, indexNum: number, prevEndPhyOffset = 0, prevEndTimestamp = 0): IndexFile {
+  static create(
+    fileName: string,
+    hashSlotNum: number,
+    indexNum: number,
+    prevEndPhyOffset = 0,
+    prevEndTimestamp = 0,
+    budget: MappingBudget | null = null,
+  ): IndexFile {
     const size = indexFileSize(hashSlotNum, indexNum)
     // Only the header page is reserved now; slots and entries get blocks as they are written.
-    const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0, reserveChunkBytes: native.pageSize })
+    const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0, reserveChunkBytes: native.pageSize, budget })
     let file: IndexFile
     try {
       file = new IndexFile(mapped, hashSlotNum, indexNum, true)
@@ -110,11 +159,19 @@ export class IndexFile {
     return file
   }
 
-  /** Maps an existing index file (which must be exactly the configured size) and reads its header. */
+  /**
+   * Opens an existing index file (which must be exactly the configured size) and reads its header
+   * with a positioned read; with a budget the file is mapped only when first used.
+   */
   static open(fileName: string, hashSlotNum: number, indexNum: number, options: IndexFileOpenOptions = {}): IndexFile {
     const size = indexFileSize(hashSlotNum, indexNum)
     const readOnly = options.readOnly === true
-    const mapped = MappedFile.open(fileName, size, { fileFromOffset: 0, readOnly, reserveChunkBytes: native.pageSize })
+    const mapped = MappedFile.open(fileName, size, {
+      fileFromOffset: 0,
+      readOnly,
+      reserveChunkBytes: native.pageSize,
+      budget: options.budget ?? null,
+    })
     let file: IndexFile
     try {
       file = new IndexFile(mapped, hashSlotNum, indexNum)
@@ -132,7 +189,18 @@ export class IndexFile {
   }
 
   private loadHeader(): void {
-    const header = readIndexHeader(this.view)
+    const bytes = Buffer.alloc(INDEX_HEADER_SIZE)
+    let got = 0
+    try {
+      got = descriptors.use(this.fileName, false, (fd) => fs.readSync(fd, bytes, 0, INDEX_HEADER_SIZE, 0))
+    } catch (cause) {
+      throw ioError(`cannot read the header of ${this.fileName}`, cause)
+    } finally {
+      // Open reads every file's header once: their descriptors need not stay cached.
+      descriptors.forget(this.fileName)
+    }
+    if (got !== INDEX_HEADER_SIZE) throw ioError(`short read of the header of ${this.fileName} (${got} bytes)`, null)
+    const header = readIndexHeader(new DataView(bytes.buffer, bytes.byteOffset, INDEX_HEADER_SIZE))
     this.beginTimestamp = header.beginTimestamp
     this.endTimestamp = header.endTimestamp
     this.beginPhyOffset = header.beginPhyOffset
@@ -150,7 +218,7 @@ export class IndexFile {
 
   /** Writes every header field to the mapping (before a flush, as RocketMQ does). */
   private writeHeader(): void {
-    const v = this.view
+    const v = this.mapping()
     setInt64(v, BEGIN_TIMESTAMP_OFFSET, this.beginTimestamp)
     setInt64(v, END_TIMESTAMP_OFFSET, this.endTimestamp)
     setInt64(v, BEGIN_PHY_OFFSET_OFFSET, this.beginPhyOffset)
@@ -159,24 +227,28 @@ export class IndexFile {
     v.setInt32(INDEX_COUNT_OFFSET, this.indexCount)
   }
 
-  private setBeginTimestamp(value: number): void {
+  private setBeginTimestamp(value: number, v: DataView = this.mapping()): void {
     this.beginTimestamp = value
-    setInt64(this.view, BEGIN_TIMESTAMP_OFFSET, value)
+    setInt64(v, BEGIN_TIMESTAMP_OFFSET, value)
+    this.changes++
   }
 
-  private setEndTimestamp(value: number): void {
+  private setEndTimestamp(value: number, v: DataView = this.mapping()): void {
     this.endTimestamp = value
-    setInt64(this.view, END_TIMESTAMP_OFFSET, value)
+    setInt64(v, END_TIMESTAMP_OFFSET, value)
+    this.changes++
   }
 
-  private setBeginPhyOffset(value: number): void {
+  private setBeginPhyOffset(value: number, v: DataView = this.mapping()): void {
     this.beginPhyOffset = value
-    setInt64(this.view, BEGIN_PHY_OFFSET_OFFSET, value)
+    setInt64(v, BEGIN_PHY_OFFSET_OFFSET, value)
+    this.changes++
   }
 
-  private setEndPhyOffset(value: number): void {
+  private setEndPhyOffset(value: number, v: DataView = this.mapping()): void {
     this.endPhyOffset = value
-    setInt64(this.view, END_PHY_OFFSET_OFFSET, value)
+    setInt64(v, END_PHY_OFFSET_OFFSET, value)
+    this.changes++
   }
 
   // ---- header -------------------------------------------------------------------------------
@@ -233,7 +305,8 @@ export class IndexFile {
     const indexCount = this.indexCount
     if (indexCount >= this.indexNum) return false
     if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
-    const v = this.view
+    const v = this.writeView()
+    this.changes++
     const slotPos = hashSlotPosition(keyHash, this.hashSlotNum)
     const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
     // Every page this put writes gets its blocks first (throws NO_SPACE, nothing written).
@@ -259,8 +332,8 @@ export class IndexFile {
     v.setInt32(slotPos, indexCount)
 
     if (indexCount <= 1) {
-      this.setBeginPhyOffset(phyOffset)
-      this.setBeginTimestamp(storeTimestamp)
+      this.setBeginPhyOffset(phyOffset, v)
+      this.setBeginTimestamp(storeTimestamp, v)
     }
     if (prev === INVALID_INDEX) {
       this.hashSlotCount += 1
@@ -268,9 +341,32 @@ export class IndexFile {
     }
     this.indexCount = indexCount + 1
     v.setInt32(INDEX_COUNT_OFFSET, indexCount + 1)
-    this.setEndPhyOffset(phyOffset)
-    this.setEndTimestamp(storeTimestamp)
+    this.setEndPhyOffset(phyOffset, v)
+    this.setEndTimestamp(storeTimestamp, v)
     return true
+  }
+
+  /**
+   * Dispatch reached the record at `phyOffset`, which has no key: the end offset moves to it, so
+   * that a reopen replays the log from there rather than from the last keyed record (a store
+   * whose messages carry no keys would otherwise read its whole log again at every reopen). Only
+   * the in-memory header changes now; the next flush (a roll, or close) writes it. An end offset
+   * past entries is still RocketMQ's meaning: records below it need no indexing.
+   */
+  noteDispatched(phyOffset: number): void {
+    if (this.readOnly || phyOffset <= this.endPhyOffset) return
+    this.endPhyOffset = phyOffset
+    this.changes++
+  }
+
+  /** Makes the next flush write the file even if this run changed nothing (its pages may be unflushed). */
+  markUnflushed(): void {
+    this.changes++
+  }
+
+  /** Whether the file has changes no flush has covered yet. */
+  hasUnflushedChanges(): boolean {
+    return this.changes !== this.flushedChanges
   }
 
   private refuseWrite(): never {
@@ -316,8 +412,10 @@ export class IndexFile {
     const mapped = this.mappedFile
     if (!mapped.hold()) return false
     try {
-      const v = this.view
       const indexCount = this.indexCount
+      // Nothing to read in an empty file: it is not mapped for it.
+      if (indexCount <= 1) return false
+      const v = this.mapping()
       let cur = v.getInt32(hashSlotPosition(keyHash, this.hashSlotNum))
       // Entry numbers run from 1 to indexCount - 1; anything else is a damaged slot.
       if (cur <= INVALID_INDEX || cur >= indexCount || indexCount <= 1) return false
@@ -346,7 +444,7 @@ export class IndexFile {
    */
   private prepareFlush(): boolean {
     const mapped = this.mappedFile
-    if (this.readOnly || !mapped.isAvailable()) return false
+    if (this.readOnly || !mapped.isAvailable() || !this.hasUnflushedChanges()) return false
     this.reservation!.slot(0)
     this.writeHeader()
     const used = Math.min(this.fileSize, this.entriesStart + this.indexCount * INDEX_ENTRY_SIZE)
@@ -356,14 +454,23 @@ export class IndexFile {
     return true
   }
 
-  /** Forces the header, the slots and the written entries to disk on the calling thread. */
+  /**
+   * Forces the header, the slots and the written entries to disk on the calling thread; a file
+   * with no change since its last flush (or since it was opened) is left alone, unmapped.
+   */
   flush(): void {
-    if (this.prepareFlush()) this.mappedFile.flush(0)
+    const changes = this.changes
+    if (!this.prepareFlush()) return
+    this.mappedFile.flush(0)
+    this.flushedChanges = changes
   }
 
   /** The same, with msync on the libuv pool; the file stays mapped until it completes. */
   async flushAsync(): Promise<void> {
-    if (this.prepareFlush()) await this.mappedFile.flushAsync(0)
+    const changes = this.changes
+    if (!this.prepareFlush()) return
+    await this.mappedFile.flushAsync(0)
+    this.flushedChanges = changes
   }
 
   /** Unmaps the file (once no flush is in flight). It does not flush. */

@@ -6,6 +6,10 @@
 // file fills up, it is flushed in the background and then `onRoll` reports its end time, which
 // the store records in the checkpoint as indexMsgTimestamp. After an abnormal exit, `load` drops
 // every file that ends after that time and the store's recovery dispatches those messages again.
+//
+// Mapping: with the store's budget, files are opened without being mapped (their headers are read
+// at load) and mapped by the first query that walks them or the first put into them; the budget
+// unmaps them once idle. So a store with many index files maps none of them at open.
 import * as fs from 'node:fs'
 import { basename, join } from 'node:path'
 
@@ -21,6 +25,7 @@ import {
 } from './index-file.js'
 import { indexKeyHashesOf } from './index-keys.js'
 import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
+import type { MappingBudget } from '../mapped/mapping-budget.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
 export const MAX_MSGS_NUM_BATCH = 64
@@ -45,6 +50,8 @@ export interface IndexServiceOptions {
   messageIndexEnable: boolean
   /** Map files read-only: no writes, no deletions, no repair at load. */
   readOnly?: boolean
+  /** Map files on first use within this budget, which unmaps idle ones; without it every file is mapped from load to shutdown. */
+  budget?: MappingBudget | null
 }
 
 /** What the dispatcher hands over for one stored record. */
@@ -74,6 +81,7 @@ export class IndexService {
   readonly indexNum: number
   readonly messageIndexEnable: boolean
   readonly readOnly: boolean
+  private readonly budget: MappingBudget | null
 
   /**
    * Called once a full file has been flushed after a roll, with that file's endTimestamp. The
@@ -102,12 +110,13 @@ export class IndexService {
     this.indexNum = options.maxIndexNum
     this.messageIndexEnable = options.messageIndexEnable
     this.readOnly = options.readOnly === true
+    this.budget = options.budget ?? null
   }
 
   // ---- load ---------------------------------------------------------------------------------
 
   /**
-   * Maps every index file, oldest first. After an abnormal exit (`lastExitOK` false) files whose
+   * Opens every index file, oldest first (reading each header; mapped now only without a budget). After an abnormal exit (`lastExitOK` false) files whose
    * endTimestamp is after the checkpoint's `indexMsgTimestamp` are deleted: they may hold
    * entries that never reached the disk, and recovery indexes those messages again. Leftover
    * `.tmp` files of an interrupted creation are removed. A file of the wrong size throws
@@ -135,7 +144,7 @@ export class IndexService {
         if (!isIndexFileName(name)) {
           throw new MQStoreError('BAD_FILE_NAME', `${path} is not an index file name (yyyyMMddHHmmssSSS)`)
         }
-        const file = IndexFile.open(path, this.hashSlotNum, this.indexNum, { readOnly: this.readOnly })
+        const file = IndexFile.open(path, this.hashSlotNum, this.indexNum, { readOnly: this.readOnly, budget: this.budget })
         // After a crash, the first file newer than the checkpoint and every file after it go:
         // keeping a later file past a deleted one would leave a hole in the index.
         const newer = !lastExitOK && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp
@@ -178,6 +187,9 @@ export class IndexService {
     this.files.push(...loaded)
     const last = this.lastFile()
     if (last !== null) this.noteName(last.fileName)
+    // The file being written when the last run stopped may have pages no flush forced; every
+    // older one was flushed when it rolled. Close flushes only files with changes: this one has.
+    if (last !== null && !lastExitOK && !this.readOnly) last.markUnflushed()
   }
 
   // ---- write path ---------------------------------------------------------------------------
@@ -191,13 +203,23 @@ export class IndexService {
     if (!this.messageIndexEnable) return
     this.assertOpen()
     if (this.readOnly) throw new TypeError(`index ${this.indexDir} is read-only`)
-    let file = this.getAndCreateLastIndexFile()
     const phyOffset = req.commitLogOffset
+    let file = this.lastFile()
     // Replays are no-ops: everything up to the newest indexed record is skipped, that record
     // included (RocketMQ only skips offsets below the end offset, indexing that record twice).
-    if (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset) return
+    // Checked before any roll, so a replay at open never creates a file.
+    if (file !== null && (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset)) return
     const storeTimestamp = req.storeTimestamp
     const hashes = indexKeyHashesOf(req, this.keyHashes)
+    if (hashes.length === 0) {
+      // Nothing to index, but the index has seen the record: the newest file's end records it
+      // (a full one too: no roll for a record without keys), so a reopen need not replay it.
+      // Without any file, one is created, as RocketMQ creates one at its first record.
+      if (file === null) file = this.roll()
+      file.noteDispatched(phyOffset)
+      return
+    }
+    if (file === null || file.isWriteFull()) file = this.roll()
     // All keys of a record go into one file. Skipping "that record included" on a replay is only
     // right if the record is whole in the file whose end it is: keys split across a roll would
     // lose the ones in the newer file when a crash drops it.
@@ -212,13 +234,6 @@ export class IndexService {
     return file
   }
 
-  /** The newest file, or a new one when there is none or it is full. */
-  private getAndCreateLastIndexFile(): IndexFile {
-    const last = this.lastFile()
-    if (last !== null && !last.isWriteFull()) return last
-    return this.roll()
-  }
-
   /**
    * Creates the next file, its header starting where the previous file ended, then flushes the
    * previous (full) file in the background and reports its end time through onRoll.
@@ -227,22 +242,26 @@ export class IndexService {
     const prev = this.lastFile()
     const prevEndPhyOffset = prev === null ? 0 : prev.getEndPhyOffset()
     const prevEndTimestamp = prev === null ? 0 : prev.getEndTimestamp()
+    // Held from now until its flush ends: neither expiry nor the mapping budget (which the new
+    // file's mapping may push over) unmaps it while it waits its turn.
+    const held = prev?.getMappedFile().hold() === true
     let lastError: unknown = null
     let file: IndexFile | null = null
     for (let attempt = 0; attempt < CREATE_ATTEMPTS && file === null; attempt++) {
       try {
         ensureDirectory(this.indexDir)
-        file = IndexFile.create(this.nextFileName(), this.hashSlotNum, this.indexNum, prevEndPhyOffset, prevEndTimestamp)
+        file = IndexFile.create(this.nextFileName(), this.hashSlotNum, this.indexNum, prevEndPhyOffset, prevEndTimestamp, this.budget)
       } catch (error) {
         lastError = error
       }
     }
     if (file === null) {
+      if (held) prev.getMappedFile().release()
       if (lastError instanceof MQStoreError) throw lastError
       throw ioError(`cannot create an index file in ${this.indexDir}`, lastError)
     }
     this.files.push(file)
-    if (prev !== null) this.flushRolled(prev)
+    if (prev !== null) this.flushRolled(prev, held)
     return file
   }
 
@@ -251,15 +270,15 @@ export class IndexService {
    * times in file order: the checkpoint never claims a file is complete while an older one is
    * still unflushed. After a failed flush no later roll is reported either.
    */
-  private flushRolled(file: IndexFile): void {
+  private flushRolled(file: IndexFile, held: boolean): void {
     const endTimestamp = file.getEndTimestamp()
-    // Held from now until its flush ends, so expiry cannot unmap a file still waiting its turn.
     const mapped = file.getMappedFile()
-    const held = mapped.hold()
     const done = this.rollChain
       .then(() => file.flushAsync())
       .finally(() => {
         if (held) mapped.release()
+        // Idle now: if mapping newer files went over the budget while this one was held, it may go.
+        if (!this.closed) this.budget?.shrink(this.budget.maxBytes)
       })
       .then(() => {
         if (!this.closed && endTimestamp > 0 && this.lastFlushError === null) this.onRoll?.(endTimestamp)
@@ -379,7 +398,7 @@ export class IndexService {
 
   // ---- flush and lifetime -------------------------------------------------------------------
 
-  /** Flushes every file on the calling thread (at close). */
+  /** Flushes every file with unflushed changes on the calling thread (at close); the others stay unmapped. */
   flush(): void {
     if (this.closed || this.readOnly) return
     for (const file of this.files) file.flush()

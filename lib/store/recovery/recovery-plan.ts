@@ -61,9 +61,13 @@ export function lastUnitMatches(
   )
 }
 
-/** I-rows: an index whose newest file indexes records at or past the log's end is rebuilt. */
+/**
+ * I-rows: an index whose newest file indexes records at or past the log's end is rebuilt. So is
+ * one whose end only records how far dispatch got (keyless records, no entries): left in place it
+ * would make the index skip the records written again below it.
+ */
 export function indexEndsPastLog(lastFile: { endPhyOffset: number; indexCount: number } | null, commitLogEnd: number): boolean {
-  return lastFile !== null && lastFile.endPhyOffset >= commitLogEnd && lastFile.indexCount > 1
+  return lastFile !== null && lastFile.endPhyOffset >= commitLogEnd && (lastFile.indexCount > 1 || lastFile.endPhyOffset > 0)
 }
 
 /**

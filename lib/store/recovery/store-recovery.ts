@@ -76,6 +76,8 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     // No commit log: nothing a consume queue or the index points to exists.
     if (queues.topicCount > 0) host.repair('deleted every consume queue', 'the commit log has no files')
     queues.destroyAll()
+    // Its end would make the index skip the new records written below it (I4 with an empty log).
+    if (host.index().getFileCount() > 0) host.discardIndex('the commit log has no files')
     return { outcome: commitLog.recoverNormally(), redispatchAll: false, dispatchedTo: null }
   }
   let redispatchAll = false
@@ -178,11 +180,17 @@ export interface ReplayHost {
   discardQueue(queue: ConsumeQueue, reason: string): void
 }
 
+/** What open's replay read: where it started and how many records it dispatched (a second pass for gaps included). */
+export interface ReplayOutcome {
+  from: number
+  records: number
+}
+
 /**
  * The last step of open: dispatches what the derived files miss, from where the plan says, and
  * rebuilds the queues that turn out to miss units in the middle (a lost tail followed by records).
  */
-export function replayDerivedFiles(host: ReplayHost): void {
+export function replayDerivedFiles(host: ReplayHost): ReplayOutcome {
   const { commitLog, queues, dispatcher, targets } = host
   const minOffset = Math.max(0, commitLog.getMinOffset())
   const files = host.indexFiles
@@ -193,14 +201,15 @@ export function replayDerivedFiles(host: ReplayHost): void {
     rebuild: host.rebuild,
   })
   // Records the index replays below the clean close's end are in every queue already.
+  const from = dispatcher.reputFromOffset
   targets.queuesCompleteTo = host.dispatchedTo ?? -1
-  dispatcher.doReput()
+  let records = dispatcher.doReput()
   targets.queuesCompleteTo = -1
   if (targets.gapQueues.size > 0) {
     for (const queue of targets.gapQueues) host.discardQueue(queue, 'records of the queue follow units it does not have (a lost tail)')
     targets.gapQueues.clear()
     dispatcher.reputFromOffset = minOffset
-    dispatcher.doReput()
+    records += dispatcher.doReput()
   }
   targets.opening = false
   resetQueueOffsets(commitLog, queues)
@@ -208,4 +217,5 @@ export function replayDerivedFiles(host: ReplayHost): void {
   // unreachable (the cleaner deletes them while running; a store may have been closed before).
   const minPhy = commitLog.getMinOffset()
   if (minPhy > 0) queues.deleteExpiredFiles(minPhy)
+  return { from, records }
 }
