@@ -15,6 +15,7 @@ import type { StoreCheckpoint } from '../store-checkpoint.js'
 import type { StorePaths } from '../store-paths.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { ConsumeQueue, type CommitLogView } from './consume-queue.js'
+import { QueueDirectories } from './queue-directories.js'
 
 /** Queues flushed at once by flushAllAsync (more than libuv's 4 threads, so the pool stays busy). */
 const FLUSH_PARALLEL = 16
@@ -39,6 +40,8 @@ export class ConsumeQueueTable {
   private listedCount = 0
   private deferred: DeferredQueues | null = null
   private lastThoroughFlush: number
+  /** Makes queue folders and shares their directory syncs between queues. */
+  private readonly directories = new QueueDirectories()
 
   constructor(
     private readonly paths: StorePaths,
@@ -116,7 +119,10 @@ export class ConsumeQueueTable {
   private openDeferred(topic: string, queueId: number): ConsumeQueue | null {
     const ids = this.listed.get(topic)
     if (ids === undefined || !ids.has(queueId) || this.deferred === null) return null
-    const queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, { budget: this.budget })
+    const queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, {
+      budget: this.budget,
+      directories: this.directories,
+    })
     const deferred = this.deferred
     try {
       deferred.open(queue)
@@ -151,7 +157,10 @@ export class ConsumeQueueTable {
     }
     let queue = queues.get(queueId)
     if (queue === undefined) {
-      queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, { budget: this.budget })
+      queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, {
+        budget: this.budget,
+        directories: this.directories,
+      })
       queues.set(queueId, queue)
     }
     return queue
