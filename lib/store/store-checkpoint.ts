@@ -29,7 +29,7 @@ import * as zlib from 'node:zlib'
 
 import { readInt64BE, writeInt64BE } from './bytes.js'
 import { MappedFile } from './mapped/mapped-file.js'
-import { type QueueEnds, type QueueEndsSeal, readQueueEndsFile, writeQueueEndsFile } from './queue/queue-ends.js'
+import { type QueueEnds, type QueueEndsSeal, type RecordedQueueEnds, readQueueEndsFile, writeQueueEndsFile } from './queue/queue-ends.js'
 
 export const CHECKPOINT_FILE_SIZE = 4096
 const OFFSET_PHYSIC_MSG_TIMESTAMP = 0
@@ -80,7 +80,7 @@ export function decodeCheckpointTimestamps(buffer: Buffer): CheckpointTimestamps
 export interface StoredShutdownRecord extends ShutdownRecord {
   checkpointAtClose: CheckpointTimestamps
   /** Each queue's end at that close (the queue-ends file), or null when it is missing, damaged or not this record's. */
-  queueEnds?: QueueEnds | null
+  queueEnds?: RecordedQueueEnds | null
 }
 
 /** The clean-shutdown record of a whole checkpoint file's bytes, or null when there is none or it fails its CRC. */

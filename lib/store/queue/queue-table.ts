@@ -16,7 +16,7 @@ import type { StorePaths } from '../store-paths.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { ConsumeQueue, type CommitLogView } from './consume-queue.js'
 import { QueueDirectories } from './queue-directories.js'
-import { QueueEnds } from './queue-ends.js'
+import { QueueEnds, type RecordedQueueEnds } from './queue-ends.js'
 
 /** Queues flushed at once by flushAllAsync (more than libuv's 4 threads, so the pool stays busy). */
 const FLUSH_PARALLEL = 16
@@ -31,7 +31,7 @@ export interface DeferredQueues {
   /** The largest commit-log end a deferred queue may point at (the shutdown record's log end). */
   maxPhysicOffset: number
   /** Each queue's end at the last clean close (the queue-ends file), or null without a trusted one. */
-  ends: QueueEnds | null
+  ends: RecordedQueueEnds | null
   /**
    * Loads and recovers a deferred queue on its first use, given its end at the close (null when
    * not known); may throw (the queue stays deferred).
