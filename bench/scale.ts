@@ -1,5 +1,6 @@
 // How the store scales with the number of queues and files: for each size, a child process writes
-// 4 messages of 100 B to every queue (spread over 100 topics) and closes; a second child reopens
+// 4 messages of 100 B to every queue (spread over 100 topics) and closes, timing the first round
+// (each put creates its queue) apart as the cost of a new queue; a second child reopens
 // the store and reports the reopen time, its open descriptors, mapped bytes and RSS, and the disk
 // the store takes, then reads every queue once (a clean reopen defers each queue's work to its first
 // use, so this is where that work shows). A last row writes a commit log of 1,000 small files and
