@@ -1,5 +1,6 @@
 // How the store scales with the number of queues and files: for each size, a child process writes
-// 4 messages of 100 B to every queue (spread over 100 topics) and closes; a second child reopens
+// 4 messages of 100 B to every queue (spread over 100 topics) and closes, timing the first round
+// (each put creates its queue) apart as the cost of a new queue; a second child reopens
 // the store and reports the reopen time, its open descriptors, mapped bytes and RSS, and the disk
 // the store takes, then reads every queue once (a clean reopen defers each queue's work to its first
 // use, so this is where that work shows). A last row writes a commit log of 1,000 small files and
@@ -31,6 +32,8 @@ export interface ScaleRow {
   queues: number
   commitLogFiles: number
   writeMsgPerSec: number
+  /** Put time per queue of the round that creates every queue (µs; -1: not measured). */
+  newQueueUs: number
   reopenMs: number
   /** Reading the first messages of every queue after the reopen (-1: not measured). */
   readAllMs: number
@@ -112,15 +115,24 @@ async function childStep(request: ChildRequest): Promise<Record<string, number>>
     request.messages === undefined
       ? queueMessages(request.queues)
       : Array.from({ length: request.messages }, (_, i) => ({ topic: 'small', body: BODY, keys: `s${i}` }))
-  const start = process.hrtime.bigint()
-  for (let i = 0; i < messages.length; i += BATCH) {
-    const results = await store.putMessages(messages.slice(i, i + BATCH))
-    const failed = results.find((r) => r.status !== 'PUT_OK')
-    if (failed !== undefined) throw new Error(`put failed at message ${i}: ${failed.status}`)
+  // The first round gives every queue its first message: its time per message is what creating a
+  // queue costs on the put path (the queues' first flush is not in it).
+  const firstRound = request.messages === undefined ? request.queues : 0
+  const put = async (from: number, to: number): Promise<void> => {
+    for (let i = from; i < to; i += BATCH) {
+      const results = await store.putMessages(messages.slice(i, Math.min(to, i + BATCH)))
+      const failed = results.find((r) => r.status !== 'PUT_OK')
+      if (failed !== undefined) throw new Error(`put failed at message ${i}: ${failed.status}`)
+    }
   }
+  const start = process.hrtime.bigint()
+  await put(0, firstRound)
+  const created = process.hrtime.bigint()
+  await put(firstRound, messages.length)
   const seconds = Number(process.hrtime.bigint() - start) / 1e9
   await store.close()
-  return { writeMsgPerSec: messages.length / seconds }
+  const newQueueUs = firstRound > 0 ? Number(created - start) / 1e3 / firstRound : -1
+  return { writeMsgPerSec: messages.length / seconds, newQueueUs }
 }
 
 function inChild(request: ChildRequest): Promise<Record<string, number>> {
@@ -146,6 +158,7 @@ async function measure(name: string, queues: number, options: OpenOptions, messa
       queues,
       commitLogFiles,
       writeMsgPerSec: Math.round(written.writeMsgPerSec),
+      newQueueUs: Math.round(written.newQueueUs),
       reopenMs: Math.round(reopened.reopenMs * 10) / 10,
       readAllMs: Math.round(reopened.readAllMs * 10) / 10,
       openFiles: reopened.openFiles,
@@ -161,12 +174,25 @@ async function measure(name: string, queues: number, options: OpenOptions, messa
 const MB = 1e6
 
 export function formatScaleTable(rows: ScaleRow[]): string {
-  const header = ['scale', 'queues', 'log files', 'write msg/s', 'reopen ms', 'read all ms', 'open files', 'mapped MB', 'RSS MB', 'disk MB']
+  const header = [
+    'scale',
+    'queues',
+    'log files',
+    'write msg/s',
+    'new queue µs',
+    'reopen ms',
+    'read all ms',
+    'open files',
+    'mapped MB',
+    'RSS MB',
+    'disk MB',
+  ]
   const lines = rows.map((r) => [
     r.name,
     String(r.queues),
     String(r.commitLogFiles),
     r.writeMsgPerSec.toLocaleString('en-US'),
+    r.newQueueUs < 0 ? '—' : r.newQueueUs.toLocaleString('en-US'),
     String(r.reopenMs),
     r.readAllMs < 0 ? '—' : String(r.readAllMs),
     String(r.openFiles),

@@ -21,11 +21,15 @@
 // broker given the directory) leaves it in place, so open trusts it only while the checkpoint's
 // timestamps are still the ones it recorded and no record follows its end (recovery/
 // shutdown-record.ts). Records of the first layout ('MQSD', no timestamps) are not trusted.
+//
+// Next to the record, close() writes the queue-ends file (queue/queue-ends.ts): each queue's end,
+// sealed with the record's figures, so that a queue opened on first use is checked on its own.
 import * as fs from 'node:fs'
 import * as zlib from 'node:zlib'
 
 import { readInt64BE, writeInt64BE } from './bytes.js'
 import { MappedFile } from './mapped/mapped-file.js'
+import { type QueueEnds, type QueueEndsSeal, type RecordedQueueEnds, readQueueEndsFile, writeQueueEndsFile } from './queue/queue-ends.js'
 
 export const CHECKPOINT_FILE_SIZE = 4096
 const OFFSET_PHYSIC_MSG_TIMESTAMP = 0
@@ -75,6 +79,8 @@ export function decodeCheckpointTimestamps(buffer: Buffer): CheckpointTimestamps
 /** A shutdown record as read back, with the checkpoint it was written with. */
 export interface StoredShutdownRecord extends ShutdownRecord {
   checkpointAtClose: CheckpointTimestamps
+  /** Each queue's end at that close (the queue-ends file), or null when it is missing, damaged or not this record's. */
+  queueEnds?: RecordedQueueEnds | null
 }
 
 /** The clean-shutdown record of a whole checkpoint file's bytes, or null when there is none or it fails its CRC. */
@@ -111,8 +117,15 @@ export class StoreCheckpoint {
   readonly recreated: boolean
   private readonly file: MappedFile
 
-  /** Opens the checkpoint, creating it zero-filled when absent or of the wrong size. */
-  constructor(path: string, readOnly = false) {
+  /**
+   * Opens the checkpoint, creating it zero-filled when absent or of the wrong size. `queueEndsPath`
+   * names the queue-ends file written with the shutdown record (null: none is written or read).
+   */
+  constructor(
+    path: string,
+    readOnly = false,
+    private readonly queueEndsPath: string | null = null,
+  ) {
     let existed = false
     try {
       existed = fs.statSync(path).size === CHECKPOINT_FILE_SIZE
@@ -159,15 +172,38 @@ export class StoreCheckpoint {
   readShutdownRecord(): StoredShutdownRecord | null {
     const view = this.file.selectMappedBuffer(0, CHECKPOINT_FILE_SIZE)
     if (view === null) return null
+    let record: StoredShutdownRecord | null
     try {
-      return decodeShutdownRecord(view.buffer)
+      record = decodeShutdownRecord(view.buffer)
     } finally {
       view.release()
     }
+    if (record !== null && this.queueEndsPath !== null) {
+      record.queueEnds = readQueueEndsFile(this.queueEndsPath, { ...record, ...record.checkpointAtClose })
+    }
+    return record
   }
 
-  /** Writes the clean-shutdown record (with the timestamps) and forces it to disk. */
-  writeShutdownRecord(record: ShutdownRecord): void {
+  /**
+   * Writes the clean-shutdown record (with the timestamps) and forces it to disk; first, with
+   * `ends`, the queue-ends file sealed with the same figures. A table that cannot be written is
+   * removed instead (the next open then compares counts only): it is never a reason to fail close.
+   */
+  writeShutdownRecord(record: ShutdownRecord, ends: QueueEnds | null = null): void {
+    if (this.queueEndsPath !== null && ends !== null) {
+      const seal: QueueEndsSeal = {
+        ...record,
+        physicMsgTimestamp: Math.trunc(this.physicMsgTimestamp),
+        logicsMsgTimestamp: Math.trunc(this.logicsMsgTimestamp),
+        indexMsgTimestamp: Math.trunc(this.indexMsgTimestamp),
+      }
+      try {
+        writeQueueEndsFile(this.queueEndsPath, seal, ends)
+      } catch {
+        removeQuietly(this.queueEndsPath)
+        removeQuietly(`${this.queueEndsPath}.tmp`)
+      }
+    }
     const b = this.file.mappedBuffer()
     b.writeInt32BE(SHUTDOWN_MAGIC, OFFSET_SHUTDOWN_MAGIC)
     writeInt64BE(b, OFFSET_SHUTDOWN_END, record.endOffset)
@@ -204,4 +240,13 @@ export class StoreCheckpoint {
 function readTimestamp(buffer: Buffer, offset: number): number {
   const value = readInt64BE(buffer, offset)
   return Number.isSafeInteger(value) && value > 0 ? value : 0
+}
+
+/** Removes a file if it can: one left behind is rejected by its seal anyway. */
+function removeQuietly(path: string): void {
+  try {
+    fs.rmSync(path, { force: true })
+  } catch {
+    // A stale queue-ends file does not match the next shutdown record.
+  }
 }

@@ -78,11 +78,14 @@ export function closeStore(store: ClosingStore): Promise<void> {
     },
     caughtUp: () => dispatcher.behindBytes() <= 0 && !dispatcher.failed,
     writeShutdownRecord: () =>
-      checkpoint.writeShutdownRecord({
-        endOffset: commitLog.getMaxOffset(),
-        lastRecordOffset: commitLog.lastRecordOffset,
-        ...queues.summary(),
-      }),
+      checkpoint.writeShutdownRecord(
+        {
+          endOffset: commitLog.getMaxOffset(),
+          lastRecordOffset: commitLog.lastRecordOffset,
+          ...queues.summary(),
+        },
+        queues.ends(),
+      ),
     takeFigures: () => store.takeFigures(),
     unmap: [
       ['unmap consume queues', () => queues.shutdown()],

@@ -103,7 +103,7 @@ export class StoreEngine {
       const usePool = this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
       this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
       this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool)
-      this.checkpoint = new StoreCheckpoint(this.paths.checkpoint)
+      this.checkpoint = new StoreCheckpoint(this.paths.checkpoint, false, this.paths.queueEnds)
       // One budget of mapped bytes for the files mapped on first use: consume-queue and index files.
       budget = new MappingBudget({
         maxBytes: this.config.mappingBudgetBytes,

@@ -3,6 +3,7 @@
 //   <root>/consumequeue/<topic>/<queueId>/...  one folder of segments per queue
 //   <root>/index/<yyyyMMddHHmmssSSS>           key index files
 //   <root>/checkpoint, <root>/abort, <root>/lock
+//   <root>/queueends                          each queue's end at the last clean close (mqstore)
 //   <root>/config/consumerOffset.json, <root>/config/topics.json
 //   <root>/config/storeSizes.json             the file sizes the store was written with (mqstore)
 //   <root>/compaction/<topic>/<queueId>/<20-digit queue offset>   compaction logs of compacted topics
@@ -16,6 +17,7 @@ export const CONFIG_DIR = 'config'
 export const CHECKPOINT_FILE = 'checkpoint'
 export const ABORT_FILE = 'abort'
 export const LOCK_FILE = 'lock'
+export const QUEUE_ENDS_FILE = 'queueends'
 export const CONSUMER_OFFSET_FILE = 'consumerOffset.json'
 export const TOPICS_FILE = 'topics.json'
 export const STORE_SIZES_FILE = 'storeSizes.json'
@@ -30,6 +32,7 @@ export class StorePaths {
   readonly checkpoint: string
   readonly abort: string
   readonly lock: string
+  readonly queueEnds: string
   readonly consumerOffsets: string
   readonly topics: string
   readonly storeSizes: string
@@ -43,6 +46,7 @@ export class StorePaths {
     this.checkpoint = join(root, CHECKPOINT_FILE)
     this.abort = join(root, ABORT_FILE)
     this.lock = join(root, LOCK_FILE)
+    this.queueEnds = join(root, QUEUE_ENDS_FILE)
     this.consumerOffsets = join(this.config, CONSUMER_OFFSET_FILE)
     this.topics = join(this.config, TOPICS_FILE)
     this.storeSizes = join(this.config, STORE_SIZES_FILE)

@@ -20,6 +20,7 @@ import {
   readUnitTagsCode,
   writeUnit,
 } from './cq-unit.js'
+import { QueueDirectories, type OwedSync } from './queue-directories.js'
 
 export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
 const ZERO_UNIT = Buffer.alloc(CQ_STORE_UNIT_SIZE)
@@ -45,6 +46,8 @@ export interface ConsumeQueueOptions {
   readOnly?: boolean
   /** The store's budget of mapped bytes: files are mapped on first use and unmapped when idle. */
   budget?: MappingBudget | null
+  /** Creates queue folders and pays their directory syncs (shared by a store's queues). */
+  directories?: QueueDirectories
 }
 
 export class ConsumeQueue {
@@ -61,6 +64,9 @@ export class ConsumeQueue {
   orderingErrors = 0
 
   private readonly commitLog: CommitLogView
+  private readonly directories: QueueDirectories
+  /** Directory syncs the queue's next flush owes for the folders its first put created. */
+  private owedSyncs: OwedSync[] = []
   /** Commit-log end (offset + size) of the last unit written or recovered; -1 for none. */
   private maxPhysicOffset = -1
   /** Logic byte offset of the first unit still pointing into the commit log. */
@@ -99,6 +105,7 @@ export class ConsumeQueue {
     this.mappedFileSize = mappedFileSize
     this.commitLog = commitLog
     this.readOnly = options.readOnly === true
+    this.directories = options.directories ?? new QueueDirectories()
     // Files are mapped on first use within the store's budget, and created without the fsync
     // chain: a consume queue is derived, and its files become durable with their first flush.
     // Their blocks are reserved a chunk at a time, so a new queue takes a chunk of disk.
@@ -296,6 +303,15 @@ export class ConsumeQueue {
   private fileForAppend(expectLogicOffset: number): MappedFile | null {
     if (this.readOnly) throw new TypeError(`consume queue ${this.storePath} is read-only`)
     if (this.closed) throw new MQStoreError('STORE_CLOSED', `consume queue ${this.storePath} is shut down`)
+    if (this.mappedFileQueue.mappedFiles.length === 0) {
+      // The queue's first file: its folder is made here with plain mkdirs, synced by the first flush.
+      try {
+        this.owedSyncs.push(...this.directories.create(this.storePath))
+      } catch (error) {
+        this.lastWriteFailure = ioError(`cannot create the folder of consume queue ${this.topic}/${this.queueId}`, error)
+        return null
+      }
+    }
     const file = this.mappedFileQueue.getLastMappedFile(expectLogicOffset)
     if (file === null) {
       const error = this.mappedFileQueue.lastCreateError
@@ -555,14 +571,40 @@ export class ConsumeQueue {
 
   // ---- flush and lifecycle ------------------------------------------------------------------
 
-  /** Flushes the file holding the flush mark; true when nothing moved. */
+  /**
+   * Flushes the file holding the flush mark, then syncs the folders the queue created since its
+   * last flush (so a new queue's units are durable under their names when this returns); true when
+   * nothing moved.
+   */
   flush(flushLeastPages: number): boolean {
-    return this.mappedFileQueue.flush(flushLeastPages)
+    const result = this.mappedFileQueue.flush(flushLeastPages)
+    if (this.owedSyncs.length > 0) {
+      const owed = this.owedSyncs
+      this.owedSyncs = []
+      try {
+        this.directories.sync(owed)
+      } catch (error) {
+        this.owedSyncs.push(...owed)
+        throw error
+      }
+    }
+    return result
   }
 
-  /** flush() with msync on the libuv pool; do not run two at once. */
-  flushAsync(flushLeastPages: number): Promise<boolean> {
-    return this.mappedFileQueue.flushAsync(flushLeastPages)
+  /** flush() with the syncs on the libuv pool; do not run two at once. */
+  async flushAsync(flushLeastPages: number): Promise<boolean> {
+    const result = await this.mappedFileQueue.flushAsync(flushLeastPages)
+    if (this.owedSyncs.length > 0) {
+      const owed = this.owedSyncs
+      this.owedSyncs = []
+      try {
+        await this.directories.syncAsync(owed)
+      } catch (error) {
+        this.owedSyncs.push(...owed)
+        throw error
+      }
+    }
+    return result
   }
 
   /** Drops the mappings (store close). Views still held stay valid until released. */

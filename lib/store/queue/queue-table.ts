@@ -15,6 +15,8 @@ import type { StoreCheckpoint } from '../store-checkpoint.js'
 import type { StorePaths } from '../store-paths.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { ConsumeQueue, type CommitLogView } from './consume-queue.js'
+import { QueueDirectories } from './queue-directories.js'
+import { QueueEnds, type RecordedQueueEnds } from './queue-ends.js'
 
 /** Queues flushed at once by flushAllAsync (more than libuv's 4 threads, so the pool stays busy). */
 const FLUSH_PARALLEL = 16
@@ -28,8 +30,13 @@ export interface DeferredQueues {
   unitSum: number
   /** The largest commit-log end a deferred queue may point at (the shutdown record's log end). */
   maxPhysicOffset: number
-  /** Loads and recovers a deferred queue on its first use; may throw (the queue stays deferred). */
-  open(queue: ConsumeQueue): void
+  /** Each queue's end at the last clean close (the queue-ends file), or null without a trusted one. */
+  ends: RecordedQueueEnds | null
+  /**
+   * Loads and recovers a deferred queue on its first use, given its end at the close (null when
+   * not known); may throw (the queue stays deferred).
+   */
+  open(queue: ConsumeQueue, recordedEnd: number | null): void
 }
 
 export class ConsumeQueueTable {
@@ -39,6 +46,8 @@ export class ConsumeQueueTable {
   private listedCount = 0
   private deferred: DeferredQueues | null = null
   private lastThoroughFlush: number
+  /** Makes queue folders and shares their directory syncs between queues. */
+  private readonly directories = new QueueDirectories()
 
   constructor(
     private readonly paths: StorePaths,
@@ -116,10 +125,13 @@ export class ConsumeQueueTable {
   private openDeferred(topic: string, queueId: number): ConsumeQueue | null {
     const ids = this.listed.get(topic)
     if (ids === undefined || !ids.has(queueId) || this.deferred === null) return null
-    const queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, { budget: this.budget })
+    const queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, {
+      budget: this.budget,
+      directories: this.directories,
+    })
     const deferred = this.deferred
     try {
-      deferred.open(queue)
+      deferred.open(queue, deferred.ends?.get(topic, queueId) ?? null)
     } catch (error) {
       queue.shutdown()
       throw error
@@ -151,7 +163,10 @@ export class ConsumeQueueTable {
     }
     let queue = queues.get(queueId)
     if (queue === undefined) {
-      queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, { budget: this.budget })
+      queue = new ConsumeQueue(topic, queueId, this.paths.consumeQueues, this.fileSize, this.commitLog, {
+        budget: this.budget,
+        directories: this.directories,
+      })
       queues.set(queueId, queue)
     }
     return queue
@@ -244,6 +259,24 @@ export class ConsumeQueueTable {
       queueUnitSum += queue.getMaxOffsetInQueue()
     }
     return { queueCount, queueUnitSum }
+  }
+
+  /**
+   * Every queue's end, for the queue-ends file of a clean close: open queues from their files,
+   * deferred ones as the last close recorded them (left out when that is not known).
+   */
+  ends(): QueueEnds {
+    const ends = new QueueEnds()
+    for (const queue of this.all()) ends.set(queue.topic, queue.queueId, queue.getMaxOffsetInQueue())
+    const recorded = this.listedCount > 0 ? (this.deferred?.ends ?? null) : null
+    if (recorded === null) return ends
+    for (const [topic, ids] of this.listed) {
+      for (const queueId of ids) {
+        const end = recorded.get(topic, queueId)
+        if (end !== null) ends.set(topic, queueId, end)
+      }
+    }
+    return ends
   }
 
   /** The largest commit-log end any queue points at (deferred ones: at most the record's end), -1 without units. */

@@ -1,9 +1,9 @@
 // Opening a consume queue that a clean reopen deferred (see ConsumeQueueTable): on its first use it
 // is loaded and its end found by bisection, and it gets the checks a full open gives every queue
 // (its last unit points at its own record in the commit log; its min offset follows the log's);
-// a queue that fails them is rebuilt from the commit log alone, not the whole store. What only the
-// store-wide unit count of the shutdown record could tell (units lost behind zeros at a queue's
-// tail after the close) is not checked for a deferred queue.
+// a queue that fails them is rebuilt from the commit log alone, not the whole store. Its end is
+// also compared with the one the queue-ends file recorded at the close (Q6 for one queue): units
+// lost behind zeros at a queue's tail leave a clean-looking prefix, shorter than it was.
 import { checkRecord, type DispatchRequest } from '../commitlog/record.js'
 import { isQueuedRecord } from '../commitlog/sys-flag.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
@@ -11,14 +11,22 @@ import { isOutOfDescriptors } from '../mapped/descriptors.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
 import { lastUnitMatches } from './recovery-plan.js'
 
-/** Loads, recovers and checks a deferred queue; sets its next offset in the commit log's table. */
-export function openDeferredQueue(commitLog: CommitLog, queue: ConsumeQueue, repair: (action: string, reason: string) => void): void {
+/**
+ * Loads, recovers and checks a deferred queue; sets its next offset in the commit log's table.
+ * `recordedEnd` is the queue's max offset at the last clean close, null when not known.
+ */
+export function openDeferredQueue(
+  commitLog: CommitLog,
+  queue: ConsumeQueue,
+  repair: (action: string, reason: string) => void,
+  recordedEnd: number | null = null,
+): void {
   let failure: string | null = null
   try {
     queue.load()
     // The shutdown record vouches for a clean prefix of units: anything else was damaged since.
     if (!queue.recoverClean()) failure = 'its last file is not a clean run of units followed by zeros'
-    else failure = lastUnitFailure(commitLog, queue)
+    else failure = lastUnitFailure(commitLog, queue) ?? endFailure(queue, recordedEnd)
   } catch (error) {
     // Out of descriptors says nothing about the files: the queue stays deferred, the caller retries.
     if (isOutOfDescriptors(error)) throw error
@@ -50,6 +58,13 @@ function lastUnitFailure(commitLog: CommitLog, queue: ConsumeQueue): string | nu
   found?.release()
   if (lastUnitMatches(request, { size, topic: queue.topic, queueId: queue.queueId, queueOffset: max - 1 })) return null
   return `its last unit (queue offset ${max - 1}) does not match the commit log`
+}
+
+/** Why the queue's end differs from the one recorded at the close, or null when it does not (or is not known). */
+function endFailure(queue: ConsumeQueue, recordedEnd: number | null): string | null {
+  const max = queue.getMaxOffsetInQueue()
+  if (recordedEnd === null || max === recordedEnd) return null
+  return `it ends at queue offset ${max}, not at the ${recordedEnd} the last clean close recorded`
 }
 
 /** Writes the queue's units again from every record of it in the commit log. */

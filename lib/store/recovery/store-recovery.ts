@@ -62,7 +62,8 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     queues.defer({
       unitSum: record.queueUnitSum,
       maxPhysicOffset: record.endOffset,
-      open: (queue) => openDeferredQueue(commitLog, queue, host.repair),
+      ends: record.queueEnds ?? null,
+      open: (queue, recordedEnd) => openDeferredQueue(commitLog, queue, host.repair, recordedEnd),
     })
   } else {
     queues.loadListed(host.discardQueue)

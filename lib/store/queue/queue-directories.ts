@@ -1,0 +1,117 @@
+// Consume-queue folders (`<root>/<topic>/<queueId>/`) created cheaply on a queue's first put, and
+// made durable by the queue's first flush instead of on the put path.
+//
+// A new queue needs up to two directory entries: its own folder in the topic's folder and, for a
+// new topic, the topic's folder in the root. Creating them is a plain mkdir each (the topic's only
+// when the queue's mkdir says it is missing); the fsync of each parent that got an entry is owed
+// and paid by the first flush of a queue that needs it, before that flush returns. The file's own
+// entry in the queue's folder is synced by the file's first flush (MappedFile, syncOnFirstFlush).
+//
+// Parents are shared (one topic folder holds thousands of queues), so the syncs are counted per
+// folder: each change gets a number, and a sync that began after change n covers it. A queue
+// created while a sync of its parent is in flight waits for the next one.
+import * as fs from 'node:fs'
+import { dirname } from 'node:path'
+
+import { ensureDirectory, syncDirectory, syncDirectoryAsync } from '../mapped/directory.js'
+
+/** A parent folder whose entry for a new child must be synced, and the change that added it. */
+export interface OwedSync {
+  /** The folder to fsync. */
+  dir: string
+  /** The change number of the entry: any sync of `dir` that began after it covers it. */
+  change: number
+}
+
+export class QueueDirectories {
+  /** Numbers changes; a sync begun when the counter was c covers every change <= c. */
+  private changes = 0
+  /** Per folder: the last change covered by a completed sync. */
+  private readonly covered = new Map<string, number>()
+  /** Per folder: the sync in flight and the last change it covers. */
+  private readonly inFlight = new Map<string, { covers: number; done: Promise<void> }>()
+
+  /**
+   * Creates `queueDir` (and its topic folder when missing; the root, durably, when that is missing
+   * too) without any sync. Returns the syncs owed for the entries it added (none when the folder
+   * was there already).
+   */
+  create(queueDir: string): OwedSync[] {
+    const owed: OwedSync[] = []
+    const topicDir = dirname(queueDir)
+    const made = this.mkdir(queueDir)
+    if (made === 'exists') return owed
+    if (made === 'made') {
+      owed.push(this.changed(topicDir))
+      return owed
+    }
+    // The topic's folder is missing: one mkdir for it, then the queue's again.
+    const root = dirname(topicDir)
+    if (this.mkdir(topicDir) === 'missing') {
+      ensureDirectory(root)
+      fs.mkdirSync(topicDir)
+    }
+    owed.push(this.changed(root))
+    fs.mkdirSync(queueDir)
+    owed.push(this.changed(topicDir))
+    return owed
+  }
+
+  /** Pays the owed syncs on the calling thread. Throws (IO_ERROR, NO_SPACE) as syncDirectory does. */
+  sync(owed: readonly OwedSync[]): void {
+    for (const { dir, change } of owed) {
+      if ((this.covered.get(dir) ?? 0) >= change) continue
+      const covers = this.changes
+      // The sync of a directory's entry needs a file inside it: syncDirectory syncs a name's parent.
+      syncDirectory(`${dir}/.`)
+      this.cover(dir, covers)
+    }
+  }
+
+  /** Pays the owed syncs on the libuv pool; syncs of one folder in flight at once are shared. */
+  async syncAsync(owed: readonly OwedSync[]): Promise<void> {
+    for (const { dir, change } of owed) {
+      for (;;) {
+        if ((this.covered.get(dir) ?? 0) >= change) break
+        const running = this.inFlight.get(dir)
+        if (running !== undefined) {
+          // Wait for it; the loop then checks whether it covered this change (a sync that began
+          // before the change, or failed, does not) and starts another if not.
+          await running.done.catch(() => undefined)
+          continue
+        }
+        const covers = this.changes
+        const done = syncDirectoryAsync(`${dir}/.`).then(() => this.cover(dir, covers))
+        const entry = { covers, done }
+        this.inFlight.set(dir, entry)
+        try {
+          await done
+        } finally {
+          if (this.inFlight.get(dir) === entry) this.inFlight.delete(dir)
+        }
+        break
+      }
+    }
+  }
+
+  /** mkdir of one folder, without its parents. */
+  private mkdir(dir: string): 'made' | 'exists' | 'missing' {
+    try {
+      fs.mkdirSync(dir)
+      return 'made'
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'EEXIST') return 'exists'
+      if (code === 'ENOENT') return 'missing'
+      throw error
+    }
+  }
+
+  private changed(dir: string): OwedSync {
+    return { dir, change: ++this.changes }
+  }
+
+  private cover(dir: string, covers: number): void {
+    if ((this.covered.get(dir) ?? 0) < covers) this.covered.set(dir, covers)
+  }
+}
