@@ -119,6 +119,55 @@ describe.skipIf(process.platform !== 'linux')('power-loss model (Linux only: des
     expect(fs.readFileSync(join(cut.dir, 'unsynced'), 'utf8')).toBe('kept')
   })
 
+  it('a process crash keeps the page cache, and a power cut after it still loses what was not synced before it', () => {
+    const d = arm('lose-unsynced')
+    const path = durableFile('data', 3, 0)
+    durableFile('unlinked', 1, 4)
+    const fd = fs.openSync(path, 'r+')
+    const handle = native.map(fd, 3 * page, true)
+    fs.closeSync(fd)
+    Buffer.from(handle.buffer).fill(1)
+    handle.sync(0, 1) // page 0 only
+    fs.writeFileSync(join(store, 'unsynced'), 'new name') // its directory is never synced
+    fs.rmSync(join(store, 'unlinked')) // nor is this unlink
+    const crash = d.crashNow()
+    handle.close()
+    d.disarm()
+    expect(crash.carry).toBeDefined()
+    // The crash image: everything the page cache held.
+    expect(fs.readFileSync(join(crash.dir, 'data')).every((b) => b === 1)).toBe(true)
+    expect(fs.readdirSync(crash.dir).sort()).toEqual(['data', 'unsynced'])
+
+    // A disk armed on the image starts from what was durable before the crash, not from the image.
+    disk = new PowerLossDisk({ root: crash.dir, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+    const cut = disk.cutNow()
+    const image = fs.readFileSync(join(cut.dir, 'data'))
+    expect(image.subarray(0, page).every((b) => b === 1)).toBe(true)
+    expect(image.subarray(page).every((b) => b === 0)).toBe(true)
+    expect(cut.oldPages).toBe(2)
+    // The unsynced name is gone; the unlinked file is back, with its durable content.
+    expect(fs.readdirSync(cut.dir).sort()).toEqual(['data', 'unlinked'])
+    expect(fs.readFileSync(join(cut.dir, 'unlinked')).every((b) => b === 4)).toBe(true)
+  })
+
+  it('a process crash after the kernel wrote every page and name back (writeback 1) leaves nothing to lose', () => {
+    const d = arm('lose-unsynced')
+    const path = durableFile('data', 2, 0)
+    const fd = fs.openSync(path, 'r+')
+    const handle = native.map(fd, 2 * page, true)
+    fs.closeSync(fd)
+    Buffer.from(handle.buffer).fill(3)
+    fs.writeFileSync(join(store, 'unsynced'), 'written back')
+    const crash = d.crashNow('crash after writeback', 1)
+    handle.close()
+    d.disarm()
+    disk = new PowerLossDisk({ root: crash.dir, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+    const cut = disk.cutNow()
+    expect(fs.readFileSync(join(cut.dir, 'data')).every((b) => b === 3)).toBe(true)
+    expect(fs.readFileSync(join(cut.dir, 'unsynced'), 'utf8')).toBe('written back')
+    expect(cut.oldPages + cut.unsyncedNames).toBe(0)
+  })
+
   it('counts every interposed call before and after, and cuts at the chosen event', () => {
     disk = new PowerLossDisk({ root: store, seed: 1, imageRoot: join(root, 'images'), cutAtEvent: 3 }).arm()
     fs.writeFileSync(join(store, 'a'), 'a') // events 1, 2 (and the open inside it, if Node calls it)
