@@ -216,6 +216,57 @@ describe.skipIf(process.platform !== 'linux')(
       }
     })
 
+    it('regression: after a process crash, records recovered from the page cache are synced before open returns, so a power cut cannot leave later SYNC_FLUSH puts behind a hole', async () => {
+      // Puts nothing syncs yet (ASYNC_FLUSH, flushes far away), then SIGKILL: they are in the page cache only.
+      let d = arm('lose-unsynced')
+      const quiet = {
+        mappedFileSizeCommitLog: 64 * 1024,
+        flushIntervalCommitLog: 3_600_000,
+        flushCommitLogThoroughInterval: 3_600_000,
+        flushCommitLogLeastPages: 10_000,
+        flushIntervalConsumeQueue: 3_600_000,
+        flushConsumeQueueThoroughInterval: 3_600_000,
+        flushConsumeQueueLeastPages: 10_000,
+      }
+      const first = await MessageStore.open(store, { flushDiskType: 'ASYNC_FLUSH', ...quiet })
+      const before = []
+      for (let i = 0; i < 4; i++)
+        before.push(await first.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(3000, i + 1), keys: `b${i}` }))
+      const crash = d.crashNow()
+      await first.close()
+      d.disarm()
+
+      // The store recovers on the crash image, whose durable state is what it was before the crash.
+      store = crash.dir
+      d = new PowerLossDisk({ root: store, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+      disk = d
+      const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH', ...quiet })
+      expect(second.stats().lastExitOK).toBe(false)
+      expect(second.getMaxOffsetInQueue('t', 0)).toBe(4)
+      const after = []
+      for (let i = 0; i < 3; i++) {
+        const put = await second.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(500, 0x40 + i), keys: `a${i}` })
+        expect(put.status).toBe('PUT_OK')
+        after.push(put)
+      }
+      // The power goes before anything else is synced.
+      const cut = d.cutNow()
+      await second.close()
+      d.disarm()
+
+      const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH', mappedFileSizeCommitLog: 64 * 1024 })
+      try {
+        expect(reopened.stats().lastExitOK).toBe(false)
+        // What the recovery served is on disk: what it recovered, and the acknowledged puts after it.
+        for (const [i, put] of after.entries()) expect(reopened.lookMessageByOffset(put.wroteOffset)?.keys).toEqual([`a${i}`])
+        for (const [i, put] of before.entries()) expect(reopened.lookMessageByOffset(put.wroteOffset)?.keys).toEqual([`b${i}`])
+        const served = reopened.getMessage('g', 't', 0, 0, 16).messages.map((m) => m.keys[0])
+        expect(served).toEqual(['b0', 'b1', 'b2', 'b3', 'a0', 'a1', 'a2'])
+      } finally {
+        await reopened.close()
+      }
+    })
+
     it('regression: records and consume-queue units a recovery dropped are erased on disk, so a later power cut cannot bring them back', async () => {
       // A crash image of 20 synced records, the 6th damaged: recovery truncates there.
       let d = arm('keep-page-cache')

@@ -557,7 +557,11 @@ export class PowerLossDisk {
       // What stays durable behind the page cache; pages the kernel wrote back meanwhile join it.
       const rel = currentPath.slice(this.root.length + 1)
       const writtenBack = () => this.random() < crash.writeback
-      if (crash.writeback > 0) crash.files.set(rel, mixPages(oldOrEmpty, now, this.pageSize, () => !writtenBack()))
+      if (crash.writeback > 0)
+        crash.files.set(
+          rel,
+          mixPages(oldOrEmpty, now, this.pageSize, () => !writtenBack()),
+        )
       else if (old !== undefined) crash.files.set(rel, old)
     }
     if (oldOrEmpty.equals(now)) return now
