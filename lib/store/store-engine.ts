@@ -246,15 +246,19 @@ export class StoreEngine {
     this.recovery = outcome
     if (redispatchAll) this.rebuild = true
     this.dispatchedTo = dispatchedTo
-    if (!this.lastExitOK) this.syncAfterCrash(outcome)
   }
 
-  /** What recovery found after a crash may be in the page cache only: on disk before open returns (crash-sync.ts). */
-  private syncAfterCrash(outcome: RecoveryOutcome): void {
+  /**
+   * Between load() and start() after a crash: what recovery kept may be in the page cache only,
+   * and is synced before open returns (crash-sync.ts). Nothing to do after a clean close.
+   */
+  async syncAfterCrash(): Promise<void> {
+    const outcome = this.recovery
+    if (this.lastExitOK || outcome === null) return
     const startedMs = Date.now()
     // The scan walked every byte from the start of its first file to where it stopped.
     const scanStart = outcome.processOffset - outcome.scannedBytes
-    const figures = syncRecoveredFiles({ paths: this.paths, commitLog: this.commitLog, queues: this.queues, scanStart })
+    const figures = await syncRecoveredFiles({ paths: this.paths, commitLog: this.commitLog, queues: this.queues, scanStart })
     this.recoveryLog(
       'info',
       `synced what the recovery kept from the page cache in ${Date.now() - startedMs} ms: ${figures.commitLogFiles} commit-log files from offset ${scanStart}, ` +

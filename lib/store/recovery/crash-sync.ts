@@ -20,19 +20,24 @@
 // index time says so), and the newer ones were deleted to be rebuilt.
 //
 // msync (or fdatasync) of a file whose pages are clean costs a walk over its dirty pages (none)
-// and a journal commit or drive cache flush, whatever the file's size; see docs/recovery.md for
-// the figures.
+// and a journal commit or drive cache flush, whatever the file's size. The syncs run on the libuv
+// pool, several at once, so that they share journal commits and drive flushes (a store with
+// thousands of queues syncs thousands of files and folders); see docs/recovery.md for figures.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
-import type { CommitLog } from '../commitlog/commit-log.js'
 import { ioError, MQStoreError } from '../../errors.js'
+import type { CommitLog } from '../commitlog/commit-log.js'
 import { descriptors } from '../mapped/descriptors.js'
-import { syncDirectory } from '../mapped/directory.js'
+import { syncDirectoryAsync } from '../mapped/directory.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
+import type { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import { readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
 import type { StorePaths } from '../store-paths.js'
+
+/** Syncs in flight at once: enough to keep the libuv pool (4 threads by default) busy. */
+const SYNCS_IN_FLIGHT_MAX = 16
 
 export interface CrashSyncInput {
   paths: StorePaths
@@ -49,67 +54,86 @@ export interface CrashSyncFigures {
   directories: number
 }
 
-/** Forces what a recovery after a crash keeps (see above); returns what it synced. */
-export function syncRecoveredFiles(input: CrashSyncInput): CrashSyncFigures {
+/** Forces what a recovery after a crash keeps (see above); resolves with what it synced. */
+export async function syncRecoveredFiles(input: CrashSyncInput): Promise<CrashSyncFigures> {
   const { paths, commitLog, queues, scanStart } = input
   const figures: CrashSyncFigures = { commitLogFiles: 0, consumeQueueFiles: 0, otherFiles: 0, directories: 0 }
   const folders = new Set<string>([paths.commitLog, paths.consumeQueues, paths.index, paths.config, paths.root])
 
+  // Data first: the commit log, each queue (its files one after another, newest first), small files.
   const logFileSize = commitLog.mappedFileQueue.mappedFileSize
-  for (const file of commitLog.mappedFileQueue.mappedFiles) {
-    if (file.fileFromOffset + logFileSize <= scanStart) continue
-    syncing(file.fileName, () => forceFromStart(file))
-    figures.commitLogFiles++
-  }
-
-  const unit = Buffer.alloc(12)
-  for (const queue of queues.all()) {
-    const files = queue.mappedFileQueue.mappedFiles
-    for (let i = files.length - 1; i >= 0; i--) {
-      const file = files[i]
-      const firstUnitBelow = syncing(file.fileName, () => {
-        forceFromStart(file)
-        // Read through the file, not a mapping: a queue's older files need not be mapped.
-        const read = descriptors.use(file.fileName, false, (fd) => fs.readSync(fd, unit, 0, unit.length, 0))
-        return read === unit.length && readUnitSize(unit, 0) > 0 && readUnitOffset(unit, 0) < scanStart
-      })
-      figures.consumeQueueFiles++
-      if (firstUnitBelow) break
-    }
-    if (files.length > 0) {
-      folders.add(queue.storePath)
-      folders.add(paths.consumeQueueTopic(queue.topic))
-    }
-  }
-
+  const logFiles = commitLog.mappedFileQueue.mappedFiles.filter((file) => file.fileFromOffset + logFileSize > scanStart)
+  const queueList = [...queues.all()]
   const small = [paths.checkpoint, ...listFiles(paths.config)]
-  for (const path of small) {
-    if (!syncing(path, () => syncFileIfPresent(path))) continue
-    figures.otherFiles++
-  }
-
-  // Deepest first: a folder's entry in its parent is synced after its own entries.
-  for (const folder of [...folders].sort((a, b) => b.length - a.length)) {
-    if (!fs.existsSync(folder)) continue
-    syncDirectory(join(folder, 'entry')) // syncs the folder that holds the entry
+  await runLimited<() => Promise<void>>(
+    [
+      ...logFiles.map((file) => async () => {
+        await syncing(file.fileName, () => forceFromStart(file))
+        figures.commitLogFiles++
+      }),
+      ...queueList.map((queue) => async () => {
+        const synced = await syncQueue(queue, scanStart)
+        figures.consumeQueueFiles += synced
+        if (queue.mappedFileQueue.mappedFiles.length === 0) return
+        folders.add(queue.storePath)
+        folders.add(paths.consumeQueueTopic(queue.topic))
+      }),
+      ...small.map((path) => async () => {
+        if (await syncing(path, () => syncFileIfPresent(path))) figures.otherFiles++
+      }),
+    ],
+    (task) => task(),
+  )
+  // Then the names: every folder that holds what was synced, and the folders above them.
+  await runLimited([...folders], async (folder) => {
+    if (!fs.existsSync(folder)) return
+    await syncDirectoryAsync(join(folder, 'entry')) // syncs the folder that holds the entry
     figures.directories++
-  }
+  })
   return figures
 }
 
 /**
- * Forces bytes [0, readPosition) of a file: msync over its mapping (fdatasync when it is not
- * mapped). flush() syncs from the flushed position, which recovery set to the recovered end.
+ * Syncs a queue's files from the newest back to the first whose first unit points before the
+ * scan start (the files before it were synced before the checkpoint's times moved past them).
  */
-function forceFromStart(file: MappedFile): void {
+async function syncQueue(queue: ConsumeQueue, scanStart: number): Promise<number> {
+  const files = queue.mappedFileQueue.mappedFiles
+  const unit = Buffer.alloc(12)
+  let synced = 0
+  for (let i = files.length - 1; i >= 0; i--) {
+    const file = files[i]
+    await syncing(file.fileName, () => forceFromStart(file))
+    synced++
+    // Read through the file, not a mapping: a queue's older files need not be mapped.
+    const read = descriptors.use(file.fileName, false, (fd) => fs.readSync(fd, unit, 0, unit.length, 0))
+    if (read === unit.length && readUnitSize(unit, 0) > 0 && readUnitOffset(unit, 0) < scanStart) break
+  }
+  return synced
+}
+
+/**
+ * Forces bytes [0, readPosition) of a file: msync over its mapping (fdatasync when it is not
+ * mapped). flushAsync() syncs from the flushed position, which recovery set to the recovered end.
+ */
+async function forceFromStart(file: MappedFile): Promise<void> {
   file.flushedPosition = 0
-  file.flush(0)
+  await file.flushAsync(0)
+}
+
+/** Runs `work` over `items` with at most SYNCS_IN_FLIGHT_MAX at once; the first failure rejects. */
+async function runLimited<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await work(items[next++])
+  }
+  await Promise.all(Array.from({ length: Math.min(SYNCS_IN_FLIGHT_MAX, items.length) }, worker))
 }
 
 /** A failed sync is an IO_ERROR (or NO_SPACE...) naming the file: open() fails rather than serve what may be lost. */
-function syncing<T>(path: string, run: () => T): T {
+async function syncing<T>(path: string, run: () => Promise<T>): Promise<T> {
   try {
-    return run()
+    return await run()
   } catch (cause) {
     if (cause instanceof MQStoreError) throw cause
     throw ioError(`cannot sync ${path}, which the recovery after a crash found in the page cache`, cause)
@@ -127,15 +151,16 @@ function listFiles(dir: string): string[] {
   }
 }
 
-function syncFileIfPresent(path: string): boolean {
-  let fd = -1
+/** fdatasync of a small file by name, on the libuv pool; false when it is not there. */
+async function syncFileIfPresent(path: string): Promise<boolean> {
+  let fd: number
   try {
-    fd = fs.openSync(path, 'r')
+    fd = await new Promise<number>((resolve, reject) => fs.open(path, 'r', (err, opened) => (err ? reject(err) : resolve(opened))))
   } catch {
     return false
   }
   try {
-    fs.fdatasyncSync(fd)
+    await new Promise<void>((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())))
   } finally {
     fs.closeSync(fd)
   }
