@@ -267,6 +267,58 @@ describe.skipIf(process.platform !== 'linux')(
       }
     })
 
+    it('regression: after a process crash, consume-queue units recovered from the page cache are synced before open returns, so a checkpoint written later cannot hide their loss', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'], now: Date.UTC(2026, 0, 1) })
+      try {
+        const options = {
+          flushDiskType: 'SYNC_FLUSH' as const,
+          mappedFileSizeCommitLog: 16 * 1024,
+          maxHashSlotNum: 16,
+          maxIndexNum: 8,
+          flushIntervalConsumeQueue: 1_000,
+          flushConsumeQueueThoroughInterval: 1_000,
+        }
+        // 'early' fills the first commit-log file; its units are not flushed yet (the clock stands still) when the process dies.
+        let d = arm('lose-unsynced')
+        const first = await MessageStore.open(store, options)
+        const early = []
+        for (let i = 0; i < 3; i++)
+          early.push(await first.putMessage({ topic: 'early', queueId: 0, body: Buffer.alloc(5000, i), keys: `e${i}` }))
+        const crash = d.crashNow()
+        await first.close()
+        d.disarm()
+
+        store = crash.dir
+        d = new PowerLossDisk({ root: store, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+        disk = d
+        const second = await MessageStore.open(store, options)
+        expect(second.getMaxOffsetInQueue('early', 0)).toBe(3)
+        // Later files, 10 s and 20 s later; then a consume-queue flush moves the checkpoint's times past the first file.
+        for (const step of [1, 2]) {
+          vi.setSystemTime(Date.UTC(2026, 0, 1) + step * 10_000)
+          for (let i = 0; i < 4; i++)
+            await second.putMessage({ topic: 'late', queueId: 0, body: Buffer.alloc(4000, i), keys: `l${step}-${i}` })
+        }
+        await vi.advanceTimersByTimeAsync(2_500)
+        // The flush ran: the checkpoint's consume-queue time (bytes 8-15) is the last put's.
+        expect(Number(fs.readFileSync(join(store, 'checkpoint')).readBigInt64BE(8))).toBe(Date.UTC(2026, 0, 1) + 20_000)
+        const cut = d.cutNow()
+        await second.close()
+        d.disarm()
+
+        vi.useRealTimers()
+        const reopened = await MessageStore.open(cut.dir, options)
+        try {
+          expect(reopened.stats().lastExitOK).toBe(false)
+          expect(reopened.getMessage('g', 'early', 0, 0, 8).messages.map((m) => m.commitLogOffset)).toEqual(early.map((r) => r.wroteOffset))
+        } finally {
+          await reopened.close()
+        }
+      } finally {
+        vi.useRealTimers()
+      }
+    })
+
     it('regression: records and consume-queue units a recovery dropped are erased on disk, so a later power cut cannot bring them back', async () => {
       // A crash image of 20 synced records, the 6th damaged: recovery truncates there.
       let d = arm('keep-page-cache')
