@@ -119,6 +119,55 @@ describe.skipIf(process.platform !== 'linux')('power-loss model (Linux only: des
     expect(fs.readFileSync(join(cut.dir, 'unsynced'), 'utf8')).toBe('kept')
   })
 
+  it('a process crash keeps the page cache, and a power cut after it still loses what was not synced before it', () => {
+    const d = arm('lose-unsynced')
+    const path = durableFile('data', 3, 0)
+    durableFile('unlinked', 1, 4)
+    const fd = fs.openSync(path, 'r+')
+    const handle = native.map(fd, 3 * page, true)
+    fs.closeSync(fd)
+    Buffer.from(handle.buffer).fill(1)
+    handle.sync(0, 1) // page 0 only
+    fs.writeFileSync(join(store, 'unsynced'), 'new name') // its directory is never synced
+    fs.rmSync(join(store, 'unlinked')) // nor is this unlink
+    const crash = d.crashNow()
+    handle.close()
+    d.disarm()
+    expect(crash.carry).toBeDefined()
+    // The crash image: everything the page cache held.
+    expect(fs.readFileSync(join(crash.dir, 'data')).every((b) => b === 1)).toBe(true)
+    expect(fs.readdirSync(crash.dir).sort()).toEqual(['data', 'unsynced'])
+
+    // A disk armed on the image starts from what was durable before the crash, not from the image.
+    disk = new PowerLossDisk({ root: crash.dir, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+    const cut = disk.cutNow()
+    const image = fs.readFileSync(join(cut.dir, 'data'))
+    expect(image.subarray(0, page).every((b) => b === 1)).toBe(true)
+    expect(image.subarray(page).every((b) => b === 0)).toBe(true)
+    expect(cut.oldPages).toBe(2)
+    // The unsynced name is gone; the unlinked file is back, with its durable content.
+    expect(fs.readdirSync(cut.dir).sort()).toEqual(['data', 'unlinked'])
+    expect(fs.readFileSync(join(cut.dir, 'unlinked')).every((b) => b === 4)).toBe(true)
+  })
+
+  it('a process crash after the kernel wrote every page and name back (writeback 1) leaves nothing to lose', () => {
+    const d = arm('lose-unsynced')
+    const path = durableFile('data', 2, 0)
+    const fd = fs.openSync(path, 'r+')
+    const handle = native.map(fd, 2 * page, true)
+    fs.closeSync(fd)
+    Buffer.from(handle.buffer).fill(3)
+    fs.writeFileSync(join(store, 'unsynced'), 'written back')
+    const crash = d.crashNow('crash after writeback', 1)
+    handle.close()
+    d.disarm()
+    disk = new PowerLossDisk({ root: crash.dir, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+    const cut = disk.cutNow()
+    expect(fs.readFileSync(join(cut.dir, 'data')).every((b) => b === 3)).toBe(true)
+    expect(fs.readFileSync(join(cut.dir, 'unsynced'), 'utf8')).toBe('written back')
+    expect(cut.oldPages + cut.unsyncedNames).toBe(0)
+  })
+
   it('counts every interposed call before and after, and cuts at the chosen event', () => {
     disk = new PowerLossDisk({ root: store, seed: 1, imageRoot: join(root, 'images'), cutAtEvent: 3 }).arm()
     fs.writeFileSync(join(store, 'a'), 'a') // events 1, 2 (and the open inside it, if Node calls it)
@@ -164,6 +213,115 @@ describe.skipIf(process.platform !== 'linux')(
         expect(reopened.getMaxOffsetInQueue('t', 0)).toBe(0)
       } finally {
         await reopened.close()
+      }
+    })
+
+    it('regression: after a process crash, records recovered from the page cache are synced before open returns, so a power cut cannot leave later SYNC_FLUSH puts behind a hole', async () => {
+      // Puts nothing syncs yet (ASYNC_FLUSH, flushes far away), then SIGKILL: they are in the page cache only.
+      let d = arm('lose-unsynced')
+      const quiet = {
+        mappedFileSizeCommitLog: 64 * 1024,
+        flushIntervalCommitLog: 3_600_000,
+        flushCommitLogThoroughInterval: 3_600_000,
+        flushCommitLogLeastPages: 10_000,
+        flushIntervalConsumeQueue: 3_600_000,
+        flushConsumeQueueThoroughInterval: 3_600_000,
+        flushConsumeQueueLeastPages: 10_000,
+      }
+      const first = await MessageStore.open(store, { flushDiskType: 'ASYNC_FLUSH', ...quiet })
+      const before = []
+      for (let i = 0; i < 4; i++)
+        before.push(await first.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(3000, i + 1), keys: `b${i}` }))
+      const crash = d.crashNow()
+      await first.close()
+      d.disarm()
+
+      // The store recovers on the crash image, whose durable state is what it was before the crash.
+      store = crash.dir
+      d = new PowerLossDisk({ root: store, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+      disk = d
+      const second = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH', ...quiet })
+      expect(second.stats().lastExitOK).toBe(false)
+      expect(second.getMaxOffsetInQueue('t', 0)).toBe(4)
+      const after = []
+      for (let i = 0; i < 3; i++) {
+        const put = await second.putMessage({ topic: 't', queueId: 0, body: Buffer.alloc(500, 0x40 + i), keys: `a${i}` })
+        expect(put.status).toBe('PUT_OK')
+        after.push(put)
+      }
+      // The power goes before anything else is synced.
+      const cut = d.cutNow()
+      await second.close()
+      d.disarm()
+
+      const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'SYNC_FLUSH', mappedFileSizeCommitLog: 64 * 1024 })
+      try {
+        expect(reopened.stats().lastExitOK).toBe(false)
+        // What the recovery served is on disk: what it recovered, and the acknowledged puts after it.
+        for (const [i, put] of after.entries()) expect(reopened.lookMessageByOffset(put.wroteOffset)?.keys).toEqual([`a${i}`])
+        for (const [i, put] of before.entries()) expect(reopened.lookMessageByOffset(put.wroteOffset)?.keys).toEqual([`b${i}`])
+        const served = reopened.getMessage('g', 't', 0, 0, 16).messages.map((m) => m.keys[0])
+        expect(served).toEqual(['b0', 'b1', 'b2', 'b3', 'a0', 'a1', 'a2'])
+      } finally {
+        await reopened.close()
+      }
+    })
+
+    it('regression: after a process crash, consume-queue units recovered from the page cache are synced before open returns, so a checkpoint written later cannot hide their loss', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'], now: Date.UTC(2026, 0, 1) })
+      try {
+        const options = {
+          flushDiskType: 'SYNC_FLUSH' as const,
+          mappedFileSizeCommitLog: 16 * 1024,
+          maxHashSlotNum: 16,
+          maxIndexNum: 8,
+          flushIntervalConsumeQueue: 1_000,
+          flushConsumeQueueThoroughInterval: 1_000,
+        }
+        // 'early' fills the first commit-log file; its units are not flushed yet (the clock stands still) when the process dies.
+        let d = arm('lose-unsynced')
+        const first = await MessageStore.open(store, options)
+        const early = []
+        for (let i = 0; i < 3; i++)
+          early.push(await first.putMessage({ topic: 'early', queueId: 0, body: Buffer.alloc(5000, i), keys: `e${i}` }))
+        const crash = d.crashNow()
+        await first.close()
+        d.disarm()
+
+        store = crash.dir
+        d = new PowerLossDisk({ root: store, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+        disk = d
+        const second = await MessageStore.open(store, options)
+        expect(second.getMaxOffsetInQueue('early', 0)).toBe(3)
+        // Later files, 10 s and 20 s later; then a consume-queue flush moves the checkpoint's times past the first file.
+        for (const step of [1, 2]) {
+          vi.setSystemTime(Date.UTC(2026, 0, 1) + step * 10_000)
+          for (let i = 0; i < 4; i++)
+            await second.putMessage({ topic: 'late', queueId: 0, body: Buffer.alloc(4000, i), keys: `l${step}-${i}` })
+        }
+        // Run the consume-queue flush until the checkpoint's consume-queue time (bytes 8-15) is the
+        // last put's (a new queue file's first flush syncs its folder on the libuv pool: let it finish).
+        const logicsTime = () => Number(fs.readFileSync(join(store, 'checkpoint')).readBigInt64BE(8))
+        const lastPutTime = Date.UTC(2026, 0, 1) + 20_000
+        for (let i = 0; i < 500 && logicsTime() !== lastPutTime; i++) {
+          await vi.advanceTimersByTimeAsync(100)
+          await new Promise((resolve) => setImmediate(resolve))
+        }
+        expect(logicsTime()).toBe(lastPutTime)
+        const cut = d.cutNow()
+        await second.close()
+        d.disarm()
+
+        vi.useRealTimers()
+        const reopened = await MessageStore.open(cut.dir, options)
+        try {
+          expect(reopened.stats().lastExitOK).toBe(false)
+          expect(reopened.getMessage('g', 'early', 0, 0, 8).messages.map((m) => m.commitLogOffset)).toEqual(early.map((r) => r.wroteOffset))
+        } finally {
+          await reopened.close()
+        }
+      } finally {
+        vi.useRealTimers()
       }
     })
 

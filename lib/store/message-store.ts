@@ -60,10 +60,9 @@ export class MessageStore implements AsyncDisposable {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
     const engine = new StoreEngine(resolve(dir), options)
     try {
-      withoutEviction(engine.queues.budget, () => {
-        engine.load()
-        engine.start()
-      })
+      withoutEviction(engine.queues.budget, () => engine.load())
+      await engine.syncAfterCrash()
+      withoutEviction(engine.queues.budget, () => engine.start())
     } catch (error) {
       engine.abandon()
       throw error

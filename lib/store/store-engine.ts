@@ -23,6 +23,7 @@ import { ConsumeQueueTable } from './queue/queue-table.js'
 import { TopicRouter } from './topics/topic-router.js'
 import { ReadService } from './read/read-service.js'
 import { Subscriptions } from './read/subscriptions.js'
+import { syncRecoveredFiles } from './recovery/crash-sync.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
 import { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
@@ -245,6 +246,24 @@ export class StoreEngine {
     this.recovery = outcome
     if (redispatchAll) this.rebuild = true
     this.dispatchedTo = dispatchedTo
+  }
+
+  /**
+   * Between load() and start() after a crash: what recovery kept may be in the page cache only,
+   * and is synced before open returns (crash-sync.ts). Nothing to do after a clean close.
+   */
+  async syncAfterCrash(): Promise<void> {
+    const outcome = this.recovery
+    if (this.lastExitOK || outcome === null) return
+    const startedMs = Date.now()
+    // The scan walked every byte from the start of its first file to where it stopped.
+    const scanStart = outcome.processOffset - outcome.scannedBytes
+    const figures = await syncRecoveredFiles({ paths: this.paths, commitLog: this.commitLog, queues: this.queues, scanStart })
+    this.recoveryLog(
+      'info',
+      `synced what the recovery kept from the page cache in ${Date.now() - startedMs} ms: ${figures.commitLogFiles} commit-log files from offset ${scanStart}, ` +
+        `${figures.consumeQueueFiles} consume-queue files, ${figures.otherFiles} other files, ${figures.directories} folders`,
+    )
   }
 
   /** Records a repair: kept for stats() and told to the logger. */

@@ -21,6 +21,14 @@
 // recorded durable images are the "old" side. Files are identified by inode and a generation
 // counter (ext4 reuses inode numbers of deleted files).
 //
+// - A process crash (crashNow) is not a power cut: the page cache survives it, so the image it
+//   leaves holds every write, but what was durable stays what it was. The image carries the old
+//   disk's durable contents and listings over to its files (CrashCarry), and a disk armed on it
+//   with `after` starts from them instead of taking everything on it as synced: a later cut
+//   before anything syncs them mixes old and new per page as usual. The kernel writes dirty
+//   pages back on its own: with `writeback`, each unsynced page (and name) was written back by
+//   the time of the crash with that probability.
+//
 // Determinism: async msync is performed synchronously (the promise resolves on the next microtask),
 // so with fake timers a schedule replays exactly from its seed. Cuts happen at the Nth recorded
 // event (every interposed call counts twice: before and after it), or when a test calls cutNow().
@@ -59,6 +67,31 @@ interface Entry extends FileId {
   dir: boolean
 }
 
+/** How an entry of a carried directory listing is found on the crash image. */
+type CarriedEntry =
+  | { kind: 'placed'; path: string }
+  /** Unlinked or replaced before the crash, but still in the durable listing: its durable content. */
+  | { kind: 'ghost-file'; content: Buffer }
+  /** A directory in the same state: its own durable listing is carried under its path. */
+  | { kind: 'ghost-dir' }
+
+/**
+ * What a process crash leaves besides the page cache: by path relative to the image, each file's
+ * durable content (absent: never synced) and each directory's durable listing.
+ */
+export interface CrashCarry {
+  files: Map<string, Buffer>
+  dirs: Map<string, Map<string, CarriedEntry>>
+}
+
+/** Built along with a crash image: which old identity went to which image path. */
+interface CrashBuild {
+  imageDir: string
+  placedAt: Map<string, string>
+  files: Map<string, Buffer>
+  writeback: number
+}
+
 interface CutStats {
   oldPages: number
   newPages: number
@@ -87,6 +120,11 @@ export interface PowerLossOptions {
   disableMsync?: boolean
   /** Called synchronously at the cut, before the store runs on (to read what it claimed then). */
   onCut?: (cut: PowerCut) => void
+  /**
+   * The root is the image a process crash left (PowerCut.carry): start from the durable state it
+   * carries instead of taking everything on it as synced.
+   */
+  after?: CrashCarry
 }
 
 export interface PowerCut {
@@ -100,6 +138,8 @@ export interface PowerCut {
   newPages: number
   /** Names whose presence or inode differed between durable and current listings. */
   unsyncedNames: number
+  /** Set for a process crash (crashNow): the durable state a disk armed on `dir` starts from. */
+  carry?: CrashCarry
 }
 
 let active: PowerLossDisk | null = null
@@ -137,6 +177,8 @@ export class PowerLossDisk {
   private restoreNative: (() => void) | null = null
   private readonly savedFs = new Map<PatchedName, unknown>()
   private building = false
+  /** Negative inode numbers for carried names whose file is not on the image (see CarriedEntry). */
+  private ghosts = 0
 
   constructor(options: PowerLossOptions) {
     this.options = options
@@ -149,7 +191,8 @@ export class PowerLossDisk {
     if (active !== null) throw new Error('another PowerLossDisk is armed')
     if (process.platform !== 'linux') throw new Error('the power-loss model needs /proc/self/fd (Linux)')
     active = this
-    this.snapshot(this.root)
+    if (this.options.after !== undefined) this.inherit(this.options.after)
+    else this.snapshot(this.root)
     this.restoreNative = interposeNativeForTesting((original) => ({
       map: (fd, length, writable) => this.wrapHandle(original.map(fd, length, writable), fd),
       allocate: (fd, offset, length) => this.around('allocate', () => original.allocate(fd, offset, length)),
@@ -171,7 +214,18 @@ export class PowerLossDisk {
   /** Cuts the power now (between two operations of the store). */
   cutNow(at = 'between operations'): PowerCut {
     if (this.cut !== null) return this.cut
-    return this.takeCut(at)
+    return this.takeCut(at, null)
+  }
+
+  /**
+   * The process crashes now (SIGKILL): the image holds the page cache, every write kept, and
+   * `carry` the durable state behind it. `writeback` (0 to 1): the chance that the kernel wrote
+   * an unsynced page or name back before the crash, making it durable.
+   */
+  crashNow(at = 'process crash', writeback = 0): PowerCut {
+    if (this.cut !== null) return this.cut
+    if (!(writeback >= 0 && writeback <= 1)) throw new RangeError(`writeback ${writeback} is not a probability`)
+    return this.takeCut(at, writeback)
   }
 
   // ---- recording ------------------------------------------------------------------------------
@@ -205,6 +259,28 @@ export class PowerLossDisk {
       else if (st.isFile()) this.images.set(this.key(id), fs.readFileSync(path))
     }
     this.listings.set(dir, listing)
+  }
+
+  /** The durable state a crash carried over (see crashNow), on the image this disk is armed on. */
+  private inherit(carry: CrashCarry): void {
+    const idAt = (rel: string): Entry => {
+      const st = fs.lstatSync(join(this.root, rel))
+      return { ...this.idOf(st.ino), dir: st.isDirectory() }
+    }
+    for (const [rel, content] of carry.files) this.images.set(this.key(idAt(rel)), content)
+    for (const [rel, carried] of carry.dirs) {
+      const listing = new Map<string, Entry>()
+      for (const [name, entry] of carried) {
+        if (entry.kind === 'placed') {
+          listing.set(name, idAt(entry.path))
+          continue
+        }
+        const ghost: Entry = { ino: -++this.ghosts, gen: 0, dir: entry.kind === 'ghost-dir' }
+        if (entry.kind === 'ghost-file') this.images.set(this.key(ghost), entry.content)
+        listing.set(name, ghost)
+      }
+      this.listings.set(join(this.root, rel), listing)
+    }
   }
 
   private listDir(dir: string): Map<string, Entry> | null {
@@ -241,7 +317,7 @@ export class PowerLossDisk {
 
   private tick(at: string): void {
     this.events++
-    if (this.options.cutAtEvent != null && this.events === this.options.cutAtEvent) this.takeCut(at)
+    if (this.options.cutAtEvent != null && this.events === this.options.cutAtEvent) this.takeCut(at, null)
   }
 
   private inTree(path: string): boolean {
@@ -410,15 +486,18 @@ export class PowerLossDisk {
 
   // ---- the image ------------------------------------------------------------------------------
 
-  private takeCut(at: string): PowerCut {
+  /** `writeback` null: a power cut; a number: a process crash (see crashNow). */
+  private takeCut(at: string, writeback: number | null): PowerCut {
     this.building = true
     try {
       this.cuts++
       const dir = join(this.options.imageRoot, `cut-${this.cuts}`)
       fs.rmSync(dir, { recursive: true, force: true })
       const stats: CutStats = { oldPages: 0, newPages: 0, unsyncedNames: 0 }
-      this.buildDir(this.root, dir, true, new Set(), stats)
+      const crash: CrashBuild | null = writeback === null ? null : { imageDir: dir, placedAt: new Map(), files: new Map(), writeback }
+      this.buildDir(this.root, dir, true, new Set(), stats, crash)
       this.cut = { event: this.events, at, dir, ...stats }
+      if (crash !== null) this.cut.carry = { files: crash.files, dirs: this.carriedListings(crash) }
     } finally {
       this.building = false
     }
@@ -426,14 +505,21 @@ export class PowerLossDisk {
     return this.cut
   }
 
-  /** True: take the durable (old) side. */
-  private coin(): boolean {
-    if (this.options.mode === 'keep-page-cache') return false
+  /** True: take the durable (old) side. A crash keeps the page cache (every write new). */
+  private coin(crash: CrashBuild | null = null): boolean {
+    if (crash !== null || this.options.mode === 'keep-page-cache') return false
     if (this.options.mode === 'lose-unsynced') return true
     return this.random() < 0.5
   }
 
-  private buildDir(source: string, target: string, useCurrent: boolean, placed: Set<string>, stats: CutStats): void {
+  private buildDir(
+    source: string,
+    target: string,
+    useCurrent: boolean,
+    placed: Set<string>,
+    stats: CutStats,
+    crash: CrashBuild | null,
+  ): void {
     fs.mkdirSync(target, { recursive: true })
     const durable = this.listings.get(source) ?? new Map<string, Entry>()
     const current = (useCurrent ? this.listDir(source) : null) ?? new Map<string, Entry>()
@@ -441,49 +527,105 @@ export class PowerLossDisk {
     for (const name of names) {
       const d = durable.get(name)
       const c = current.get(name)
-      const same = d !== undefined && c !== undefined && d.ino === c.ino && d.gen === c.gen && d.dir === c.dir
+      const same = d !== undefined && c !== undefined && sameEntry(d, c)
       if (!same) stats.unsyncedNames++
-      const chosen = same ? c : this.coin() ? d : c
+      const chosen = same ? c : this.coin(crash) ? d : c
       if (chosen === undefined) continue
       const k = this.key(chosen)
       if (placed.has(k)) continue
       placed.add(k)
+      crash?.placedAt.set(k, join(target, name).slice(crash.imageDir.length + 1))
       // A directory or file that is not current any more (unlinked or replaced) keeps only what
       // was durable: its durable listing, its durable content.
       const isCurrent = chosen === c
-      if (chosen.dir) this.buildDir(join(source, name), join(target, name), isCurrent, placed, stats)
-      else fs.writeFileSync(join(target, name), this.fileImage(chosen, isCurrent ? join(source, name) : null, stats))
+      if (chosen.dir) this.buildDir(join(source, name), join(target, name), isCurrent, placed, stats, crash)
+      else fs.writeFileSync(join(target, name), this.fileImage(chosen, isCurrent ? join(source, name) : null, stats, crash))
     }
   }
 
-  private fileImage(id: FileId, currentPath: string | null, stats: CutStats): Buffer {
-    const old = this.images.get(this.key(id)) ?? Buffer.alloc(0)
-    if (currentPath === null) return old
+  private fileImage(id: FileId, currentPath: string | null, stats: CutStats, crash: CrashBuild | null): Buffer {
+    const old = this.images.get(this.key(id))
+    const oldOrEmpty = old ?? Buffer.alloc(0)
+    if (currentPath === null) return oldOrEmpty
     let now: Buffer
     try {
       now = fs.readFileSync(currentPath)
     } catch {
-      return old
+      return oldOrEmpty
     }
-    if (old.equals(now)) return now
-    const length = old.length === now.length ? now.length : this.coin() ? old.length : now.length
-    const out = Buffer.alloc(length)
-    for (let from = 0; from < length; from += this.pageSize) {
-      const to = Math.min(length, from + this.pageSize)
-      const a = pageOf(old, from, to)
-      const b = pageOf(now, from, to)
-      if (a.equals(b)) {
-        b.copy(out, from)
-      } else if (this.coin()) {
-        stats.oldPages++
-        a.copy(out, from)
-      } else {
-        stats.newPages++
-        b.copy(out, from)
-      }
+    if (crash !== null) {
+      // What stays durable behind the page cache; pages the kernel wrote back meanwhile join it.
+      const rel = currentPath.slice(this.root.length + 1)
+      const writtenBack = () => this.random() < crash.writeback
+      if (crash.writeback > 0)
+        crash.files.set(
+          rel,
+          mixPages(oldOrEmpty, now, this.pageSize, () => !writtenBack()),
+        )
+      else if (old !== undefined) crash.files.set(rel, old)
     }
-    return out
+    if (oldOrEmpty.equals(now)) return now
+    return mixPages(oldOrEmpty, now, this.pageSize, () => this.coin(crash), stats)
   }
+
+  /**
+   * The durable listing of every directory, by path relative to the crash image, with each entry
+   * found on the image (or carried as a ghost: unlinked or replaced since its directory's last
+   * fsync). With writeback, each name that differs from its directory's current listing may
+   * have been made durable by the kernel meanwhile.
+   */
+  private carriedListings(crash: CrashBuild): Map<string, Map<string, CarriedEntry>> {
+    const carried = new Map<string, Map<string, CarriedEntry>>()
+    const translate = (entry: Entry): CarriedEntry => {
+      const path = crash.placedAt.get(this.key(entry))
+      if (path !== undefined) return { kind: 'placed', path }
+      if (entry.dir) return { kind: 'ghost-dir' }
+      return { kind: 'ghost-file', content: this.images.get(this.key(entry)) ?? Buffer.alloc(0) }
+    }
+    const paths = [...this.listings.keys()].filter((p) => this.inTree(p)).sort()
+    for (const path of paths) {
+      const durable = this.listings.get(path)!
+      const current = crash.writeback > 0 ? (this.listDir(path) ?? new Map<string, Entry>()) : null
+      const out = new Map<string, CarriedEntry>()
+      for (const name of [...new Set([...durable.keys(), ...(current?.keys() ?? [])])].sort()) {
+        let entry = durable.get(name)
+        const now = current?.get(name)
+        if (current !== null && !(entry !== undefined && now !== undefined && sameEntry(entry, now)) && this.random() < crash.writeback)
+          entry = now
+        if (entry !== undefined) out.set(name, translate(entry))
+      }
+      carried.set(path === this.root ? '' : path.slice(this.root.length + 1), out)
+    }
+    return carried
+  }
+}
+
+function sameEntry(a: Entry, b: Entry): boolean {
+  return a.ino === b.ino && a.gen === b.gen && a.dir === b.dir
+}
+
+/**
+ * Page by page, `old` or `now` where they differ (`takeOld` decides each); the length is the old
+ * or the new one, also as `takeOld` says when they differ.
+ */
+function mixPages(old: Buffer, now: Buffer, pageSize: number, takeOld: () => boolean, stats?: CutStats): Buffer {
+  const length = old.length === now.length ? now.length : takeOld() ? old.length : now.length
+  const out = Buffer.alloc(length)
+  for (let from = 0; from < length; from += pageSize) {
+    const to = Math.min(length, from + pageSize)
+    const a = pageOf(old, from, to)
+    const b = pageOf(now, from, to)
+    if (a.equals(b)) {
+      b.copy(out, from)
+    } else if (takeOld()) {
+      if (stats !== undefined) stats.oldPages++
+      a.copy(out, from)
+    } else {
+      if (stats !== undefined) stats.newPages++
+      b.copy(out, from)
+    }
+  }
+  return out
 }
 
 /** Bytes [from, to) of `data`, zero-padded past its end. */

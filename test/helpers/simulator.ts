@@ -14,7 +14,11 @@
 //   that key, committed consumer offsets are values the group committed, and `mqstore verify`
 //   finds the closed store clean.
 // After damage (bytes flipped in the image) only the second half holds: a repair may drop
-// records, never change one or serve one twice.
+// records, never change one or serve one twice. A process crash keeps the page cache but not
+// durability (power-loss.ts crashNow): the next disk starts from what was durable before it, so a
+// later cut may still lose what the crashed process never synced, and the model requires after
+// a crash what it requires after a cut (what the reopened store serves becomes durable only
+// because recovery syncs it before open returns).
 //
 // Everything random comes from the seed; time is the caller's fake clock (advance()), and cuts
 // are chosen by storage event, never by wall-clock timing, so a failing schedule replays exactly.
@@ -23,7 +27,7 @@ import { join } from 'node:path'
 
 import { verifyStore as verifyStoreDir } from '../../lib/cli/verify/index.js'
 import { MessageStore, type Message, type MessageExt, type OpenOptions } from '../../lib/index.js'
-import { PowerLossDisk, prng, type PowerCut } from './power-loss.js'
+import { PowerLossDisk, prng, type CrashCarry, type PowerCut } from './power-loss.js'
 
 export type FlushMode = 'SYNC_FLUSH' | 'ASYNC_FLUSH'
 
@@ -162,6 +166,8 @@ class Simulation {
   private damaged = false
   /** The consumer offsets file was damaged since the last reopen: any value may come back. */
   private offsetsDamaged = false
+  /** The image the last process crash left, and the durable state behind it (power-loss.ts). */
+  private crashCarry: { dir: string; carry: CrashCarry } | null = null
 
   constructor(options: SimulationOptions) {
     this.o = options
@@ -218,7 +224,11 @@ class Simulation {
 
   private arm(cutAtEvent: number | null = null): PowerLossDisk {
     this.disk?.disarm()
+    // The first disk on a crash image starts from what was durable before the crash.
+    const after = this.crashCarry?.dir === this.storeDir ? this.crashCarry.carry : undefined
+    this.crashCarry = null
     this.disk = new PowerLossDisk({
+      after,
       root: this.storeDir,
       seed: (this.o.seed ^ Math.imul(++this.generation, 0x9e3779b1)) >>> 0,
       cutAtEvent,
@@ -244,7 +254,7 @@ class Simulation {
     fs.mkdirSync(this.storeDir, { recursive: true })
     this.arm()
     this.store = await MessageStore.open(this.storeDir, this.storeOptions)
-    const weights = { powerCut: 4, crash: 1, cleanReopen: 1, damage: 1, cutInClose: 1, ...this.o.failures }
+    const weights = { powerCut: 4, crash: 2, cleanReopen: 1, damage: 1, cutInClose: 1, ...this.o.failures }
     const failureTotal = weights.powerCut + weights.crash + weights.cleanReopen + weights.damage + weights.cutInClose
     while (this.report.steps < this.o.steps) {
       this.report.steps++
@@ -412,11 +422,16 @@ class Simulation {
     }
   }
 
+  /**
+   * SIGKILL: the image holds the page cache, but what was durable stays as it was until something
+   * syncs it (a later cut may still lose the rest); sometimes the kernel wrote some of it back.
+   */
   private async crash(): Promise<void> {
     this.report.crashes++
-    this.disk!.options.mode = 'keep-page-cache'
-    const cut = this.disk!.cutNow('process crash')
-    this.log('process crash (page cache kept)')
+    const writeback = this.int(2) === 0 ? 0 : this.random()
+    const cut = this.disk!.crashNow('process crash', writeback)
+    this.log(`process crash (page cache kept, ${cut.newPages} unsynced pages, writeback ${writeback.toFixed(2)})`)
+    this.crashCarry = { dir: cut.dir, carry: cut.carry! }
     await this.recoverFromCut(cut, false, true)
   }
 
@@ -480,7 +495,9 @@ class Simulation {
     this.log(
       `cut at event ${cut.event} (${cut.at}): ${cut.oldPages} old / ${cut.newPages} new pages, ${cut.unsyncedNames} unsynced names; flushed offset then ${this.flushedAtCut}`,
     )
-    const flushedAtCut = crash ? Number.POSITIVE_INFINITY : this.flushedAtCut
+    // A crash is no cut, but it leaves the same durable state behind the page cache: what the
+    // recovery serves becomes durable only once it is synced (by the recovery, before open returns).
+    const flushedAtCut = this.flushedAtCut
     for (const m of this.messages.values()) {
       const flushed = this.o.flushMode === 'SYNC_FLUSH' || m.wroteOffset + m.wroteBytes <= flushedAtCut
       if (m.acked && flushed) m.durable = true
