@@ -197,6 +197,10 @@ export class StoreEngine {
         dispatchedOffset: () => this.dispatcher.reputFromOffset,
         commitLogPath: this.paths.commitLog,
         consumeQueuePath: this.paths.consumeQueues,
+        syncDerived: async () => {
+          await this.queues.flushAllAsync()
+          await this.compacted.flushAsync()
+        },
       },
       this.config,
       this.env,

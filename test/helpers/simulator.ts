@@ -28,6 +28,8 @@ import { join } from 'node:path'
 import { verifyStore as verifyStoreDir } from '../../lib/cli/verify/index.js'
 import { MessageStore, type Message, type MessageExt, type OpenOptions } from '../../lib/index.js'
 import { PowerLossDisk, prng, type CrashCarry, type PowerCut } from './power-loss.js'
+import { CompactionModel, KV_TOPIC, KV_TOPIC_CONFIG, SIM_ID } from './simulator-compaction.js'
+import { RetentionModel, SIM_RETENTION } from './simulator-retention.js'
 
 export type FlushMode = 'SYNC_FLUSH' | 'ASYNC_FLUSH'
 
@@ -40,6 +42,8 @@ export interface SimulationOptions {
   dir: string
   /** Advances the fake clock, running the timers that fall due (vi.advanceTimersByTimeAsync). */
   advance: (ms: number) => Promise<unknown>
+  /** Moves the fake clock without running timers (vi.setSystemTime); retention steps need it. */
+  jump?: (ms: number) => void
   /** Relative weights of the failure steps (default: power cuts dominate). */
   failures?: { powerCut?: number; crash?: number; cleanReopen?: number; damage?: number; cutInClose?: number }
   /** Make the store's msync a no-op (to show the oracle catches a store that does not sync). */
@@ -61,6 +65,14 @@ export interface SimulationReport {
   crashes: number
   cleanReopens: number
   damages: number
+  /** Cleanup passes run as steps, power cuts inside them, commit-log files they deleted. */
+  retentionPasses: number
+  cutsDuringRetention: number
+  filesDeletedByRetention: number
+  /** Compaction passes run as steps, power cuts inside them, records they dropped. */
+  compactionPasses: number
+  cutsDuringCompaction: number
+  recordsCompactedAway: number
   /** Messages the model required after a cut that the reopened store still had. */
   requiredChecked: number
   /** Messages lost in the may-be-lost window (allowed). */
@@ -85,8 +97,12 @@ export function simulationStoreOptions(flushMode: FlushMode): OpenOptions {
     flushConsumeQueueThoroughInterval: 5_000,
     flushConsumerOffsetInterval: 1_500,
     syncFlushTimeout: 60_000,
-    // Retention is not a step yet: a quiet disk of its own, so that the shared machine's disk
-    // usage (read through statfs) never starts a cleanup pass or refuses puts mid-schedule.
+    // Retention passes are steps (simulator-retention.ts); the disk is a quiet one of its own, so
+    // that the shared machine's disk usage (read through statfs) never starts a pass or refuses puts.
+    ...SIM_RETENTION,
+    // Compaction passes are steps too: automatic ones would run on real I/O between fake timers.
+    topics: { [KV_TOPIC]: KV_TOPIC_CONFIG },
+    compaction: { enabled: false, fileDeleteDelayMs: 1_000 },
     diskUsage: { usage: () => ({ totalBytes: 2 ** 40, availableBytes: 2 ** 39, usedRatio: 0.5 }) },
   }
 }
@@ -96,7 +112,7 @@ const QUEUES = 3
 const TAGS = ['red', 'green', 'blue']
 const GROUPS = ['g1', 'g2']
 
-interface ModelMessage {
+export interface ModelMessage {
   key: string
   topic: string
   queueId: number
@@ -114,6 +130,32 @@ interface ModelMessage {
   acked: boolean
   /** In the store as far as the model knows (false once a reopen did not serve it). */
   present: boolean
+  /** A message of the compacted topic (its reads go through the compaction model). */
+  compacted?: boolean
+  /** Simulated time of the put (tombstone horizons). */
+  putMs?: number
+}
+
+/** What the retention and compaction steps use of the simulation. */
+export interface SimHost {
+  readonly store: MessageStore | null
+  readonly storeDir: string
+  readonly disk: PowerLossDisk | null
+  readonly damaged: boolean
+  readonly messages: Map<string, ModelMessage>
+  readonly report: SimulationReport
+  readonly topics: readonly string[]
+  readonly queues: number
+  random(): number
+  int(n: number): number
+  log(line: string): void
+  check(ok: boolean, what: () => string): void
+  matchServed(found: MessageExt): ModelMessage
+  /** Takes a message retention deleted out of the model (it may come back unchanged after a cut). */
+  retire(m: ModelMessage): void
+  advanceClock(ms: number): Promise<unknown>
+  jumpClock(ms: number): void
+  afterOperation(): Promise<void>
 }
 
 class Failure extends Error {}
@@ -148,22 +190,28 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   return sim.report
 }
 
-class Simulation {
+class Simulation implements SimHost {
   readonly report: SimulationReport
   private readonly o: SimulationOptions
-  private readonly random: () => number
+  readonly random: () => number
   private readonly storeOptions: OpenOptions
-  private store: MessageStore | null = null
-  private disk: PowerLossDisk | null = null
-  private storeDir: string
+  store: MessageStore | null = null
+  disk: PowerLossDisk | null = null
+  storeDir: string
   private generation = 0
   private nextMessage = 0
-  private readonly messages = new Map<string, ModelMessage>()
+  readonly messages = new Map<string, ModelMessage>()
+  /** Messages retention deleted (kept to recognise one a cut brought back with its file). */
+  private readonly retired = new Map<string, ModelMessage>()
+  readonly topics = TOPICS
+  readonly queues = QUEUES
+  private readonly retention: RetentionModel
+  private readonly compaction = new CompactionModel()
   /** Offsets each group may find committed per queue after a failure. */
   private readonly offsets = new Map<string, Set<number>>()
   private flushedAtCut = -1
   /** Damage leaves residue a repair need not clean (bytes past a queue's end): verify is skipped. */
-  private damaged = false
+  damaged = false
   /** The consumer offsets file was damaged since the last reopen: any value may come back. */
   private offsetsDamaged = false
   /** The image the last process crash left, and the durable state behind it (power-loss.ts). */
@@ -173,6 +221,7 @@ class Simulation {
     this.o = options
     this.random = prng(options.seed)
     this.storeOptions = simulationStoreOptions(options.flushMode)
+    this.retention = new RetentionModel(this.storeOptions.mappedFileSizeCommitLog!)
     this.storeDir = join(options.dir, 'store-0')
     this.report = {
       seed: options.seed,
@@ -187,6 +236,12 @@ class Simulation {
       crashes: 0,
       cleanReopens: 0,
       damages: 0,
+      retentionPasses: 0,
+      cutsDuringRetention: 0,
+      filesDeletedByRetention: 0,
+      compactionPasses: 0,
+      cutsDuringCompaction: 0,
+      recordsCompactedAway: 0,
       requiredChecked: 0,
       lostUnflushed: 0,
       failures: [],
@@ -195,11 +250,11 @@ class Simulation {
     }
   }
 
-  private int(n: number): number {
+  int(n: number): number {
     return Math.floor(this.random() * n)
   }
 
-  private log(line: string): void {
+  log(line: string): void {
     this.report.log.push(`[${this.report.steps}] ${line}`)
     if (process.env.POWERCUT_TRACE) process.stderr.write(`[${this.report.steps}] ${line}\n`)
     if (this.report.log.length > 2000) this.report.log.shift()
@@ -216,7 +271,7 @@ class Simulation {
     throw new Failure(what)
   }
 
-  private check(ok: boolean, what: () => string): void {
+  check(ok: boolean, what: () => string): void {
     if (!ok) this.fail(what())
   }
 
@@ -260,11 +315,14 @@ class Simulation {
       this.report.steps++
       const r = this.int(100)
       if (process.env.POWERCUT_TRACE) this.log(`step ${r} events ${this.disk?.events}`)
-      if (r < 40) await this.putSingle()
-      else if (r < 58) await this.putBatch()
-      else if (r < 70) this.read()
-      else if (r < 76) this.commitOffset()
-      else if (r < 88) await this.advance()
+      if (r < 34) await this.putSingle()
+      else if (r < 48) await this.putBatch()
+      else if (r < 57) await this.putKeyed()
+      else if (r < 65) this.read()
+      else if (r < 70) this.commitOffset()
+      else if (r < 80) await this.advance()
+      else if (r < 84 && this.o.jump !== undefined) await this.retention.step(this)
+      else if (r < 88) await this.compaction.step(this)
       else {
         let pick = this.random() * failureTotal
         if ((pick -= weights.powerCut) < 0) await this.powerCut()
@@ -305,6 +363,7 @@ class Simulation {
       durable: false,
       acked: false,
       present: true,
+      putMs: Date.now(),
     }
   }
 
@@ -317,7 +376,9 @@ class Simulation {
     m.wroteOffset = result.wroteOffset
     m.wroteBytes = result.wroteBytes
     m.queueOffset = result.queueOffset
+    if (m.compacted === true) this.compaction.accepted(this, m)
     this.messages.set(m.key, m)
+    this.retention.noteWrite(m.wroteOffset, Date.now())
     // A put that resolves after the power went is not an acknowledgement the cut must honour.
     if (result.status === 'PUT_OK' && this.disk?.cut === null) {
       m.acked = true
@@ -334,6 +395,23 @@ class Simulation {
     await this.afterOperation()
   }
 
+  /** Keyed updates and tombstones of the compacted topic, one by one or as a batch. */
+  private async putKeyed(): Promise<void> {
+    const store = this.store!
+    const batch = Array.from({ length: 1 + this.int(10) }, () => this.compaction.newMessage(this, `k-${this.o.seed}-${this.nextMessage++}`))
+    this.report.puts += batch.length
+    if (this.int(2) === 0) {
+      const results = await store.putMessages(batch.map((m) => this.toMessage(m)))
+      batch.forEach((m, i) => this.accept(m, results[i]))
+    } else {
+      for (const m of batch) {
+        this.accept(m, await store.putMessage(this.toMessage(m)))
+        if (this.disk?.cut != null) break
+      }
+    }
+    await this.afterOperation()
+  }
+
   private async putBatch(): Promise<void> {
     const store = this.store!
     const batch = Array.from({ length: 1 + this.int(12) }, () => this.newMessage())
@@ -346,8 +424,13 @@ class Simulation {
   private read(): void {
     const store = this.store!
     this.report.reads++
+    if (this.int(4) === 0) {
+      this.compaction.read(this)
+      return
+    }
     const topic = TOPICS[this.int(TOPICS.length)]
     const queueId = this.int(QUEUES)
+    const min = store.getMinOffsetInQueue(topic, queueId)
     const max = store.getMaxOffsetInQueue(topic, queueId)
     const offset = this.int(max + 2)
     const filter = this.int(3) === 0 ? [TAGS[this.int(TAGS.length)]] : undefined
@@ -371,7 +454,13 @@ class Simulation {
         )
       previous = found.queueOffset
     }
-    if (filter === undefined && offset < max && !this.damaged)
+    if (offset < min && !this.damaged)
+      // Below what retention left: nothing, and where to go on from.
+      this.check(
+        got.status === 'OFFSET_TOO_SMALL' && got.nextBeginOffset === min && got.messages.length === 0,
+        () => `getMessage(${topic}/${queueId}, ${offset}) below min ${min}: ${got.status}, next ${got.nextBeginOffset}`,
+      )
+    else if (filter === undefined && offset < max && !this.damaged)
       this.check(
         got.status === 'FOUND' && got.messages.length > 0,
         () => `getMessage(${topic}/${queueId}, ${offset}) below max ${max}: ${got.status}`,
@@ -391,13 +480,26 @@ class Simulation {
     this.offsets.set(k, possible)
   }
 
+  advanceClock(ms: number): Promise<unknown> {
+    return this.o.advance(ms)
+  }
+
+  jumpClock(ms: number): void {
+    this.o.jump!(ms)
+  }
+
+  retire(m: ModelMessage): void {
+    this.messages.delete(m.key)
+    this.retired.set(m.key, m)
+  }
+
   private async advance(): Promise<void> {
     await this.o.advance(50 + this.int(2000))
     await this.afterOperation()
   }
 
   /** Power went during the last operation: the store is abandoned and the image reopened. */
-  private async afterOperation(): Promise<void> {
+  async afterOperation(): Promise<void> {
     if (this.disk?.cut != null) await this.recoverFromCut(this.disk.cut, false)
   }
 
@@ -586,6 +688,8 @@ class Simulation {
         this.storeDir = join(this.o.dir, `fresh-${this.generation}`)
         fs.mkdirSync(this.storeDir, { recursive: true })
         this.messages.clear()
+        this.retired.clear()
+        this.retention.reset()
         this.offsets.clear()
         this.arm()
         this.store = await MessageStore.open(this.storeDir, this.storeOptions)
@@ -599,9 +703,16 @@ class Simulation {
   // ---- the oracle ---------------------------------------------------------------------------------
 
   /** The model message a served message is, byte for byte; fails otherwise. */
-  private matchServed(found: MessageExt): ModelMessage {
-    const key = found.keys[0]
-    const m = key === undefined ? undefined : this.messages.get(key)
+  matchServed(found: MessageExt): ModelMessage {
+    const key = found.properties[SIM_ID] ?? found.keys[0]
+    let m = key === undefined ? undefined : this.messages.get(key)
+    const back = key === undefined ? undefined : this.retired.get(key)
+    if (m === undefined && back !== undefined) {
+      // Retention deleted its file and a cut brought the file back: the same bytes may be served.
+      this.retired.delete(back.key)
+      this.messages.set(back.key, back)
+      m = back
+    }
     if (m === undefined)
       return this.fail(`served a message that was never put: keys ${JSON.stringify(found.keys)} at ${found.commitLogOffset}`)
     const same =
@@ -629,11 +740,12 @@ class Simulation {
     const stats = store.stats()
     this.log(`opened: lastExitOK ${stats.lastExitOK}, recovery ${JSON.stringify(stats.recovery)}, repairs ${JSON.stringify(stats.repairs)}`)
     const served = new Set<string>()
+    // Retention moves the queues' minimums (checked against the model in checkBelowMin below).
+    const minPhy = store.getMinPhyOffset()
     for (const topic of TOPICS) {
       for (let queueId = 0; queueId < QUEUES; queueId++) {
         const min = store.getMinOffsetInQueue(topic, queueId)
         const max = store.getMaxOffsetInQueue(topic, queueId)
-        this.check(min === 0, () => `${topic}/${queueId} starts at ${min} (nothing expires here)`)
         let expected = min
         let lastPhy = -1
         while (expected < max) {
@@ -657,6 +769,10 @@ class Simulation {
               () => `${topic}/${queueId}: gap, expected queue offset ${expected}, found ${found.queueOffset}`,
             )
             this.check(found.commitLogOffset > lastPhy, () => `${topic}/${queueId}: commit-log offsets not increasing at ${expected}`)
+            this.check(
+              found.commitLogOffset >= minPhy,
+              () => `${topic}/${queueId}: served ${found.commitLogOffset} below the min offset ${minPhy}`,
+            )
             lastPhy = found.commitLogOffset
             const m = this.matchServed(found)
             this.check(!served.has(m.key), () => `${m.key} served twice`)
@@ -683,6 +799,9 @@ class Simulation {
         m.present = true
         continue
       }
+      // The compacted topic's messages are the compaction model's; below the commit log's minimum
+      // retention took them (checkBelowMin checks that the policy allowed it).
+      if (m.compacted === true || (m.wroteOffset < minPhy && m.wroteOffset < this.retention.mayBeGoneBelow)) continue
       // Damage stays (a damaged unit can hide later records of its queue): after it, drops are allowed.
       this.check(
         !m.durable || this.damaged,
@@ -706,6 +825,8 @@ class Simulation {
       this.offsets.set(k, new Set([value]))
     }
     this.offsetsDamaged = false
+    this.retention.checkBelowMin(this)
+    this.compaction.check(this, true)
     this.log(
       `reopened: ${served.size} messages served, ${lost} lost in the may-be-lost window; repairs ${JSON.stringify(store.stats().repairs.map((r) => r.action))}`,
     )

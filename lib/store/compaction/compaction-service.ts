@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { MQStoreError } from '../../errors.js'
 import type { DispatchRequest } from '../commitlog/record.js'
 import type { Clock } from '../environment.js'
+import { ensureDirectory } from '../mapped/directory.js'
 import { hasCompact, type TopicConfig } from '../topics/topic-table.js'
 import { CleanerCheckpoint, CHECKPOINT_FILE_NAME, queueKey } from './cleaner-checkpoint.js'
 import { CleanerManager, CleaningAborted } from './cleaner-manager.js'
@@ -134,7 +135,7 @@ export class CompactionService {
 
   /** Loads every queue's log found on disk (finishing interrupted swaps) and the checkpoint. */
   open(): void {
-    fs.mkdirSync(this.rootDir, { recursive: true })
+    ensureDirectory(this.rootDir)
     this.checkpoint.load()
     for (const topic of fs.readdirSync(this.rootDir)) {
       const topicDir = join(this.rootDir, topic)
