@@ -230,6 +230,57 @@ describe.skipIf(process.platform !== 'linux')(
       }
     })
 
+    // Found by the compaction steps: a compaction log cut back at open (the commit log had lost its
+    // last records) zeroed the dropped records without syncing them, then rolled a new file below
+    // their offsets; a power cut brought the dropped records back and the next open refused the
+    // store (two files holding the same offsets).
+    it('records a compaction log dropped at open do not come back after a power cut', async () => {
+      const storeDir = join(root, 'store')
+      const options = {
+        flushDiskType: 'SYNC_FLUSH' as const,
+        topics: { kv: { cleanupPolicy: 'compact' as const, segmentBytes: 4096 } },
+        compaction: { enabled: false },
+        diskUsage: { usage: () => ({ totalBytes: 2 ** 40, availableBytes: 2 ** 39, usedRatio: 0.5 }) },
+      }
+      const put = async (store: MessageStore, i: number, bytes: number): Promise<number> => {
+        const r = await store.putMessage({ topic: 'kv', queueId: 0, keys: [`k${i % 5}`], body: Buffer.alloc(bytes, i) })
+        expect(r.status).toBe('PUT_OK')
+        return r.wroteOffset
+      }
+      const first = await MessageStore.open(storeDir, options)
+      const offsets: number[] = []
+      for (let i = 0; i < 30; i++) offsets.push(await put(first, i, 200))
+      await first.close()
+      const logDir = join(storeDir, 'compaction', 'kv', '0')
+      expect(fs.readdirSync(logDir).length).toBeGreaterThan(1)
+      // The commit log loses its records from queue offset 10 on (damage to the real file).
+      const commitLog = join(storeDir, 'commitlog', fs.readdirSync(join(storeDir, 'commitlog')).sort()[0])
+      const data = fs.readFileSync(commitLog)
+      data.fill(0, offsets[10])
+      fs.writeFileSync(commitLog, data)
+
+      const disk = new PowerLossDisk({ root: storeDir, seed: 11, imageRoot: join(root, 'images'), mode: 'lose-unsynced' }).arm()
+      let cutDir: string
+      const store = await MessageStore.open(storeDir, options)
+      try {
+        expect(store.getMaxOffsetInQueue('kv', 0)).toBe(10)
+        // Larger records: the log rolls a new file at a lower offset than the one it dropped.
+        for (let i = 10; i < 20; i++) await put(store, i, 1500)
+        cutDir = disk.cutNow('after a roll').dir
+      } finally {
+        await store.close()
+        disk.disarm()
+      }
+      const reopened = await MessageStore.open(cutDir, options)
+      try {
+        const got = reopened.getMessage('g', 'kv', 0, 0, 64).messages
+        expect(got.length).toBeGreaterThan(0)
+        for (const m of got) expect(m.body.length).toBe(m.queueOffset < 10 ? 200 : 1500)
+      } finally {
+        await reopened.close()
+      }
+    })
+
     it('the same schedules catch a store whose msync does nothing (SYNC_FLUSH: acknowledged puts are lost)', async () => {
       const lost: string[] = []
       for (let i = 0; i < 8 && lost.length === 0; i++) {

@@ -33,6 +33,9 @@ export const KV_TOPIC_CONFIG = {
 export const SIM_ID = 'SIMID'
 
 export class CompactionModel {
+  /** Storage events the last uncut pass made (where an armed cut is placed). */
+  private lastPassEvents = 40
+
   /** A keyed update (sometimes a tombstone) of the compacted topic. */
   newMessage(host: SimHost, key: string): ModelMessage {
     const k = host.int(KV_KEYS)
@@ -71,8 +74,11 @@ export class CompactionModel {
     host.report.compactionPasses++
     const disk = host.disk!
     const armed = host.int(3) === 0
-    if (armed) disk.options.cutAtEvent = disk.events + 1 + host.int(60)
+    // Within as many events as the last pass made (a pass with nothing to clean makes few).
+    if (armed) disk.options.cutAtEvent = disk.events + 1 + host.int(Math.max(4, this.lastPassEvents))
+    const before = disk.events
     const report = await host.store!.compact(KV_TOPIC)
+    this.lastPassEvents = disk.events - before
     if (disk.cut !== null) {
       host.report.cutsDuringCompaction++
       host.log(`power cut during a compaction pass at event ${disk.cut.event} (${disk.cut.at})`)
@@ -80,7 +86,9 @@ export class CompactionModel {
       return
     }
     if (armed) disk.options.cutAtEvent = null
-    host.log(`compaction: ${report.recordsKept} kept, ${report.recordsDropped} dropped over ${report.queues.length} queues`)
+    host.log(
+      `compaction: ${this.lastPassEvents} storage events, ${report.recordsKept} kept, ${report.recordsDropped} dropped over ${report.queues.length} queues`,
+    )
     host.check(report.failed.length === 0, () => `compaction pass failed: ${JSON.stringify(report.failed)}`)
     host.report.recordsCompactedAway += report.recordsDropped
     this.check(host, false)

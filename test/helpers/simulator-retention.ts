@@ -58,6 +58,8 @@ export class RetentionModel {
    * delete given the ages the last steps stamped. Only grows (a fresh store resets it).
    */
   mayBeGoneBelow = 0
+  /** Storage events the last direct pass that deleted files made (where an armed cut is placed). */
+  private deletingPassEvents = 60
 
   constructor(private readonly fileSize: number) {}
 
@@ -148,7 +150,9 @@ export class RetentionModel {
 
     const disk = host.disk!
     const cutArmed = host.int(3) === 0
-    if (cutArmed) disk.options.cutAtEvent = disk.events + 1 + host.int(12 * (onePass.deletions.length + 1) + 8)
+    // Within as many events as the last pass that deleted something made (syncs, unlinks).
+    if (cutArmed) disk.options.cutAtEvent = disk.events + 1 + host.int(onePass.deletions.length > 0 ? this.deletingPassEvents : 8)
+    const before = disk.events
     store.executeDeleteFilesManually()
     if (timed) {
       // The clean-resource loop's timer falls due within one interval; a pass it started is shared.
@@ -164,6 +168,7 @@ export class RetentionModel {
       return
     }
     if (cutArmed) disk.options.cutAtEvent = null
+    if (onePass.deletions.length > 0 && !timed) this.deletingPassEvents = Math.max(8, disk.events - before)
 
     const minPhy = store.getMinPhyOffset()
     host.check(

@@ -104,6 +104,8 @@ export function simulationStoreOptions(flushMode: FlushMode): OpenOptions {
     topics: { [KV_TOPIC]: KV_TOPIC_CONFIG },
     compaction: { enabled: false, fileDeleteDelayMs: 1_000 },
     diskUsage: { usage: () => ({ totalBytes: 2 ** 40, availableBytes: 2 ** 39, usedRatio: 0.5 }) },
+    // POWERCUT_STORE_LOG=1: the store's own log lines go to stderr, among the trace's.
+    logger: process.env.POWERCUT_STORE_LOG ? (level, message) => process.stderr.write(`  store ${level}: ${message}\n`) : undefined,
   }
 }
 
