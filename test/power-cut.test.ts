@@ -182,6 +182,8 @@ describe.skipIf(process.platform !== 'linux')(
       const options = {
         flushDiskType: 'SYNC_FLUSH' as const,
         mappedFileSizeCommitLog: 4096,
+        maxHashSlotNum: 64,
+        maxIndexNum: 256,
         fileReservedTime: 1,
         deleteCommitLogFilesInterval: 0,
         deleteConsumeQueueFilesInterval: 0,
@@ -238,6 +240,8 @@ describe.skipIf(process.platform !== 'linux')(
       const storeDir = join(root, 'store')
       const options = {
         flushDiskType: 'SYNC_FLUSH' as const,
+        maxHashSlotNum: 64,
+        maxIndexNum: 256,
         topics: { kv: { cleanupPolicy: 'compact' as const, segmentBytes: 4096 } },
         compaction: { enabled: false },
         diskUsage: { usage: () => ({ totalBytes: 2 ** 40, availableBytes: 2 ** 39, usedRatio: 0.5 }) },
