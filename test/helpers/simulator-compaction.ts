@@ -14,7 +14,7 @@
 // below it, a version whose commit-log file retention deleted lives only in the compaction log, so
 // one that was not durable may be gone.
 import type { MessageExt } from '../../lib/index.js'
-import type { ModelMessage, SimHost } from './simulator.js'
+import type { ModelMessage, SimHost } from './simulator-model.js'
 
 export const KV_TOPIC = 'sim-kv'
 export const KV_QUEUES = 2

@@ -21,7 +21,7 @@ import {
 } from '../../lib/store/cleanup/commit-log-policy.js'
 import { judgeDisk } from '../../lib/store/cleanup/disk-policy.js'
 import type { MessageStore } from '../../lib/index.js'
-import type { SimHost } from './simulator.js'
+import type { SimHost } from './simulator-model.js'
 
 const HOUR_MS = 3_600_000
 

@@ -1,7 +1,9 @@
 // A seeded, model-based simulator of a store's life: puts (single and batch, keys, tags,
 // properties), reads with tag filters, consumer offsets, file rolls, clock advances (which run the
-// flush services), clean reopens, process crashes, power cuts (at a random storage event: during
-// puts, flushes, recovery, close, and twice in a row) and damage. After every step that reopens
+// flush services), retention passes (simulator-retention.ts), keyed puts, tombstones and
+// compaction passes on a compacted topic (simulator-compaction.ts), clean reopens, process
+// crashes, power cuts (at a random storage event: during puts, flushes, cleanup and compaction
+// passes, recovery, close, and twice in a row) and damage. After every step that reopens
 // the store, what it serves is checked against a model of what must hold:
 //
 // - durable prefix: every put acknowledged under SYNC_FLUSH (under ASYNC_FLUSH: every put that
@@ -29,7 +31,11 @@ import { verifyStore as verifyStoreDir } from '../../lib/cli/verify/index.js'
 import { MessageStore, type Message, type MessageExt, type OpenOptions } from '../../lib/index.js'
 import { PowerLossDisk, prng, type CrashCarry, type PowerCut } from './power-loss.js'
 import { CompactionModel, KV_TOPIC, KV_TOPIC_CONFIG, SIM_ID } from './simulator-compaction.js'
+import type { ModelMessage, SimHost } from './simulator-model.js'
+import { newPlainMessage, QUEUES, readQueue, TOPICS, walkQueues } from './simulator-queues.js'
 import { RetentionModel, SIM_RETENTION } from './simulator-retention.js'
+
+export type { ModelMessage, SimHost } from './simulator-model.js'
 
 export type FlushMode = 'SYNC_FLUSH' | 'ASYNC_FLUSH'
 
@@ -109,56 +115,7 @@ export function simulationStoreOptions(flushMode: FlushMode): OpenOptions {
   }
 }
 
-const TOPICS = ['sim-a', 'sim-b']
-const QUEUES = 3
-const TAGS = ['red', 'green', 'blue']
 const GROUPS = ['g1', 'g2']
-
-export interface ModelMessage {
-  key: string
-  topic: string
-  queueId: number
-  tags: string
-  keys: string[]
-  properties: Record<string, string>
-  body: Buffer
-  /** Set once the store answered the put. */
-  wroteOffset: number
-  wroteBytes: number
-  queueOffset: number
-  /** Must survive every failure from now on. */
-  durable: boolean
-  /** Acknowledged (PUT_OK) before the current power cut, if any. */
-  acked: boolean
-  /** In the store as far as the model knows (false once a reopen did not serve it). */
-  present: boolean
-  /** A message of the compacted topic (its reads go through the compaction model). */
-  compacted?: boolean
-  /** Simulated time of the put (tombstone horizons). */
-  putMs?: number
-}
-
-/** What the retention and compaction steps use of the simulation. */
-export interface SimHost {
-  readonly store: MessageStore | null
-  readonly storeDir: string
-  readonly disk: PowerLossDisk | null
-  readonly damaged: boolean
-  readonly messages: Map<string, ModelMessage>
-  readonly report: SimulationReport
-  readonly topics: readonly string[]
-  readonly queues: number
-  random(): number
-  int(n: number): number
-  log(line: string): void
-  check(ok: boolean, what: () => string): void
-  matchServed(found: MessageExt): ModelMessage
-  /** Takes a message retention deleted out of the model (it may come back unchanged after a cut). */
-  retire(m: ModelMessage): void
-  advanceClock(ms: number): Promise<unknown>
-  jumpClock(ms: number): void
-  afterOperation(): Promise<void>
-}
 
 class Failure extends Error {}
 
@@ -342,31 +299,7 @@ class Simulation implements SimHost {
   // ---- operations ---------------------------------------------------------------------------------
 
   private newMessage(): ModelMessage {
-    const n = this.nextMessage++
-    const topic = TOPICS[this.int(TOPICS.length)]
-    const key = `k-${this.o.seed}-${n}`
-    const keys = this.int(4) === 0 ? [key, `shared-${this.int(3)}`] : [key]
-    const properties: Record<string, string> = {}
-    for (let i = this.int(3); i > 0; i--) properties[`p${this.int(5)}`] = `v${this.int(1000)}`
-    const length = this.int(8) === 0 ? 1500 + this.int(2500) : this.int(400)
-    const body = Buffer.alloc(length)
-    for (let i = 0; i < length; i++) body[i] = this.int(256)
-    return {
-      key,
-      topic,
-      queueId: this.int(QUEUES),
-      tags: TAGS[this.int(TAGS.length)],
-      keys,
-      properties,
-      body,
-      wroteOffset: -1,
-      wroteBytes: 0,
-      queueOffset: -1,
-      durable: false,
-      acked: false,
-      present: true,
-      putMs: Date.now(),
-    }
+    return newPlainMessage(this, `k-${this.o.seed}-${this.nextMessage++}`)
   }
 
   private toMessage(m: ModelMessage): Message {
@@ -424,49 +357,9 @@ class Simulation implements SimHost {
   }
 
   private read(): void {
-    const store = this.store!
     this.report.reads++
-    if (this.int(4) === 0) {
-      this.compaction.read(this)
-      return
-    }
-    const topic = TOPICS[this.int(TOPICS.length)]
-    const queueId = this.int(QUEUES)
-    const min = store.getMinOffsetInQueue(topic, queueId)
-    const max = store.getMaxOffsetInQueue(topic, queueId)
-    const offset = this.int(max + 2)
-    const filter = this.int(3) === 0 ? [TAGS[this.int(TAGS.length)]] : undefined
-    const got = store.getMessage('reader', topic, queueId, offset, 1 + this.int(16), filter === undefined ? undefined : { tags: filter })
-    let previous = offset - 1
-    for (const found of got.messages) {
-      const m = this.matchServed(found)
-      this.check(
-        m.topic === topic && m.queueId === queueId,
-        () => `getMessage(${topic}/${queueId}) served ${m.key} of ${m.topic}/${m.queueId}`,
-      )
-      this.check(
-        found.queueOffset > previous,
-        () => `getMessage(${topic}/${queueId}, ${offset}) served queue offset ${found.queueOffset} after ${previous}`,
-      )
-      if (filter !== undefined) this.check(filter.includes(m.tags), () => `getMessage with tags ${filter} served tag ${m.tags}`)
-      else if (!this.damaged)
-        this.check(
-          found.queueOffset === previous + 1,
-          () => `getMessage(${topic}/${queueId}, ${offset}) skipped to ${found.queueOffset} after ${previous}`,
-        )
-      previous = found.queueOffset
-    }
-    if (offset < min && !this.damaged)
-      // Below what retention left: nothing, and where to go on from.
-      this.check(
-        got.status === 'OFFSET_TOO_SMALL' && got.nextBeginOffset === min && got.messages.length === 0,
-        () => `getMessage(${topic}/${queueId}, ${offset}) below min ${min}: ${got.status}, next ${got.nextBeginOffset}`,
-      )
-    else if (filter === undefined && offset < max && !this.damaged)
-      this.check(
-        got.status === 'FOUND' && got.messages.length > 0,
-        () => `getMessage(${topic}/${queueId}, ${offset}) below max ${max}: ${got.status}`,
-      )
+    if (this.int(4) === 0) this.compaction.read(this)
+    else readQueue(this)
   }
 
   private commitOffset(): void {
@@ -741,58 +634,9 @@ class Simulation implements SimHost {
     const store = this.store!
     const stats = store.stats()
     this.log(`opened: lastExitOK ${stats.lastExitOK}, recovery ${JSON.stringify(stats.recovery)}, repairs ${JSON.stringify(stats.repairs)}`)
-    const served = new Set<string>()
     // Retention moves the queues' minimums (checked against the model in checkBelowMin below).
     const minPhy = store.getMinPhyOffset()
-    for (const topic of TOPICS) {
-      for (let queueId = 0; queueId < QUEUES; queueId++) {
-        const min = store.getMinOffsetInQueue(topic, queueId)
-        const max = store.getMaxOffsetInQueue(topic, queueId)
-        let expected = min
-        let lastPhy = -1
-        while (expected < max) {
-          const got = store.getMessage('checker', topic, queueId, expected, 32)
-          if (this.damaged && got.messages.length === 0) {
-            // A damaged unit: the read skips it (a dropped record, allowed after damage).
-            expected = Math.max(expected + 1, got.nextBeginOffset)
-            continue
-          }
-          this.check(
-            got.status === 'FOUND' && got.messages.length > 0,
-            () => `${topic}/${queueId} read at ${expected} below max ${max}: ${got.status}`,
-          )
-          for (const found of got.messages) {
-            // After damage a repair may drop records (a damaged unit is skipped), never reorder them.
-            if (this.damaged && found.queueOffset > expected) expected = found.queueOffset
-            if (this.damaged && found.queueOffset < expected)
-              this.fail(`${topic}/${queueId}: queue offset ${found.queueOffset} handed out again after damage (at ${expected})`)
-            this.check(
-              found.queueOffset === expected,
-              () => `${topic}/${queueId}: gap, expected queue offset ${expected}, found ${found.queueOffset}`,
-            )
-            this.check(found.commitLogOffset > lastPhy, () => `${topic}/${queueId}: commit-log offsets not increasing at ${expected}`)
-            this.check(
-              found.commitLogOffset >= minPhy,
-              () => `${topic}/${queueId}: served ${found.commitLogOffset} below the min offset ${minPhy}`,
-            )
-            lastPhy = found.commitLogOffset
-            const m = this.matchServed(found)
-            this.check(!served.has(m.key), () => `${m.key} served twice`)
-            served.add(m.key)
-            const byOffset = store.lookMessageByOffset(m.wroteOffset)
-            this.check(
-              byOffset !== null && byOffset.keys[0] === m.key,
-              () => `${m.key} not found by its commit-log offset ${m.wroteOffset}`,
-            )
-            const hits = store.queryMessage(topic, m.key, 8, 0, Date.now() + 3_600_000).messages
-            // Damage to an index entry drops the key (allowed after damage); a hit is always right.
-            this.check(this.damaged || hits.some((h) => h.commitLogOffset === m.wroteOffset), () => `${m.key} not found by key`)
-            for (const hit of hits) this.check(hit.keys.includes(m.key), () => `index hit for ${m.key} is a record with keys ${hit.keys}`)
-            expected++
-          }
-        }
-      }
-    }
+    const served = walkQueues(this, minPhy)
     let lost = 0
     for (const m of [...this.messages.values()]) {
       if (served.has(m.key)) {
