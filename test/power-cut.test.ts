@@ -21,7 +21,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 
 import { MessageStore } from '../lib/index.js'
 import { PowerLossDisk } from './helpers/power-loss.js'
-import { simulate, type FlushMode, type SimulationReport } from './helpers/simulator.js'
+import { simulate, type FlushMode, type SimulationOptions, type SimulationReport } from './helpers/simulator.js'
 import { tempDir } from './helpers/tmp.js'
 
 // 8 per mode keeps this file's share of npm test where it was before retention and compaction
@@ -32,13 +32,24 @@ const STEPS = Math.max(1, Number(process.env.POWERCUT_STEPS ?? 60) || 60)
 const BREAK_MSYNC = process.env.POWERCUT_BREAK_MSYNC !== undefined && process.env.POWERCUT_BREAK_MSYNC !== ''
 const SEED = process.env.POWERCUT_SEED !== undefined ? Number(process.env.POWERCUT_SEED) | 0 : (Math.random() * 2 ** 31) | 0
 
+const CLOCK_START = Date.UTC(2026, 0, 1) + Number(process.env.POWERCUT_CLOCK_START_MS ?? 0)
+
+/**
+ * Every schedule starts at the same simulated time (retention and compaction decide by it), so
+ * that one replayed alone runs as it did among others.
+ */
+function simulateFromStart(options: SimulationOptions): Promise<SimulationReport> {
+  vi.setSystemTime(CLOCK_START)
+  return simulate(options)
+}
+
 let root: string
 beforeEach(() => {
   root = tempDir('mqstore-powercut-')
   // A fake clock: the store's flush services run when a schedule advances it, so runs replay.
   vi.useFakeTimers({
     toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'],
-    now: Date.UTC(2026, 0, 1) + Number(process.env.POWERCUT_CLOCK_START_MS ?? 0),
+    now: CLOCK_START,
   })
 })
 afterEach(() => {
@@ -81,7 +92,7 @@ describe.skipIf(process.platform !== 'linux')(
             const seed = (SEED + i) >>> 0
             const dir = join(root, `s-${i}-${flushMode}`)
             fs.mkdirSync(dir)
-            const report = await simulate({
+            const report = await simulateFromStart({
               seed,
               flushMode,
               steps: STEPS,
@@ -118,7 +129,7 @@ describe.skipIf(process.platform !== 'linux')(
       it(`schedule ${ONE} alone, directories kept`, async () => {
         const flushMode = (process.env.POWERCUT_MODE ?? 'SYNC_FLUSH') as FlushMode
         const dir = tempDir('mqstore-powercut-replay-')
-        const report = await simulate({
+        const report = await simulateFromStart({
           seed: ONE,
           flushMode,
           steps: STEPS,
@@ -140,7 +151,7 @@ describe.skipIf(process.platform !== 'linux')(
           fc.asyncProperty(fc.integer({ min: 1, max: 2 ** 31 - 1 }), async (seed) => {
             const dir = join(root, `run-${run++}`)
             fs.mkdirSync(dir)
-            const report = await simulate({
+            const report = await simulateFromStart({
               seed,
               flushMode,
               steps: STEPS,
@@ -293,7 +304,7 @@ describe.skipIf(process.platform !== 'linux')(
       for (let i = 0; i < 8 && lost.length === 0; i++) {
         const dir = join(root, `broken-${i}`)
         fs.mkdirSync(dir)
-        const report = await simulate({
+        const report = await simulateFromStart({
           seed: (SEED + i) | 0 || 1,
           flushMode: 'SYNC_FLUSH',
           steps: STEPS,

@@ -197,9 +197,10 @@ export class StoreEngine {
         dispatchedOffset: () => this.dispatcher.reputFromOffset,
         commitLogPath: this.paths.commitLog,
         consumeQueuePath: this.paths.consumeQueues,
-        syncDerived: async () => {
-          await this.queues.flushAllAsync()
-          await this.compacted.flushAsync()
+        // On the calling thread: rare (only passes that delete), and a pass then sees no interleaving.
+        syncDerived: () => {
+          this.queues.flushAll()
+          this.compacted.flush()
         },
       },
       this.config,

@@ -188,10 +188,6 @@ export class CompactionModel {
         if (got.nextBeginOffset <= offset) break
         offset = got.nextBeginOffset
       }
-      if (process.env.POWERCUT_TRACE)
-        host.log(
-          `kv ${queueId}: min ${store.getMinOffsetInQueue(KV_TOPIC, queueId)} max ${max}, model ${[...host.messages.values()].filter((m) => m.compacted && m.queueId === queueId).map((m) => `${m.queueOffset}${m.present ? '' : '?'}${m.durable ? 'd' : ''}`)}`,
-        )
       for (const m of host.messages.values()) {
         if (m.compacted === true && m.queueId === queueId && m.present)
           host.check(m.queueOffset < max, () => `${KV_TOPIC}/${queueId} max offset ${max} is not above ${m.key}'s ${m.queueOffset}`)

@@ -6,10 +6,10 @@
 // File ages: the policy judges a commit-log file by its modification time, which the file system
 // sets from the real clock while the store runs on the simulator's fake one. So before a pass the
 // step sets every commit-log file's modification time to the simulated time of its last write (the
-// model knows it from the puts); files the model has no time for are stamped "now" (young). Files
-// written after a step keep real (future) times until the next step restamps them, so between
-// steps no file can become older than what the last step saw: the "may be gone" bound the step
-// computes holds until the next one, whatever timed passes run in between.
+// model knows it from the puts); files the model has no time for are stamped "now" (young). After
+// its pass the step stamps the files left "now", and files written later keep real (future) times,
+// so until the next step no file is old enough to go: the manual passes still pending and passes at
+// the deleteWhen hour delete nothing the step's bound did not allow.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
@@ -77,7 +77,7 @@ export class RetentionModel {
   }
 
   /** The commit-log files as the policy sees them, with the model's ages written to the files. */
-  private stamp(storeDir: string, nowMs: number): CommitLogFileInfo[] {
+  private stamp(storeDir: string, nowMs: number, young = false): CommitLogFileInfo[] {
     const dir = join(storeDir, 'commitlog')
     if (!fs.existsSync(dir)) return []
     const names = fs
@@ -87,7 +87,7 @@ export class RetentionModel {
     return names.map((name) => {
       const path = join(dir, name)
       const startOffset = Number(name)
-      const t = this.lastWriteMs.get(startOffset) ?? Math.floor(nowMs / 1000) * 1000
+      const t = (young ? undefined : this.lastWriteMs.get(startOffset)) ?? Math.floor(nowMs / 1000) * 1000
       fs.utimesSync(path, t / 1000, t / 1000)
       return {
         name,
@@ -128,24 +128,26 @@ export class RetentionModel {
     const nowMs = Date.now()
     const files = this.stamp(host.storeDir, nowMs)
     const onePass = this.plan(files, nowMs, store)
-    // Repeated passes (later timed ones, while manual passes are left) go on past a batch stop.
+    const timed = host.int(2) === 0
+    // A timed pass runs up to one interval later (files are older then), and with the second pass
+    // below goes on past a batch stop: what it may delete is what repeated passes at that time do.
+    const latestMs = timed ? nowMs + SIM_RETENTION.cleanResourceInterval : nowMs
     let rest = files
-    let plan = onePass
+    let plan = this.plan(files, latestMs, store)
     let bound = 0
     for (;;) {
       const last = plan.deletions.at(-1)
       if (last !== undefined) bound = last.file.startOffset + last.file.sizeBytes
-      if (plan.stop?.why !== 'batch') break
+      if (!timed || plan.stop?.why !== 'batch') break
       rest = rest.slice(plan.deletions.length)
-      plan = this.plan(rest, nowMs, store)
+      plan = this.plan(rest, latestMs, store)
     }
     this.mayBeGoneBelow = Math.max(this.mayBeGoneBelow, bound)
     const kept = files[onePass.deletions.length]
     const expectedMin = onePass.deletions.length === 0 ? store.getMinPhyOffset() : kept.startOffset
-    const timed = host.int(2) === 0
     host.log(
       `retention: clock +${(jumpMs / HOUR_MS).toFixed(2)} h, ${files.length} commit-log files, the policy deletes ${onePass.deletions.length} (stop: ${onePass.stop?.why ?? 'none'}), ` +
-        `may be gone below ${this.mayBeGoneBelow}, ${timed ? 'timed' : 'direct'} pass`,
+        `may be gone below ${this.mayBeGoneBelow}, ${timed ? 'timed' : 'direct'} pass; ages (min) ${files.map((f) => Math.round((nowMs - f.lastModifiedMs) / 60_000))}`,
     )
 
     const disk = host.disk!
@@ -181,6 +183,9 @@ export class RetentionModel {
       files.findIndex((f) => f.startOffset >= minPhy),
     )
     this.checkBelowMin(host)
+    // The files left are stamped young: the manual passes still pending (and passes at the
+    // deleteWhen hour) then find nothing to delete before the next step stamps the model's ages.
+    this.stamp(host.storeDir, Date.now(), true)
   }
 
   /**

@@ -30,7 +30,7 @@ export interface CleanupTargets {
    * commit-log files go: once the records are deleted, a power cut could not rebuild them, and a
    * compacted topic's compaction log is then their only copy.
    */
-  syncDerived?: () => Promise<void>
+  syncDerived?: () => void | Promise<void>
 }
 
 export type CleanupLogger = (level: 'info' | 'warn' | 'error', message: string) => void
