@@ -30,12 +30,12 @@ import { join } from 'node:path'
 import { verifyStore as verifyStoreDir } from '../../lib/cli/verify/index.js'
 import { MessageStore, type Message, type MessageExt, type OpenOptions } from '../../lib/index.js'
 import { PowerLossDisk, prng, type CrashCarry, type PowerCut } from './power-loss.js'
-import { CompactionModel, KV_TOPIC, KV_TOPIC_CONFIG, SIM_ID } from './simulator-compaction.js'
-import type { ModelMessage, SimHost } from './simulator-model.js'
+import { CompactionModel, SIM_ID } from './simulator-compaction.js'
+import { type ModelMessage, type SimHost, simulationStoreOptions } from './simulator-model.js'
 import { newPlainMessage, QUEUES, readQueue, TOPICS, walkQueues } from './simulator-queues.js'
-import { RetentionModel, SIM_RETENTION } from './simulator-retention.js'
+import { RetentionModel } from './simulator-retention.js'
 
-export type { ModelMessage, SimHost } from './simulator-model.js'
+export { type ModelMessage, type SimHost, simulationStoreOptions } from './simulator-model.js'
 
 export type FlushMode = 'SYNC_FLUSH' | 'ASYNC_FLUSH'
 
@@ -87,32 +87,6 @@ export interface SimulationReport {
   /** Failures of a KNOWN_OPEN kind (found, not fixed yet). */
   knownOpen: string[]
   log: string[]
-}
-
-/** Small files, so that every file type rolls within a short schedule. */
-export function simulationStoreOptions(flushMode: FlushMode): OpenOptions {
-  return {
-    flushDiskType: flushMode,
-    mappedFileSizeCommitLog: 32 * 1024,
-    mappedFileSizeConsumeQueue: 20 * 64,
-    maxHashSlotNum: 64,
-    maxIndexNum: 256,
-    flushIntervalCommitLog: 200,
-    flushCommitLogThoroughInterval: 3_000,
-    flushIntervalConsumeQueue: 700,
-    flushConsumeQueueThoroughInterval: 5_000,
-    flushConsumerOffsetInterval: 1_500,
-    syncFlushTimeout: 60_000,
-    // Retention passes are steps (simulator-retention.ts); the disk is a quiet one of its own, so
-    // that the shared machine's disk usage (read through statfs) never starts a pass or refuses puts.
-    ...SIM_RETENTION,
-    // Compaction passes are steps too: automatic ones would run on real I/O between fake timers.
-    topics: { [KV_TOPIC]: KV_TOPIC_CONFIG },
-    compaction: { enabled: false, fileDeleteDelayMs: 1_000 },
-    diskUsage: { usage: () => ({ totalBytes: 2 ** 40, availableBytes: 2 ** 39, usedRatio: 0.5 }) },
-    // POWERCUT_STORE_LOG=1: the store's own log lines go to stderr, among the trace's.
-    logger: process.env.POWERCUT_STORE_LOG ? (level, message) => process.stderr.write(`  store ${level}: ${message}\n`) : undefined,
-  }
 }
 
 const GROUPS = ['g1', 'g2']
