@@ -197,6 +197,11 @@ export class StoreEngine {
         dispatchedOffset: () => this.dispatcher.reputFromOffset,
         commitLogPath: this.paths.commitLog,
         consumeQueuePath: this.paths.consumeQueues,
+        // On the calling thread: rare (only passes that delete), and a pass then sees no interleaving.
+        syncDerived: () => {
+          this.queues.flushAll()
+          this.compacted.flush()
+        },
       },
       this.config,
       this.env,

@@ -1,7 +1,9 @@
 // A seeded, model-based simulator of a store's life: puts (single and batch, keys, tags,
 // properties), reads with tag filters, consumer offsets, file rolls, clock advances (which run the
-// flush services), clean reopens, process crashes, power cuts (at a random storage event: during
-// puts, flushes, recovery, close, and twice in a row) and damage. After every step that reopens
+// flush services), retention passes (simulator-retention.ts), keyed puts, tombstones and
+// compaction passes on a compacted topic (simulator-compaction.ts), clean reopens, process
+// crashes, power cuts (at a random storage event: during puts, flushes, cleanup and compaction
+// passes, recovery, close, and twice in a row) and damage. After every step that reopens
 // the store, what it serves is checked against a model of what must hold:
 //
 // - durable prefix: every put acknowledged under SYNC_FLUSH (under ASYNC_FLUSH: every put that
@@ -28,6 +30,12 @@ import { join } from 'node:path'
 import { verifyStore as verifyStoreDir } from '../../lib/cli/verify/index.js'
 import { MessageStore, type Message, type MessageExt, type OpenOptions } from '../../lib/index.js'
 import { PowerLossDisk, prng, type CrashCarry, type PowerCut } from './power-loss.js'
+import { CompactionModel, SIM_ID } from './simulator-compaction.js'
+import { type ModelMessage, type SimHost, simulationStoreOptions } from './simulator-model.js'
+import { newPlainMessage, QUEUES, readQueue, TOPICS, walkQueues } from './simulator-queues.js'
+import { RetentionModel } from './simulator-retention.js'
+
+export { type ModelMessage, type SimHost, simulationStoreOptions } from './simulator-model.js'
 
 export type FlushMode = 'SYNC_FLUSH' | 'ASYNC_FLUSH'
 
@@ -40,6 +48,8 @@ export interface SimulationOptions {
   dir: string
   /** Advances the fake clock, running the timers that fall due (vi.advanceTimersByTimeAsync). */
   advance: (ms: number) => Promise<unknown>
+  /** Moves the fake clock without running timers (vi.setSystemTime); retention steps need it. */
+  jump?: (ms: number) => void
   /** Relative weights of the failure steps (default: power cuts dominate). */
   failures?: { powerCut?: number; crash?: number; cleanReopen?: number; damage?: number; cutInClose?: number }
   /** Make the store's msync a no-op (to show the oracle catches a store that does not sync). */
@@ -61,6 +71,14 @@ export interface SimulationReport {
   crashes: number
   cleanReopens: number
   damages: number
+  /** Cleanup passes run as steps, power cuts inside them, commit-log files they deleted. */
+  retentionPasses: number
+  cutsDuringRetention: number
+  filesDeletedByRetention: number
+  /** Compaction passes run as steps, power cuts inside them, records they dropped. */
+  compactionPasses: number
+  cutsDuringCompaction: number
+  recordsCompactedAway: number
   /** Messages the model required after a cut that the reopened store still had. */
   requiredChecked: number
   /** Messages lost in the may-be-lost window (allowed). */
@@ -71,50 +89,7 @@ export interface SimulationReport {
   log: string[]
 }
 
-/** Small files, so that every file type rolls within a short schedule. */
-export function simulationStoreOptions(flushMode: FlushMode): OpenOptions {
-  return {
-    flushDiskType: flushMode,
-    mappedFileSizeCommitLog: 32 * 1024,
-    mappedFileSizeConsumeQueue: 20 * 64,
-    maxHashSlotNum: 64,
-    maxIndexNum: 256,
-    flushIntervalCommitLog: 200,
-    flushCommitLogThoroughInterval: 3_000,
-    flushIntervalConsumeQueue: 700,
-    flushConsumeQueueThoroughInterval: 5_000,
-    flushConsumerOffsetInterval: 1_500,
-    syncFlushTimeout: 60_000,
-    // Retention is not a step yet: a quiet disk of its own, so that the shared machine's disk
-    // usage (read through statfs) never starts a cleanup pass or refuses puts mid-schedule.
-    diskUsage: { usage: () => ({ totalBytes: 2 ** 40, availableBytes: 2 ** 39, usedRatio: 0.5 }) },
-  }
-}
-
-const TOPICS = ['sim-a', 'sim-b']
-const QUEUES = 3
-const TAGS = ['red', 'green', 'blue']
 const GROUPS = ['g1', 'g2']
-
-interface ModelMessage {
-  key: string
-  topic: string
-  queueId: number
-  tags: string
-  keys: string[]
-  properties: Record<string, string>
-  body: Buffer
-  /** Set once the store answered the put. */
-  wroteOffset: number
-  wroteBytes: number
-  queueOffset: number
-  /** Must survive every failure from now on. */
-  durable: boolean
-  /** Acknowledged (PUT_OK) before the current power cut, if any. */
-  acked: boolean
-  /** In the store as far as the model knows (false once a reopen did not serve it). */
-  present: boolean
-}
 
 class Failure extends Error {}
 
@@ -148,22 +123,28 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   return sim.report
 }
 
-class Simulation {
+class Simulation implements SimHost {
   readonly report: SimulationReport
   private readonly o: SimulationOptions
-  private readonly random: () => number
+  readonly random: () => number
   private readonly storeOptions: OpenOptions
-  private store: MessageStore | null = null
-  private disk: PowerLossDisk | null = null
-  private storeDir: string
+  store: MessageStore | null = null
+  disk: PowerLossDisk | null = null
+  storeDir: string
   private generation = 0
   private nextMessage = 0
-  private readonly messages = new Map<string, ModelMessage>()
+  readonly messages = new Map<string, ModelMessage>()
+  /** Messages retention deleted (kept to recognise one a cut brought back with its file). */
+  private readonly retired = new Map<string, ModelMessage>()
+  readonly topics = TOPICS
+  readonly queues = QUEUES
+  private readonly retention: RetentionModel
+  private readonly compaction = new CompactionModel()
   /** Offsets each group may find committed per queue after a failure. */
   private readonly offsets = new Map<string, Set<number>>()
   private flushedAtCut = -1
   /** Damage leaves residue a repair need not clean (bytes past a queue's end): verify is skipped. */
-  private damaged = false
+  damaged = false
   /** The consumer offsets file was damaged since the last reopen: any value may come back. */
   private offsetsDamaged = false
   /** The image the last process crash left, and the durable state behind it (power-loss.ts). */
@@ -173,6 +154,7 @@ class Simulation {
     this.o = options
     this.random = prng(options.seed)
     this.storeOptions = simulationStoreOptions(options.flushMode)
+    this.retention = new RetentionModel(this.storeOptions.mappedFileSizeCommitLog!)
     this.storeDir = join(options.dir, 'store-0')
     this.report = {
       seed: options.seed,
@@ -187,6 +169,12 @@ class Simulation {
       crashes: 0,
       cleanReopens: 0,
       damages: 0,
+      retentionPasses: 0,
+      cutsDuringRetention: 0,
+      filesDeletedByRetention: 0,
+      compactionPasses: 0,
+      cutsDuringCompaction: 0,
+      recordsCompactedAway: 0,
       requiredChecked: 0,
       lostUnflushed: 0,
       failures: [],
@@ -195,11 +183,11 @@ class Simulation {
     }
   }
 
-  private int(n: number): number {
+  int(n: number): number {
     return Math.floor(this.random() * n)
   }
 
-  private log(line: string): void {
+  log(line: string): void {
     this.report.log.push(`[${this.report.steps}] ${line}`)
     if (process.env.POWERCUT_TRACE) process.stderr.write(`[${this.report.steps}] ${line}\n`)
     if (this.report.log.length > 2000) this.report.log.shift()
@@ -216,7 +204,7 @@ class Simulation {
     throw new Failure(what)
   }
 
-  private check(ok: boolean, what: () => string): void {
+  check(ok: boolean, what: () => string): void {
     if (!ok) this.fail(what())
   }
 
@@ -260,11 +248,14 @@ class Simulation {
       this.report.steps++
       const r = this.int(100)
       if (process.env.POWERCUT_TRACE) this.log(`step ${r} events ${this.disk?.events}`)
-      if (r < 40) await this.putSingle()
-      else if (r < 58) await this.putBatch()
-      else if (r < 70) this.read()
-      else if (r < 76) this.commitOffset()
-      else if (r < 88) await this.advance()
+      if (r < 34) await this.putSingle()
+      else if (r < 48) await this.putBatch()
+      else if (r < 57) await this.putKeyed()
+      else if (r < 65) this.read()
+      else if (r < 70) this.commitOffset()
+      else if (r < 80) await this.advance()
+      else if (r < 84 && this.o.jump !== undefined) await this.retention.step(this)
+      else if (r < 88) await this.compaction.step(this)
       else {
         let pick = this.random() * failureTotal
         if ((pick -= weights.powerCut) < 0) await this.powerCut()
@@ -282,30 +273,7 @@ class Simulation {
   // ---- operations ---------------------------------------------------------------------------------
 
   private newMessage(): ModelMessage {
-    const n = this.nextMessage++
-    const topic = TOPICS[this.int(TOPICS.length)]
-    const key = `k-${this.o.seed}-${n}`
-    const keys = this.int(4) === 0 ? [key, `shared-${this.int(3)}`] : [key]
-    const properties: Record<string, string> = {}
-    for (let i = this.int(3); i > 0; i--) properties[`p${this.int(5)}`] = `v${this.int(1000)}`
-    const length = this.int(8) === 0 ? 1500 + this.int(2500) : this.int(400)
-    const body = Buffer.alloc(length)
-    for (let i = 0; i < length; i++) body[i] = this.int(256)
-    return {
-      key,
-      topic,
-      queueId: this.int(QUEUES),
-      tags: TAGS[this.int(TAGS.length)],
-      keys,
-      properties,
-      body,
-      wroteOffset: -1,
-      wroteBytes: 0,
-      queueOffset: -1,
-      durable: false,
-      acked: false,
-      present: true,
-    }
+    return newPlainMessage(this, `k-${this.o.seed}-${this.nextMessage++}`)
   }
 
   private toMessage(m: ModelMessage): Message {
@@ -317,7 +285,9 @@ class Simulation {
     m.wroteOffset = result.wroteOffset
     m.wroteBytes = result.wroteBytes
     m.queueOffset = result.queueOffset
+    if (m.compacted === true) this.compaction.accepted(this, m)
     this.messages.set(m.key, m)
+    this.retention.noteWrite(m.wroteOffset, Date.now())
     // A put that resolves after the power went is not an acknowledgement the cut must honour.
     if (result.status === 'PUT_OK' && this.disk?.cut === null) {
       m.acked = true
@@ -334,6 +304,23 @@ class Simulation {
     await this.afterOperation()
   }
 
+  /** Keyed updates and tombstones of the compacted topic, one by one or as a batch. */
+  private async putKeyed(): Promise<void> {
+    const store = this.store!
+    const batch = Array.from({ length: 1 + this.int(10) }, () => this.compaction.newMessage(this, `k-${this.o.seed}-${this.nextMessage++}`))
+    this.report.puts += batch.length
+    if (this.int(2) === 0) {
+      const results = await store.putMessages(batch.map((m) => this.toMessage(m)))
+      batch.forEach((m, i) => this.accept(m, results[i]))
+    } else {
+      for (const m of batch) {
+        this.accept(m, await store.putMessage(this.toMessage(m)))
+        if (this.disk?.cut != null) break
+      }
+    }
+    await this.afterOperation()
+  }
+
   private async putBatch(): Promise<void> {
     const store = this.store!
     const batch = Array.from({ length: 1 + this.int(12) }, () => this.newMessage())
@@ -344,38 +331,9 @@ class Simulation {
   }
 
   private read(): void {
-    const store = this.store!
     this.report.reads++
-    const topic = TOPICS[this.int(TOPICS.length)]
-    const queueId = this.int(QUEUES)
-    const max = store.getMaxOffsetInQueue(topic, queueId)
-    const offset = this.int(max + 2)
-    const filter = this.int(3) === 0 ? [TAGS[this.int(TAGS.length)]] : undefined
-    const got = store.getMessage('reader', topic, queueId, offset, 1 + this.int(16), filter === undefined ? undefined : { tags: filter })
-    let previous = offset - 1
-    for (const found of got.messages) {
-      const m = this.matchServed(found)
-      this.check(
-        m.topic === topic && m.queueId === queueId,
-        () => `getMessage(${topic}/${queueId}) served ${m.key} of ${m.topic}/${m.queueId}`,
-      )
-      this.check(
-        found.queueOffset > previous,
-        () => `getMessage(${topic}/${queueId}, ${offset}) served queue offset ${found.queueOffset} after ${previous}`,
-      )
-      if (filter !== undefined) this.check(filter.includes(m.tags), () => `getMessage with tags ${filter} served tag ${m.tags}`)
-      else if (!this.damaged)
-        this.check(
-          found.queueOffset === previous + 1,
-          () => `getMessage(${topic}/${queueId}, ${offset}) skipped to ${found.queueOffset} after ${previous}`,
-        )
-      previous = found.queueOffset
-    }
-    if (filter === undefined && offset < max && !this.damaged)
-      this.check(
-        got.status === 'FOUND' && got.messages.length > 0,
-        () => `getMessage(${topic}/${queueId}, ${offset}) below max ${max}: ${got.status}`,
-      )
+    if (this.int(4) === 0) this.compaction.read(this)
+    else readQueue(this)
   }
 
   private commitOffset(): void {
@@ -391,13 +349,26 @@ class Simulation {
     this.offsets.set(k, possible)
   }
 
+  advanceClock(ms: number): Promise<unknown> {
+    return this.o.advance(ms)
+  }
+
+  jumpClock(ms: number): void {
+    this.o.jump!(ms)
+  }
+
+  retire(m: ModelMessage): void {
+    this.messages.delete(m.key)
+    this.retired.set(m.key, m)
+  }
+
   private async advance(): Promise<void> {
     await this.o.advance(50 + this.int(2000))
     await this.afterOperation()
   }
 
   /** Power went during the last operation: the store is abandoned and the image reopened. */
-  private async afterOperation(): Promise<void> {
+  async afterOperation(): Promise<void> {
     if (this.disk?.cut != null) await this.recoverFromCut(this.disk.cut, false)
   }
 
@@ -586,6 +557,8 @@ class Simulation {
         this.storeDir = join(this.o.dir, `fresh-${this.generation}`)
         fs.mkdirSync(this.storeDir, { recursive: true })
         this.messages.clear()
+        this.retired.clear()
+        this.retention.reset()
         this.offsets.clear()
         this.arm()
         this.store = await MessageStore.open(this.storeDir, this.storeOptions)
@@ -599,9 +572,16 @@ class Simulation {
   // ---- the oracle ---------------------------------------------------------------------------------
 
   /** The model message a served message is, byte for byte; fails otherwise. */
-  private matchServed(found: MessageExt): ModelMessage {
-    const key = found.keys[0]
-    const m = key === undefined ? undefined : this.messages.get(key)
+  matchServed(found: MessageExt): ModelMessage {
+    const key = found.properties[SIM_ID] ?? found.keys[0]
+    let m = key === undefined ? undefined : this.messages.get(key)
+    const back = key === undefined ? undefined : this.retired.get(key)
+    if (m === undefined && back !== undefined) {
+      // Retention deleted its file and a cut brought the file back: the same bytes may be served.
+      this.retired.delete(back.key)
+      this.messages.set(back.key, back)
+      m = back
+    }
     if (m === undefined)
       return this.fail(`served a message that was never put: keys ${JSON.stringify(found.keys)} at ${found.commitLogOffset}`)
     const same =
@@ -628,53 +608,9 @@ class Simulation {
     const store = this.store!
     const stats = store.stats()
     this.log(`opened: lastExitOK ${stats.lastExitOK}, recovery ${JSON.stringify(stats.recovery)}, repairs ${JSON.stringify(stats.repairs)}`)
-    const served = new Set<string>()
-    for (const topic of TOPICS) {
-      for (let queueId = 0; queueId < QUEUES; queueId++) {
-        const min = store.getMinOffsetInQueue(topic, queueId)
-        const max = store.getMaxOffsetInQueue(topic, queueId)
-        this.check(min === 0, () => `${topic}/${queueId} starts at ${min} (nothing expires here)`)
-        let expected = min
-        let lastPhy = -1
-        while (expected < max) {
-          const got = store.getMessage('checker', topic, queueId, expected, 32)
-          if (this.damaged && got.messages.length === 0) {
-            // A damaged unit: the read skips it (a dropped record, allowed after damage).
-            expected = Math.max(expected + 1, got.nextBeginOffset)
-            continue
-          }
-          this.check(
-            got.status === 'FOUND' && got.messages.length > 0,
-            () => `${topic}/${queueId} read at ${expected} below max ${max}: ${got.status}`,
-          )
-          for (const found of got.messages) {
-            // After damage a repair may drop records (a damaged unit is skipped), never reorder them.
-            if (this.damaged && found.queueOffset > expected) expected = found.queueOffset
-            if (this.damaged && found.queueOffset < expected)
-              this.fail(`${topic}/${queueId}: queue offset ${found.queueOffset} handed out again after damage (at ${expected})`)
-            this.check(
-              found.queueOffset === expected,
-              () => `${topic}/${queueId}: gap, expected queue offset ${expected}, found ${found.queueOffset}`,
-            )
-            this.check(found.commitLogOffset > lastPhy, () => `${topic}/${queueId}: commit-log offsets not increasing at ${expected}`)
-            lastPhy = found.commitLogOffset
-            const m = this.matchServed(found)
-            this.check(!served.has(m.key), () => `${m.key} served twice`)
-            served.add(m.key)
-            const byOffset = store.lookMessageByOffset(m.wroteOffset)
-            this.check(
-              byOffset !== null && byOffset.keys[0] === m.key,
-              () => `${m.key} not found by its commit-log offset ${m.wroteOffset}`,
-            )
-            const hits = store.queryMessage(topic, m.key, 8, 0, Date.now() + 3_600_000).messages
-            // Damage to an index entry drops the key (allowed after damage); a hit is always right.
-            this.check(this.damaged || hits.some((h) => h.commitLogOffset === m.wroteOffset), () => `${m.key} not found by key`)
-            for (const hit of hits) this.check(hit.keys.includes(m.key), () => `index hit for ${m.key} is a record with keys ${hit.keys}`)
-            expected++
-          }
-        }
-      }
-    }
+    // Retention moves the queues' minimums (checked against the model in checkBelowMin below).
+    const minPhy = store.getMinPhyOffset()
+    const served = walkQueues(this, minPhy)
     let lost = 0
     for (const m of [...this.messages.values()]) {
       if (served.has(m.key)) {
@@ -683,6 +619,9 @@ class Simulation {
         m.present = true
         continue
       }
+      // The compacted topic's messages are the compaction model's; below the commit log's minimum
+      // retention took them (checkBelowMin checks that the policy allowed it).
+      if (m.compacted === true || (m.wroteOffset < minPhy && m.wroteOffset < this.retention.mayBeGoneBelow)) continue
       // Damage stays (a damaged unit can hide later records of its queue): after it, drops are allowed.
       this.check(
         !m.durable || this.damaged,
@@ -706,6 +645,8 @@ class Simulation {
       this.offsets.set(k, new Set([value]))
     }
     this.offsetsDamaged = false
+    this.retention.checkBelowMin(this)
+    this.compaction.check(this, true)
     this.log(
       `reopened: ${served.size} messages served, ${lost} lost in the may-be-lost window; repairs ${JSON.stringify(store.stats().repairs.map((r) => r.action))}`,
     )

@@ -25,6 +25,12 @@ export interface CleanupTargets {
   dispatchedOffset: () => number
   commitLogPath: string
   consumeQueuePath: string
+  /**
+   * Makes the files derived from the commit log durable (consume queues, compaction logs) before
+   * commit-log files go: once the records are deleted, a power cut could not rebuild them, and a
+   * compacted topic's compaction log is then their only copy.
+   */
+  syncDerived?: () => void | Promise<void>
 }
 
 export type CleanupLogger = (level: 'info' | 'warn' | 'error', message: string) => void
@@ -192,6 +198,7 @@ export class CleanupService {
       if (this.flags.isSet('DISK_FULL')) this.checkDisk()
     }
 
+    if (plan.retryHanged !== null || plan.deletions.length > 0 || plan.stop?.why === 'held') await this.targets.syncDerived?.()
     if (plan.retryHanged !== null) {
       this.lastHangedRetryMs = at
       queue.retryDeleteFirstFile(this.config.destroyMapedFileIntervalForcibly, { clock, onDeleted: onDeleted('forced') })

@@ -78,7 +78,18 @@ export interface Dirtiness {
 }
 
 /** Dirtiness of a queue's log at `now` (§6.1–6.4 of the compaction spec, plus expired horizons). */
-export function dirtiness(log: CompactionLog, checkpoint: number | undefined, config: TopicConfig, now: number): Dirtiness {
+/**
+ * `durableLimit`: the first queue offset whose commit-log record may not be on disk yet. Records
+ * from there on stay out of the cleanable range: a newer value the power can still take away
+ * must not make an older, durable one go.
+ */
+export function dirtiness(
+  log: CompactionLog,
+  checkpoint: number | undefined,
+  config: TopicConfig,
+  now: number,
+  durableLimit = Number.POSITIVE_INFINITY,
+): Dirtiness {
   const segments = log.segments
   const logStart = segments.length > 0 ? segments[0].baseOffset : log.nextOffset
   let firstDirty = checkpoint ?? logStart
@@ -89,7 +100,7 @@ export function dirtiness(log: CompactionLog, checkpoint: number | undefined, co
   }
   const active = segments.at(-1)
   const activeBase = active === undefined ? log.nextOffset : active.baseOffset
-  let limit = Math.min(log.nextOffset, activeBase)
+  let limit = Math.min(log.nextOffset, activeBase, durableLimit)
   if (config.minCompactionLagMs > 0) {
     for (const s of segments.slice(0, -1)) {
       const lastOrBase = s.count > 0 ? s.lastOffset() : s.baseOffset

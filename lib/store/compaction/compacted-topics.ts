@@ -63,6 +63,7 @@ export class CompactedTopics {
     this.initial = initial
     this.table = new TopicTable(deps.topicsFile, deps.clock)
     this.service = new CompactionService(deps.compactionDir, deps.clock, (topic) => this.table.get(topic), options)
+    this.service.durableCommitLogOffset = () => deps.commitLog.mappedFileQueue.flushedWhere
     this.service.onError = (topic, queueId, error) =>
       deps.log('error', `compaction of ${topic}/${queueId}: ${(error as Error)?.message ?? String(error)}`)
   }
@@ -329,6 +330,9 @@ export class CompactedTopics {
   // ---- cleaning, reporting, lifecycle --------------------------------------------------------
 
   compact(topic?: string, onProgress?: (queuesDone: number, queuesTotal: number) => void): Promise<CompactReport> {
+    // A pass cleans only what the commit log holds on disk: flush first, so that a pass asked for
+    // now covers every record put so far (automatic passes wait for the flush service instead).
+    this.deps.commitLog.flushAll()
     return this.service.compact(topic, onProgress)
   }
 

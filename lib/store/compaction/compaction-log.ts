@@ -12,7 +12,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
-import { syncDirectory } from '../mapped/directory.js'
+import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 import { formatOffsetName, parseOffsetName } from '../mapped/segment-name.js'
 import { CompactionSegment, MappingBudget } from './segment.js'
 
@@ -60,7 +60,8 @@ export class CompactionLog {
     now: number,
     budget = new MappingBudget(1024),
   ): { log: CompactionLog; report: LogOpenReport } {
-    fs.mkdirSync(dir, { recursive: true })
+    // Durably: once commit-log retention deleted the records, this log may be their only copy.
+    ensureDirectory(dir)
     const report = recoverInterruptedSwap(dir)
     const log = new CompactionLog(dir, topic, queueId, budget)
     const bases = fs

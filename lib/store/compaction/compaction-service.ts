@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { MQStoreError } from '../../errors.js'
 import type { DispatchRequest } from '../commitlog/record.js'
 import type { Clock } from '../environment.js'
+import { ensureDirectory } from '../mapped/directory.js'
 import { hasCompact, type TopicConfig } from '../topics/topic-table.js'
 import { CleanerCheckpoint, CHECKPOINT_FILE_NAME, queueKey } from './cleaner-checkpoint.js'
 import { CleanerManager, CleaningAborted } from './cleaner-manager.js'
@@ -104,6 +105,11 @@ export class CompactionService {
   /** Errors of passes and of the loop, for the facade to report. */
   onError: ((topic: string, queueId: number, error: unknown) => void) | undefined
 
+  /** Records appended since the commit log was last known flushed past them, per log, oldest first. */
+  private readonly notDurable = new WeakMap<CompactionLog, { queueOffset: number; endPhy: number }[]>()
+  /** Commit-log offset up to which records are on disk (the store sets it; everything by default). */
+  durableCommitLogOffset: () => number = () => Number.POSITIVE_INFINITY
+
   constructor(rootDir: string, clock: Clock, configOf: TopicConfigSource, options: CompactionOptions = {}) {
     this.rootDir = rootDir
     this.clock = clock
@@ -134,7 +140,7 @@ export class CompactionService {
 
   /** Loads every queue's log found on disk (finishing interrupted swaps) and the checkpoint. */
   open(): void {
-    fs.mkdirSync(this.rootDir, { recursive: true })
+    ensureDirectory(this.rootDir)
     this.checkpoint.load()
     for (const topic of fs.readdirSync(this.rootDir)) {
       const topicDir = join(this.rootDir, topic)
@@ -207,7 +213,25 @@ export class CompactionService {
     if (active !== null && active.count > 0 && now - active.firstTimestamp >= maxSegmentMs(config)) {
       log.roll(request.queueOffset, config.segmentBytes, now)
     }
-    log.append(record, request.queueOffset, request.storeTimestamp, request.tagsCode, config.segmentBytes, now)
+    if (log.append(record, request.queueOffset, request.storeTimestamp, request.tagsCode, config.segmentBytes, now)) {
+      const pending = this.notDurable.get(log) ?? []
+      pending.push({ queueOffset: request.queueOffset, endPhy: request.commitLogOffset + request.size })
+      this.notDurable.set(log, pending)
+    }
+  }
+
+  /**
+   * The first queue offset of `log` whose commit-log record may not be durable yet (Infinity when
+   * all are): appended records are remembered until the commit log is flushed past them.
+   */
+  private durableLimit(log: CompactionLog): number {
+    const pending = this.notDurable.get(log)
+    if (pending === undefined) return Number.POSITIVE_INFINITY
+    const flushed = this.durableCommitLogOffset()
+    let i = 0
+    while (i < pending.length && pending[i].endPhy <= flushed) i++
+    pending.splice(0, i)
+    return pending.length === 0 ? Number.POSITIVE_INFINITY : pending[0].queueOffset
   }
 
   minOffset(topic: string, queueId: number): number {
@@ -245,6 +269,7 @@ export class CompactionService {
     await this.manager.abortAndPause(key)
     try {
       log.truncateFrom(queueOffset)
+      this.notDurable.delete(log)
       const cp = this.checkpoint.get(topic, queueId)
       if (cp !== undefined && cp > log.nextOffset) this.checkpoint.update(topic, queueId, log.nextOffset)
     } finally {
@@ -259,6 +284,7 @@ export class CompactionService {
     if (log === undefined || !this.manager.tryStart(key)) return
     try {
       log.truncateFrom(queueOffset)
+      this.notDurable.delete(log)
       const cp = this.checkpoint.get(topic, queueId)
       if (cp !== undefined && cp > log.nextOffset) this.checkpoint.update(topic, queueId, log.nextOffset)
     } finally {
@@ -303,7 +329,7 @@ export class CompactionService {
 
   private dirtinessOf(log: CompactionLog, now: number): { d: Dirtiness; config: TopicConfig } {
     const config = this.configOf(log.topic)
-    return { d: dirtiness(log, this.checkpoint.get(log.topic, log.queueId), config, now), config }
+    return { d: dirtiness(log, this.checkpoint.get(log.topic, log.queueId), config, now, this.durableLimit(log)), config }
   }
 
   /** Selects the dirtiest eligible queue and cleans it; null when none was eligible. */

@@ -324,8 +324,9 @@ export class CompactionSegment {
     const file = this.mapping()
     if (file?.hold()) {
       try {
-        // Zero the cut-off bytes so a later scan cannot take them for records.
-        file.readableBuffer().fill(0, i === 0 ? 0 : this.positions[i - 1] + this.sizes[i - 1])
+        // Zero the cut-off bytes so a later scan cannot take them for records, and sync them: a
+        // dropped record that came back after a power cut would overlap the next file's offsets.
+        file.eraseStaleTail(i === 0 ? 0 : this.positions[i - 1] + this.sizes[i - 1], this.capacity)
       } finally {
         file.release()
       }
