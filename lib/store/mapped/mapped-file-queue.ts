@@ -43,6 +43,14 @@ export interface MappedFileQueueOptions {
   reserveChunkBytes?: number
   /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
   budget?: MappingBudget | null
+  /**
+   * With a budget: only files before the last are under it, and idle only once flushed; the last
+   * file (the one being written) is mapped on first use and stays mapped, outside the budget, until
+   * the writer moves on to a new file (the commit log). Files found by load() join the budget at
+   * the truncation that ends recovery, once the last file is known: what recovery read is not
+   * counted as maps, and is unmapped again once idle.
+   */
+  budgetOldFilesOnly?: boolean
   /** Map the files found by load() on first use, then keep them mapped (see MappedFile). */
   mapOnFirstUse?: boolean
   /**
@@ -80,14 +88,29 @@ export class MappedFileQueue {
     this.options = options
   }
 
+  /** Options of a file (under budgetOldFilesOnly, new and loaded files start outside the budget). */
   private fileOptions(): MappedFileOptions {
+    const oldOnly = this.options.budgetOldFilesOnly === true
     return {
       transientStorePool: this.options.transientStorePool ?? null,
       readOnly: this.options.readOnly === true,
       reserveChunkBytes: this.options.reserveChunkBytes,
-      budget: this.options.budget ?? null,
+      budget: oldOnly ? null : (this.options.budget ?? null),
+      unmapOnlyFlushed: oldOnly,
       syncOnFirstFlush: this.options.syncOnFirstFlush === true,
     }
+  }
+
+  /**
+   * Keeps the last file out of the budget and the one before it in (budgetOldFilesOnly) after files
+   * were added or removed; `all`: every older file too (the end of recovery).
+   */
+  private budgetOldFiles(all = false): void {
+    if (this.options.budgetOldFilesOnly !== true) return
+    const files = this.mappedFiles
+    const budget = this.options.budget ?? null
+    for (let i = files.length - 2; i >= (all ? 0 : Math.max(0, files.length - 2)); i--) files[i].setBudget(budget)
+    files.at(-1)?.setBudget(null)
   }
 
   /**
@@ -144,8 +167,9 @@ export class MappedFileQueue {
     try {
       for (const { name } of segments) {
         const file = MappedFile.open(join(this.storePath, name), this.mappedFileSize, {
+          // Under budgetOldFilesOnly every file starts outside the budget (see truncateDirtyFiles).
           ...this.fileOptions(),
-          mapOnFirstUse: this.options.mapOnFirstUse === true,
+          mapOnFirstUse: this.options.mapOnFirstUse === true || this.options.budgetOldFilesOnly === true,
         })
         file.setPositions(this.mappedFileSize)
         loaded.push(file)
@@ -186,6 +210,7 @@ export class MappedFileQueue {
     }
     if (this.mappedFiles.length === 0) file.firstCreateInQueue = true
     this.mappedFiles.push(file)
+    this.budgetOldFiles()
     if (this.options.preallocateNext === true) this.schedulePreallocation(createOffset + this.mappedFileSize)
     return file
   }
@@ -351,6 +376,7 @@ export class MappedFileQueue {
       }
     }
     this.removeFiles(doomed)
+    this.budgetOldFiles(true)
   }
 
   deleteLastMappedFile(): void {
@@ -442,6 +468,7 @@ export class MappedFileQueue {
     const kept = this.mappedFiles.filter((file) => !gone.has(file))
     this.mappedFiles.length = 0
     this.mappedFiles.push(...kept)
+    this.budgetOldFiles()
     if (this.options.readOnly !== true && fs.existsSync(this.storePath)) syncDirectory(join(this.storePath, 'x'))
   }
 
