@@ -6,11 +6,14 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
+import { CompactionService } from '../lib/store/compaction/compaction-service.js'
 import { MappedFileQueue } from '../lib/store/mapped/mapped-file-queue.js'
 import { MappingBudget } from '../lib/store/mapped/mapping-budget.js'
+import { TOPIC_CONFIG_DEFAULTS, type TopicConfig } from '../lib/store/topics/topic-table.js'
 import { TransientStorePool } from '../lib/store/mapped/transient-store-pool.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { CQ_STORE_UNIT_SIZE } from '../lib/store/queue/consume-queue.js'
+import { ManualClock, makeRecord, readAll } from './helpers/compaction.js'
 import { tempDir } from './helpers/tmp.js'
 
 const onLinux = process.platform === 'linux'
@@ -337,5 +340,137 @@ describe('old commit-log files in a MappedFileQueue (budgetOldFilesOnly)', () =>
     expect(queue.mappedFiles[1].wrotePosition).toBe(100)
     expect(budget.shrink(0)).toBe(0)
     expect(queue.mappedFiles[1].isMapped).toBe(true)
+  })
+})
+
+describe('sealed compaction-log segments', () => {
+  const T = 'compacted'
+  const SEGMENT = 4096
+  const config: TopicConfig = { ...TOPIC_CONFIG_DEFAULTS, cleanupPolicy: 'compact', segmentBytes: SEGMENT, minCleanableDirtyRatio: 0 }
+  const services: CompactionService[] = []
+  afterEach(async () => {
+    for (const s of services.splice(0)) await s.close()
+  })
+
+  function openService(dir: string, clock: ManualClock, bytes: MappingBudget): CompactionService {
+    const s = new CompactionService(join(dir, 'compaction'), clock, () => config, { enabled: false, fileDeleteDelayMs: 0 }, bytes)
+    s.open()
+    services.push(s)
+    return s
+  }
+
+  /** `rounds` values of 10 keys, about 14 records of 280 B per 4 KiB file. */
+  function put(s: CompactionService, clock: ManualClock, rounds: number): void {
+    for (let r = 0; r < rounds; r++) {
+      for (let k = 0; k < 10; k++) {
+        const offset = s.maxOffset(T, 0)
+        const { request, bytes } = makeRecord(T, 0, offset, `key-${k}`, `value-${k}-round-${r}-${'x'.repeat(120)}`, clock.now())
+        s.dispatch(request, bytes)
+        clock.advance(1)
+      }
+    }
+  }
+
+  it('a reopened log maps no sealed file; reads map them within the bytes budget, a lease keeps its file mapped, and idle files are unmapped by the sweep', async () => {
+    const dir = tempDir('mqstore-lazylog-')
+    const clock = new ManualClock()
+    const bytes = new MappingBudget({ maxBytes: 2 * SEGMENT, idleMs: 1_000, clock: () => clock.now() })
+    let s = openService(dir, clock, bytes)
+    put(s, clock, 12)
+    const expected = readAll(s, T, 0)
+    expect(expected).toHaveLength(120)
+    await s.close()
+    services.splice(0)
+    s = openService(dir, clock, bytes)
+    const segments = s.logOf(T, 0)!.segments
+    expect(segments.length).toBeGreaterThan(6)
+    // The open scanned every file, and unmapped each sealed one again.
+    expect(bytes.mappedFiles).toBe(0)
+    expect(s.stats().mappedFiles).toBe(0)
+    const mapsBefore = bytes.maps
+
+    const lease = segments[0].acquire()!
+    expect(bytes.mappedFiles).toBe(1)
+    expect(readAll(s, T, 0)).toEqual(expected)
+    // Every sealed file was mapped once; only two fit in the budget (the held one among them).
+    expect(bytes.maps - mapsBefore).toBe(segments.length - 1)
+    expect(bytes.mappedBytes).toBeLessThanOrEqual(2 * SEGMENT)
+    expect(segments[0].isMapped).toBe(true)
+    expect(lease.data.readInt32BE(0)).toBe(segments[0].sizeAt(0))
+    clock.advance(2_000)
+    bytes.sweep()
+    expect(segments[0].isMapped).toBe(true)
+    lease.release()
+    bytes.sweep()
+    expect(bytes.mappedFiles).toBe(0)
+    expect(s.stats().mappedFiles).toBe(0)
+    expect(segments.slice(0, -1).some((segment) => segment.isMapped)).toBe(false)
+    // Mapped again on the next read, with the same records; cleaning works through the budget too.
+    expect(readAll(s, T, 0)).toEqual(expected)
+    await s.compact()
+    const latest = readAll(s, T, 0)
+    // Fewer records, the latest value of every key among them (the active file is not cleaned).
+    expect(latest.length).toBeLessThan(expected.length)
+    const lastOf = (records: typeof expected) => new Map(records.map((r) => [r.key, r.value]))
+    expect(lastOf(latest)).toEqual(lastOf(expected))
+    expect(bytes.mappedBytes).toBeLessThanOrEqual(2 * SEGMENT)
+  })
+
+  it('a sealed file renamed after an idle unmap is mapped again under its new name', () => {
+    const dir = tempDir('mqstore-lazylog-')
+    const clock = new ManualClock()
+    const bytes = new MappingBudget({ maxBytes: 1 << 30, idleMs: 1_000, clock: () => clock.now() })
+    const s = openService(dir, clock, bytes)
+    put(s, clock, 4)
+    const segment = s.logOf(T, 0)!.segments[0]
+    const first = segment.acquire()!
+    const copy = Buffer.from(first.data)
+    first.release()
+    clock.advance(2_000)
+    expect(bytes.sweep()).toBe(1)
+    expect(segment.isMapped).toBe(false)
+    segment.rename(`${segment.path}.moved`)
+    const again = segment.acquire()!
+    expect(Buffer.compare(again.data, copy)).toBe(0)
+    again.release()
+  })
+
+  it('a store maps the sealed files of a compacted queue only while they are read, and unmaps them once idle', async () => {
+    const dir = tempDir('mqstore-lazylog-')
+    const clock = new ManualClock(Date.now())
+    const options: OpenOptions = {
+      ...BASE,
+      clock,
+      mappingIdleMs: 1_000,
+      flushIntervalConsumeQueue: 10,
+      topics: { [T]: { cleanupPolicy: 'compact', segmentBytes: SEGMENT, minCleanableDirtyRatio: 0 } },
+      compaction: { enabled: false, fileDeleteDelayMs: 0 },
+    }
+    let store = await MessageStore.open(dir, options)
+    try {
+      for (let n = 0; n < 200; n++) {
+        const r = await store.putMessage({ topic: T, queueId: 0, body: `v${n}-${'x'.repeat(120)}`, keys: `key-${n % 10}` })
+        expect(r.status).toBe('PUT_OK')
+      }
+    } finally {
+      await store.close()
+    }
+    store = await MessageStore.open(dir, options)
+    try {
+      expect(store.stats().compaction.mappedFiles).toBe(0)
+      const bodies: string[] = []
+      for (let from = 0; from < 200; ) {
+        const got = store.getMessage('g', T, 0, from, 32)
+        expect(got.status).toBe('FOUND')
+        for (const m of got.messages) bodies.push(Buffer.from(m.body).toString().split('-')[0])
+        from = got.nextBeginOffset
+      }
+      expect(bodies).toEqual(Array.from({ length: 200 }, (_, n) => `v${n}`))
+      expect(store.stats().compaction.mappedFiles).toBeGreaterThan(0)
+      clock.advance(2_000)
+      await vi.waitFor(() => expect(store.stats().compaction.mappedFiles).toBe(0), { timeout: 10_000, interval: 10 })
+    } finally {
+      await store.close()
+    }
   })
 })
