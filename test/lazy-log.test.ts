@@ -143,8 +143,12 @@ describe('old commit-log files in a store', () => {
     }
     const written = fs.readdirSync(join(dir, 'commitlog')).length
     expect(written).toBeGreaterThanOrEqual(10)
-    // The files the writer left are counted (the one being written and the next one made ahead are not).
-    expect(store.stats().mapping.mappedBytes).toBeGreaterThanOrEqual(8 * LOG_FILE)
+    // The files the writer left join the budget as the flusher passes them (the one being written
+    // and the next one made ahead never do).
+    await vi.waitFor(() => expect(store.stats().mapping.mappedBytes).toBeGreaterThanOrEqual(8 * LOG_FILE), {
+      timeout: 10_000,
+      interval: 10,
+    })
     now += 2_000
     await vi.waitFor(() => expect(store.stats().mapping.mappedBytes).toBeLessThan(LOG_FILE), { timeout: 10_000, interval: 10 })
     if (onLinux) expect(mappedLogFiles(dir).size).toBeLessThanOrEqual(2)
@@ -253,19 +257,23 @@ describe('old commit-log files in a MappedFileQueue (budgetOldFilesOnly)', () =>
     return new MappingBudget({ maxBytes, idleMs: 60_000, clock: () => 0 })
   }
 
-  it('the file being written is outside the budget; a file the writer left joins it, and is unmapped only once flushed', () => {
+  it('the file being written is outside the budget; a file the writer left joins it once flushed, and only then may be unmapped', () => {
     const budget = budgetOf(0)
     const queue = openQueue(tempDir('mqstore-lazylog-'), budget)
     const first = fill(queue, 1)
     expect(budget.mappedFiles).toBe(0)
     const second = fill(queue, 2)
-    // The writer moved on: the first file is counted, the second (being written) is not.
-    expect(budget.mappedFiles).toBe(1)
-    expect(budget.mappedBytes).toBe(SIZE)
-    expect(budget.shrink(0)).toBe(0) // not flushed yet: the flusher must find it mapped
+    // The writer moved on, but the first file is not flushed: the flusher must find it mapped,
+    // and counting it would only push out files that can be unmapped.
+    expect(budget.mappedFiles).toBe(0)
+    expect(budget.shrink(0)).toBe(0)
     expect(first.isMapped).toBe(true)
     expect(queue.flush(0)).toBe(false)
     expect(first.flushedPosition).toBe(SIZE)
+    // Flushed: counted now (not as a map), and unmapped as soon as the budget needs room.
+    expect(budget.mappedFiles).toBe(1)
+    expect(budget.mappedBytes).toBe(SIZE)
+    expect(budget.maps).toBe(0)
     expect(budget.shrink(0)).toBe(1)
     expect(first.isMapped).toBe(false)
     expect(second.isMapped).toBe(true)
@@ -276,6 +284,7 @@ describe('old commit-log files in a MappedFileQueue (budgetOldFilesOnly)', () =>
     const view = queue.findMappedFileByOffset(10)!.selectMappedBuffer(10, 4)!
     expect([...view.buffer]).toEqual([1, 1, 1, 1])
     expect(budget.maps).toBe(1)
+    expect(budget.mappedFiles).toBe(1)
     view.release()
   })
 
@@ -293,7 +302,7 @@ describe('old commit-log files in a MappedFileQueue (budgetOldFilesOnly)', () =>
     expect(view.buffer.length).toBe(0)
   })
 
-  it('with a transient store pool, a left file is not idle until its write buffer is committed and flushed', () => {
+  it('with a transient store pool, a left file is not counted nor idle until its write buffer is committed and flushed', () => {
     const budget = budgetOf(0)
     const pool = new TransientStorePool(2, SIZE)
     const queue = openQueue(tempDir('mqstore-lazylog-'), budget, pool)
@@ -303,8 +312,11 @@ describe('old commit-log files in a MappedFileQueue (budgetOldFilesOnly)', () =>
     expect(budget.shrink(0)).toBe(0)
     queue.commit(0)
     expect(first.hasWriteBuffer()).toBe(false)
-    expect(budget.shrink(0)).toBe(0) // committed with positional writes, not flushed yet
+    // Committed with positional writes, not flushed yet.
+    expect(budget.mappedFiles).toBe(0)
+    expect(budget.shrink(0)).toBe(0)
     queue.flush(0)
+    expect(budget.mappedFiles).toBe(1)
     expect(budget.shrink(0)).toBe(1)
     const view = first.selectMappedBuffer(SIZE - 4, 4)!
     expect([...view.buffer]).toEqual([3, 3, 3, 3])

@@ -44,11 +44,12 @@ export interface MappedFileQueueOptions {
   /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
   budget?: MappingBudget | null
   /**
-   * With a budget: only files before the last are under it, and idle only once flushed; the last
-   * file (the one being written) is mapped on first use and stays mapped, outside the budget, until
-   * the writer moves on to a new file (the commit log). Files found by load() join the budget at
-   * the truncation that ends recovery, once the last file is known: what recovery read is not
-   * counted as maps, and is unmapped again once idle.
+   * With a budget: only files before the last are under it, each from the flush that completes it
+   * (an unflushed file cannot be unmapped, and counting it would only push out files that can);
+   * the last file (the one being written) is mapped on first use and stays mapped outside the
+   * budget (the commit log). Files found by load() join the budget at the truncation that ends
+   * recovery, once the last file is known: what recovery read is not counted as maps, and is
+   * unmapped again once idle.
    */
   budgetOldFilesOnly?: boolean
   /** Map the files found by load() on first use, then keep them mapped (see MappedFile). */
@@ -102,15 +103,21 @@ export class MappedFileQueue {
   }
 
   /**
-   * Keeps the last file out of the budget and the one before it in (budgetOldFilesOnly) after files
-   * were added or removed; `all`: every older file too (the end of recovery).
+   * Keeps the last file out of the budget and lets the one before it in if it is flushed
+   * (budgetOldFilesOnly), after files were added or removed; `all`: every older file (the end of
+   * recovery).
    */
   private budgetOldFiles(all = false): void {
     if (this.options.budgetOldFilesOnly !== true) return
     const files = this.mappedFiles
-    const budget = this.options.budget ?? null
-    for (let i = files.length - 2; i >= (all ? 0 : Math.max(0, files.length - 2)); i--) files[i].setBudget(budget)
+    for (let i = files.length - 2; i >= (all ? 0 : Math.max(0, files.length - 2)); i--) this.joinBudgetIfFlushed(files[i])
     files.at(-1)?.setBudget(null)
+  }
+
+  /** An old file (not the last) whose every byte is flushed joins the budget (budgetOldFilesOnly). */
+  private joinBudgetIfFlushed(file: MappedFile): void {
+    if (this.options.budgetOldFilesOnly !== true || file.flushedPosition !== this.mappedFileSize) return
+    if (file !== this.mappedFiles.at(-1)) file.setBudget(this.options.budget ?? null)
   }
 
   /**
@@ -326,6 +333,7 @@ export class MappedFileQueue {
     if (file === null) return true
     const storeTimestamp = file.storeTimestamp
     const where = file.fileFromOffset + file.flush(flushLeastPages)
+    this.joinBudgetIfFlushed(file)
     const unchanged = where === this.flushedWhere
     this.flushedWhere = where
     if (flushLeastPages === 0) this.storeTimestamp = storeTimestamp
@@ -338,6 +346,7 @@ export class MappedFileQueue {
     if (file === null) return true
     const storeTimestamp = file.storeTimestamp
     const where = file.fileFromOffset + (await file.flushAsync(flushLeastPages))
+    this.joinBudgetIfFlushed(file)
     const unchanged = where === this.flushedWhere
     if (where > this.flushedWhere) this.flushedWhere = where
     if (flushLeastPages === 0) this.storeTimestamp = storeTimestamp
