@@ -145,15 +145,48 @@ describe('old commit-log files in a store', () => {
     expect(written).toBeGreaterThanOrEqual(10)
     // The files the writer left join the budget as the flusher passes them (the one being written
     // and the next one made ahead never do).
-    await vi.waitFor(() => expect(store.stats().mapping.mappedBytes).toBeGreaterThanOrEqual(8 * LOG_FILE), {
-      timeout: 10_000,
-      interval: 10,
-    })
+    await vi.waitFor(
+      () => {
+        const stats = store.stats()
+        // Flushed through the start of the file being written.
+        expect(stats.commitLogFlushedOffset).toBeGreaterThanOrEqual(Math.floor(stats.commitLogMaxOffset / LOG_FILE) * LOG_FILE)
+      },
+      { timeout: 10_000, interval: 10 },
+    )
+    expect(store.stats().mapping.mappedBytes).toBeGreaterThanOrEqual(8 * LOG_FILE)
     now += 2_000
     await vi.waitFor(() => expect(store.stats().mapping.mappedBytes).toBeLessThan(LOG_FILE), { timeout: 10_000, interval: 10 })
     if (onLinux) expect(mappedLogFiles(dir).size).toBeLessThanOrEqual(2)
     expect(textOf(store.lookMessageByOffset(offsets[0])!.body)).toBe('m0')
     expect(textOf(store.lookMessageByOffset(offsets[offsets.length - 1])!.body)).toBe(`m${offsets.length - 1}`)
+  })
+
+  it("an old file that served zero-copy bodies stays mapped past the idle time (its views are in users' hands), and they stay correct", async () => {
+    const dir = tempDir('mqstore-lazylog-')
+    const offsets = await writeLog(dir, 10 * 60, BASE)
+    let now = 1_000_000
+    const store = await open(dir, {
+      ...BASE,
+      clock: { now: () => now },
+      mappingIdleMs: 1_000,
+      flushIntervalConsumeQueue: 10,
+      copyMessageBody: false,
+    })
+    const viewed = store.lookMessageByOffset(offsets[0])!
+    const copied = store.getMessage('g', 't', 0, 2 * 60, 1)
+    expect(copied.messages).toHaveLength(1)
+    // Two log files (each with a private mapping whose views are out) and consume-queue files.
+    expect(store.stats().mapping.mappedFiles).toBeGreaterThan(2)
+    now += 2_000
+    // The sweep unmaps the consume-queue files, and only them: wait for it.
+    await vi.waitFor(() => expect(store.stats().mapping.mappedFiles).toBe(2), { timeout: 10_000, interval: 10 })
+    expect(store.stats().mapping.mappedBytes).toBe(2 * LOG_FILE)
+    expect(textOf(viewed.body)).toBe('m0')
+    expect(textOf(copied.messages[0].body)).toBe(`m${2 * 60}`)
+    if (onLinux) {
+      const name = String(Math.floor(offsets[2 * 60] / LOG_FILE) * LOG_FILE).padStart(20, '0')
+      expect([...mappedLogFiles(dir)]).toEqual(expect.arrayContaining(['00000000000000000000', name]))
+    }
   })
 
   it('after a normal recovery (no shutdown record) the scanned old files are unmapped once idle', async () => {
