@@ -189,6 +189,22 @@ describe('old commit-log files in a store', () => {
     }
   })
 
+  it('a clean close forces every record to disk when the periodic flush is many small files behind', async () => {
+    const dir = tempDir('mqstore-lazylog-')
+    // Timed flushes a minute apart: nothing is flushed before the close.
+    const store = await open(dir, { ...BASE, flushIntervalCommitLog: 60_000, flushCommitLogTimed: true })
+    for (let n = 0; n < 30 * 60; n += 60) {
+      const batch = Array.from({ length: 60 }, (_, k) => ({ topic: 't', queueId: 0, body: bodyOf(n + k) }))
+      for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+    }
+    expect(store.stats().commitLogMaxOffset).toBeGreaterThan(25 * LOG_FILE)
+    await store.close()
+    stores.splice(stores.indexOf(store), 1)
+    // stats() after close gives the figures at close.
+    const atClose = store.stats()
+    expect(atClose.commitLogFlushedOffset).toBe(atClose.commitLogMaxOffset)
+  })
+
   it('after a normal recovery (no shutdown record) the scanned old files are unmapped once idle', async () => {
     const dir = tempDir('mqstore-lazylog-')
     await writeLog(dir, 20 * 59, BASE)
