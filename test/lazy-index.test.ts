@@ -266,8 +266,9 @@ describe('a store with many index files under a small budget', () => {
       const bodies = Array.from({ length: 24 }, (_, i) => `order ${i * 25}`)
       expect(held.messages.map((m) => Buffer.from(m.body).toString())).toEqual(bodies)
       expect(tracker.maps()).toBe(fileCount)
-      // The budget held at most its 4 files (and the one being read) mapped at once.
-      expect(tracker.live()).toBeGreaterThan(0)
+      // The budget held at most its 4 files (and the one being read) mapped at once. The old
+      // commit-log file the query read its records from counts in the same budget (64 KiB, more
+      // than all of it), so it may have pushed every index file out by now.
       expect(tracker.live()).toBeLessThanOrEqual(5)
       // The store's figures count them now, and did not at open.
       const afterQuery = store.stats().mapping

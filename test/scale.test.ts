@@ -67,7 +67,8 @@ describe.runIf(onLinux)('descriptor limits (child processes; Linux, for /proc an
         mapping: { maps: number }
       }
       expect(reopened.consumeQueueCount).toBe(10_000)
-      // The clean reopen mapped no consume-queue file: queues open on first use.
+      // The clean reopen mapped no consume-queue, index or old commit-log file: queues open on
+      // first use, and only the file being written (outside the budget) is read.
       expect(reopened.mapping.maps).toBe(0)
       expect(reopened.lastExitOK).toBe(true)
       expect(reopened.descriptors.cached).toBeLessThanOrEqual(32)

@@ -78,11 +78,12 @@ export interface MessageStoreConfig {
    */
   corruptionPolicy: 'tolerant' | 'strict'
   /**
-   * Consume-queue and index files are mapped on first use; when more than this many bytes of them
-   * are mapped, the least recently used idle ones are unmapped (and mapped again on their next use).
+   * Consume-queue and index files, commit-log files other than the one being written, and sealed
+   * compaction-log files are mapped on first use; when more than this many bytes of them are
+   * mapped, the least recently used idle ones are unmapped (and mapped again on their next use).
    */
   mappingBudgetBytes: number
-  /** A consume-queue or index file unused for this long is unmapped by the next consume-queue flush pass. */
+  /** Such a file unused for this long is unmapped by the next consume-queue flush pass. */
   mappingIdleMs: number
 }
 

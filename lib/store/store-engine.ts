@@ -99,18 +99,19 @@ export class StoreEngine {
     this.lock = StoreLock.take(this.paths.lock)
     let budget: MappingBudget
     try {
-      // File sizes are the store's own (store-sizes.ts), not the options'.
-      Object.assign(this.config, resolveStoreSizes(this.paths, this.config, storeOptions))
-      const usePool = this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
-      this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
-      this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool)
-      this.checkpoint = new StoreCheckpoint(this.paths.checkpoint, false, this.paths.queueEnds)
-      // One budget of mapped bytes for the files mapped on first use: consume-queue and index files.
+      // One budget of mapped bytes for the files mapped on first use: consume-queue and index
+      // files, commit-log files other than the one being written, sealed compaction-log files.
       budget = new MappingBudget({
         maxBytes: this.config.mappingBudgetBytes,
         idleMs: this.config.mappingIdleMs,
         clock: () => this.env.clock.now(),
       })
+      // File sizes are the store's own (store-sizes.ts), not the options'.
+      Object.assign(this.config, resolveStoreSizes(this.paths, this.config, storeOptions))
+      const usePool = this.config.transientStorePoolEnable && this.config.flushDiskType === 'ASYNC_FLUSH'
+      this.pool = usePool ? new TransientStorePool(this.config.transientStorePoolSize, this.config.mappedFileSizeCommitLog) : null
+      this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool, false, budget)
+      this.checkpoint = new StoreCheckpoint(this.paths.checkpoint, false, this.paths.queueEnds)
       const { maxHashSlotNum, maxIndexNum, messageIndexEnable } = this.config
       this.index = new IndexSlot(this.paths.index, { maxHashSlotNum, maxIndexNum, messageIndexEnable, budget }, (endTimestamp) => {
         this.checkpoint.indexMsgTimestamp = endTimestamp

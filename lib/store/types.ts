@@ -234,8 +234,9 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   /** The compaction cleaner's measurements (Kafka's LogCleaner gauges, per store). */
   readonly compaction: CleanerStats
   /**
-   * Consume-queue files mapped within the mapping budget right now (`mappedBytes`, `mappedFiles`),
-   * and the maps and idle unmaps so far.
+   * Files mapped within the mapping budget right now (`mappedBytes`, `mappedFiles`: consume-queue
+   * and index files, commit-log files other than the one being written, sealed compaction-log
+   * files), and the maps and idle unmaps so far.
    */
   readonly mapping: { budgetBytes: number; mappedBytes: number; mappedFiles: number; maps: number; unmaps: number }
   /** Descriptors held open between system calls (process-wide cache) and descriptors opened in all. */

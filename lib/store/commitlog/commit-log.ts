@@ -27,6 +27,7 @@ import type { MessageStoreConfig } from '../config.js'
 import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
+import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
 export type { RecoveredRecordHandler, RecoveryDamage, RecoveryOutcome, RecoveryProgress } from './recovery-scan.js'
@@ -225,7 +226,18 @@ export class CommitLog {
     return { wroteBytes: record.length }
   }
 
-  constructor(storeRoot: string, config: MessageStoreConfig, storeHost: HostAddress, pool: TransientStorePool | null, readOnly = false) {
+  /**
+   * With `budget`, files older than the one being written are mapped on first use within it and
+   * unmapped once idle (unheld and flushed); without one they stay mapped once used.
+   */
+  constructor(
+    storeRoot: string,
+    config: MessageStoreConfig,
+    storeHost: HostAddress,
+    pool: TransientStorePool | null,
+    readOnly = false,
+    budget: MappingBudget | null = null,
+  ) {
     this.config = config
     this.storeHost = storeHost
     this.mappedFileQueue = new MappedFileQueue(join(storeRoot, COMMITLOG_DIR), config.mappedFileSizeCommitLog, {
@@ -237,8 +249,11 @@ export class CommitLog {
       reserveChunkBytes: COMMIT_LOG_RESERVE_CHUNK_BYTES,
       transientStorePool: pool,
       readOnly,
-      // A reopen maps the files it reads (the tail, then what readers ask for), not all of them.
+      // A reopen maps the files it reads (the tail, then what readers ask for), not all of them;
+      // with a budget, the old files among them are unmapped again once idle.
       mapOnFirstUse: true,
+      budget,
+      budgetOldFilesOnly: true,
     })
   }
 
@@ -486,10 +501,16 @@ export class CommitLog {
     this.mappedFileQueue.truncateDirtyFiles(offset, this.config.maxMessageSize + MIN_RECORD_SIZE_FOR_ERASE)
   }
 
-  /** Flushes everything appended (commit first when a write buffer is used). */
+  /**
+   * Flushes everything appended (commit first when a write buffer is used). Each call covers one
+   * file, so it takes as many calls as files behind: RocketMQ's ten retries suit 1 GiB files, but
+   * a log of small files whose periodic flush lags (one file per pass) would close with the rest
+   * of its records never forced to disk, under a shutdown record that vouches for them.
+   */
   flushAll(): void {
-    for (let i = 0; i < 10 && !this.mappedFileQueue.commit(0); i++);
-    for (let i = 0; i < 10 && !this.mappedFileQueue.flush(0); i++);
+    const rounds = this.mappedFileQueue.mappedFiles.length + 10
+    for (let i = 0; i < rounds && !this.mappedFileQueue.commit(0); i++);
+    for (let i = 0; i < rounds && !this.mappedFileQueue.flush(0); i++);
   }
 
   shutdown(): void {

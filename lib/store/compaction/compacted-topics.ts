@@ -62,7 +62,7 @@ export class CompactedTopics {
     this.deps = deps
     this.initial = initial
     this.table = new TopicTable(deps.topicsFile, deps.clock)
-    this.service = new CompactionService(deps.compactionDir, deps.clock, (topic) => this.table.get(topic), options)
+    this.service = new CompactionService(deps.compactionDir, deps.clock, (topic) => this.table.get(topic), options, deps.queues.budget)
     this.service.durableCommitLogOffset = () => deps.commitLog.mappedFileQueue.flushedWhere
     this.service.onError = (topic, queueId, error) =>
       deps.log('error', `compaction of ${topic}/${queueId}: ${(error as Error)?.message ?? String(error)}`)

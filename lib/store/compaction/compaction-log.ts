@@ -42,7 +42,7 @@ export class CompactionLog {
   /** Files renamed .deleted, with the clock time after which they may be removed. */
   readonly pendingDeletes: { path: string; dueAt: number }[] = []
 
-  /** Shared by the logs of a store: how many sealed files may be mapped at once. */
+  /** Shared by the logs of a store: how many sealed files may be open at once, within which bytes budget. */
   readonly budget: MappingBudget
 
   private constructor(dir: string, topic: string, queueId: number, budget: MappingBudget) {

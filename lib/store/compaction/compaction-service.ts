@@ -15,6 +15,7 @@ import { CleanerManager, CleaningAborted } from './cleaner-manager.js'
 import { cleanQueue, DEFAULT_SLICE_MS, dirtiness, Slicer, isEligible, type Dirtiness, type PassResult } from './cleaner.js'
 import { CompactionLog, type LogOpenReport, type ReadVisitor } from './compaction-log.js'
 import { OffsetMap } from './offset-map.js'
+import type { MappingBudget as BytesBudget } from '../mapped/mapping-budget.js'
 import { MappingBudget } from './segment.js'
 import { Throttler } from './throttler.js'
 
@@ -110,7 +111,14 @@ export class CompactionService {
   /** Commit-log offset up to which records are on disk (the store sets it; everything by default). */
   durableCommitLogOffset: () => number = () => Number.POSITIVE_INFINITY
 
-  constructor(rootDir: string, clock: Clock, configOf: TopicConfigSource, options: CompactionOptions = {}) {
+  /** `mappedBytes`: the store's budget of mapped bytes, which sealed files are mapped within. */
+  constructor(
+    rootDir: string,
+    clock: Clock,
+    configOf: TopicConfigSource,
+    options: CompactionOptions = {},
+    mappedBytes: BytesBudget | null = null,
+  ) {
     this.rootDir = rootDir
     this.clock = clock
     this.configOf = configOf
@@ -129,7 +137,7 @@ export class CompactionService {
       throw new MQStoreError('INVALID_OPTION', `compaction offsetMapBytes: ${(cause as Error).message}`, { cause })
     }
     try {
-      this.budget = new MappingBudget(o.maxMappedFiles)
+      this.budget = new MappingBudget(o.maxMappedFiles, mappedBytes)
     } catch (cause) {
       throw new MQStoreError('INVALID_OPTION', `compaction maxMappedFiles: ${(cause as Error).message}`, { cause })
     }

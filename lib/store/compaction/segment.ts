@@ -6,14 +6,16 @@
 //
 // The active (last) file is preallocated at the topic's segmentBytes and filled up to a zero tail,
 // and stays mapped. A sealed file (older ones; a cleaned file is exactly as long as what it kept,
-// possibly zero bytes) is mapped only while it is read, within a budget of mapped files per store
-// (each mapping also holds a descriptor): a queue with many files, or a store with many queues,
-// does not run into the process's limits on mappings and descriptors.
+// possibly zero bytes) is unmapped when sealed and mapped again on first use, within two budgets: a
+// count of sealed files per store (maxMappedFiles), and the store's budget of mapped bytes, which
+// also unmaps a sealed file once it has been idle for the store's idle time. A queue with many
+// files, or a store with many queues, does not run into the process's limits on mappings.
 import * as fs from 'node:fs'
 
 import { MQStoreError } from '../../errors.js'
 import { bodyLengthAt, checkRecord, decodeMessage } from '../commitlog/record.js'
 import { MappedFile } from '../mapped/mapped-file.js'
+import type { MappingBudget as BytesBudget } from '../mapped/mapping-budget.js'
 
 /**
  * Property a cleaned tombstone carries: the wall-clock ms after which a pass may drop it (the
@@ -43,20 +45,26 @@ export interface SegmentLease {
 }
 
 /**
- * The sealed files that are mapped, least recently used first; past `maxMapped` the oldest is
- * unmapped (readers that hold it keep it until they release it).
+ * The sealed files opened for reads, least recently used first; past `maxMapped` the oldest is
+ * closed (readers that hold it keep it until they release it). With `bytes` (the store's budget of
+ * mapped bytes), an opened file is mapped on first use within it and unmapped when idle.
  */
 export class MappingBudget {
   readonly maxMapped: number
+  readonly bytes: BytesBudget | null
   private readonly lru = new Set<CompactionSegment>()
 
-  constructor(maxMapped: number) {
+  constructor(maxMapped: number, bytes: BytesBudget | null = null) {
     if (!Number.isSafeInteger(maxMapped) || maxMapped < 1) throw new RangeError(`maxMapped must be a positive integer, got ${maxMapped}`)
     this.maxMapped = maxMapped
+    this.bytes = bytes
   }
 
+  /** Sealed files mapped right now (an opened file the bytes budget unmapped is not). */
   get mapped(): number {
-    return this.lru.size
+    let n = 0
+    for (const segment of this.lru) if (segment.isMapped) n++
+    return n
   }
 
   touch(segment: CompactionSegment): void {
@@ -135,10 +143,18 @@ export class CompactionSegment {
     this.budget.forget(this)
   }
 
+  /** True while the file is mapped. */
+  get isMapped(): boolean {
+    return this.file?.isMapped === true
+  }
+
   private mapping(): MappedFile | null {
     if (this.file === null) {
       if (this.capacity === 0) return null
-      const file = MappedFile.open(this.path, this.capacity, { fileFromOffset: this.baseOffset })
+      // A sealed file under the store's budget maps at its first read, not here (the active one
+      // is open already); it is idle once no lease holds it, its bytes flushed.
+      const bytes = this.active ? null : this.budget.bytes
+      const file = MappedFile.open(this.path, this.capacity, { fileFromOffset: this.baseOffset, budget: bytes, unmapOnlyFlushed: true })
       file.setPositions(this.bytes)
       this.file = file
     }
@@ -350,12 +366,21 @@ export class CompactionSegment {
 
   async renameAsync(to: string): Promise<void> {
     await fs.promises.rename(this.path, to)
-    this.path = to
+    this.renamed(to)
   }
 
   rename(to: string): void {
     fs.renameSync(this.path, to)
+    this.renamed(to)
+  }
+
+  /**
+   * A sealed file's MappedFile knows it by its old name, and would map that name again after an
+   * idle unmap: it is closed (a lease keeps its mapping), and the next read opens the new name.
+   */
+  private renamed(to: string): void {
     this.path = to
+    this.unmap()
   }
 
   /** Drops the owner's reference; the mapping goes once readers release it. The file stays. */

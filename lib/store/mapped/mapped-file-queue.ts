@@ -43,6 +43,15 @@ export interface MappedFileQueueOptions {
   reserveChunkBytes?: number
   /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
   budget?: MappingBudget | null
+  /**
+   * With a budget: only files before the last are under it, each from the flush that completes it
+   * (an unflushed file cannot be unmapped, and counting it would only push out files that can);
+   * the last file (the one being written) is mapped on first use and stays mapped outside the
+   * budget (the commit log). Files found by load() join the budget at the truncation that ends
+   * recovery, once the last file is known: what recovery read is not counted as maps, and is
+   * unmapped again once idle.
+   */
+  budgetOldFilesOnly?: boolean
   /** Map the files found by load() on first use, then keep them mapped (see MappedFile). */
   mapOnFirstUse?: boolean
   /**
@@ -80,14 +89,35 @@ export class MappedFileQueue {
     this.options = options
   }
 
+  /** Options of a file (under budgetOldFilesOnly, new and loaded files start outside the budget). */
   private fileOptions(): MappedFileOptions {
+    const oldOnly = this.options.budgetOldFilesOnly === true
     return {
       transientStorePool: this.options.transientStorePool ?? null,
       readOnly: this.options.readOnly === true,
       reserveChunkBytes: this.options.reserveChunkBytes,
-      budget: this.options.budget ?? null,
+      budget: oldOnly ? null : (this.options.budget ?? null),
+      unmapOnlyFlushed: oldOnly,
       syncOnFirstFlush: this.options.syncOnFirstFlush === true,
     }
+  }
+
+  /**
+   * Keeps the last file out of the budget and lets the one before it in if it is flushed
+   * (budgetOldFilesOnly), after files were added or removed; `all`: every older file (the end of
+   * recovery).
+   */
+  private budgetOldFiles(all = false): void {
+    if (this.options.budgetOldFilesOnly !== true) return
+    const files = this.mappedFiles
+    for (let i = files.length - 2; i >= (all ? 0 : Math.max(0, files.length - 2)); i--) this.joinBudgetIfFlushed(files[i])
+    files.at(-1)?.setBudget(null)
+  }
+
+  /** An old file (not the last) whose every byte is flushed joins the budget (budgetOldFilesOnly). */
+  private joinBudgetIfFlushed(file: MappedFile): void {
+    if (this.options.budgetOldFilesOnly !== true || file.flushedPosition !== this.mappedFileSize) return
+    if (file !== this.mappedFiles.at(-1)) file.setBudget(this.options.budget ?? null)
   }
 
   /**
@@ -144,8 +174,9 @@ export class MappedFileQueue {
     try {
       for (const { name } of segments) {
         const file = MappedFile.open(join(this.storePath, name), this.mappedFileSize, {
+          // Under budgetOldFilesOnly every file starts outside the budget (see truncateDirtyFiles).
           ...this.fileOptions(),
-          mapOnFirstUse: this.options.mapOnFirstUse === true,
+          mapOnFirstUse: this.options.mapOnFirstUse === true || this.options.budgetOldFilesOnly === true,
         })
         file.setPositions(this.mappedFileSize)
         loaded.push(file)
@@ -186,6 +217,7 @@ export class MappedFileQueue {
     }
     if (this.mappedFiles.length === 0) file.firstCreateInQueue = true
     this.mappedFiles.push(file)
+    this.budgetOldFiles()
     if (this.options.preallocateNext === true) this.schedulePreallocation(createOffset + this.mappedFileSize)
     return file
   }
@@ -301,6 +333,7 @@ export class MappedFileQueue {
     if (file === null) return true
     const storeTimestamp = file.storeTimestamp
     const where = file.fileFromOffset + file.flush(flushLeastPages)
+    this.joinBudgetIfFlushed(file)
     const unchanged = where === this.flushedWhere
     this.flushedWhere = where
     if (flushLeastPages === 0) this.storeTimestamp = storeTimestamp
@@ -313,6 +346,7 @@ export class MappedFileQueue {
     if (file === null) return true
     const storeTimestamp = file.storeTimestamp
     const where = file.fileFromOffset + (await file.flushAsync(flushLeastPages))
+    this.joinBudgetIfFlushed(file)
     const unchanged = where === this.flushedWhere
     if (where > this.flushedWhere) this.flushedWhere = where
     if (flushLeastPages === 0) this.storeTimestamp = storeTimestamp
@@ -351,6 +385,7 @@ export class MappedFileQueue {
       }
     }
     this.removeFiles(doomed)
+    this.budgetOldFiles(true)
   }
 
   deleteLastMappedFile(): void {
@@ -442,6 +477,7 @@ export class MappedFileQueue {
     const kept = this.mappedFiles.filter((file) => !gone.has(file))
     this.mappedFiles.length = 0
     this.mappedFiles.push(...kept)
+    this.budgetOldFiles()
     if (this.options.readOnly !== true && fs.existsSync(this.storePath)) syncDirectory(join(this.storePath, 'x'))
   }
 

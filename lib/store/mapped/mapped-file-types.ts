@@ -76,6 +76,13 @@ export interface MappedFileOptions {
    */
   mapOnFirstUse?: boolean
   /**
+   * With a budget: the file counts as idle only once everything readers may see is flushed, so
+   * the flusher and the transient store pool never meet an unmapped file with unflushed bytes
+   * (commit-log and compaction-log files; consume-queue files may be unmapped dirty, their flush
+   * then forces them with fdatasync).
+   */
+  unmapOnlyFlushed?: boolean
+  /**
    * Create new files without the fsync chain (temp file, fsync, rename, directory fsync): the file
    * and its directory entry are forced by its first flush instead, so its durability follows the
    * flush schedule like its data (RocketMQ's consume queues). A crash before that flush may leave

@@ -18,6 +18,7 @@ import { native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
 import { checkLength, createSegment, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
+import { assertFileSize, checkLazyLength, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
 import type { MappingBudget } from './mapping-budget.js'
 import { parseOffsetName } from './segment-name.js'
 import { staleRanges } from './stale-tail.js'
@@ -58,9 +59,11 @@ export class MappedFile {
   private mapped: Buffer = EMPTY
   private writeBuffer: Buffer | null = null
   /** A second, private copy-on-write mapping whose views may be handed to users; made on demand. */
-  private sharedOut: { handle: MapHandle; view: Buffer } | null = null
+  private readonly sharedOut = new PrivateMapping()
   private readonly pool: TransientStorePool | null
-  private readonly budget: MappingBudget | null
+  /** The budget that may unmap the file while idle; null keeps it mapped once mapped (see setBudget). */
+  private budget: MappingBudget | null
+  private readonly unmapOnlyFlushed: boolean
   /** Moves at every map and unmap: a view cached across calls is stale once it moves. */
   mapGeneration = 0
   /** Created without syncs: the first flush forces the file and its directory entry. */
@@ -93,6 +96,7 @@ export class MappedFile {
     this.fileFromOffset = start
     this.readOnly = options.readOnly === true
     this.budget = options.budget ?? null
+    this.unmapOnlyFlushed = options.unmapOnlyFlushed === true
     this.pool = this.readOnly ? null : (options.transientStorePool ?? null)
     this.reserveChunkBytes = reserveChunk(options, fileSize)
     this.reservedTo = this.readOnly ? fileSize : reservedTo
@@ -135,9 +139,16 @@ export class MappedFile {
   unmapIfIdle(): boolean {
     const handle = this.handle
     if (handle === null || this.budget === null) return false
-    if (this.refCount !== 1 || !this.available || this.writeBuffer !== null || this.warmed) return false
-    // Views of the private mapping may be in users' hands: only close or deletion ends them.
-    if (this.sharedOut !== null) return false
+    const idle = isIdle({
+      refCount: this.refCount,
+      available: this.available,
+      hasWriteBuffer: this.writeBuffer !== null,
+      warmedAndOpen: this.warmed && !this.isFull(),
+      exposed: this.sharedOut.isOpen,
+      unflushedBytes: this.readPosition - this.flushedPosition,
+      unmapOnlyFlushed: this.unmapOnlyFlushed,
+    })
+    if (!idle) return false
     this.handle = null
     this.mapped = EMPTY
     this.mapGeneration++
@@ -190,14 +201,7 @@ export class MappedFile {
     const file = new MappedFile(fileName, fileSize, options, chunked ? 0 : fileSize)
     file.blocksReserved = chunked
     if (file.budget !== null || options.mapOnFirstUse === true) {
-      // Lazy: a stat, no descriptor and no mapping until the first use.
-      let length: number
-      try {
-        length = fs.statSync(fileName).size
-      } catch (cause) {
-        throw ioError(`cannot open ${fileName}`, cause)
-      }
-      checkLength(fileName, length, fileSize)
+      checkLazyLength(fileName, fileSize)
     } else {
       const fd = openDescriptor(fileName, options.readOnly === true ? 'r' : 'r+')
       try {
@@ -209,6 +213,22 @@ export class MappedFile {
     }
     if (file.pool !== null) file.writeBuffer = file.pool.borrowBuffer()
     return file
+  }
+
+  /** True while the file is mapped (a lazy file: between its first use and an idle unmap). */
+  get isMapped(): boolean {
+    return this.handle !== null
+  }
+
+  /**
+   * Moves the file under `budget` (null: out of any budget; once mapped it stays mapped until
+   * shutdown). A mapped file is counted by the new budget from now on, without a map or unmap.
+   */
+  setBudget(budget: MappingBudget | null): void {
+    if (budget === this.budget) return
+    if (this.handle !== null) this.budget?.forget(this)
+    this.budget = budget
+    if (this.handle !== null) budget?.adopt(this)
   }
 
   // ---- disk reservation ---------------------------------------------------------------------
@@ -533,25 +553,13 @@ export class MappedFile {
   /**
    * Like readableBuffer, but over a private copy-on-write mapping of the file, for views that
    * leave the store (zero-copy reads). A write through such a view changes a private copy of the
-   * page, never the file; a view whose ArrayBuffer was transferred away empties ours, so a new
-   * mapping replaces it (the old one becomes anonymous memory at close, see native/mapping.h).
-   * Pages nobody wrote follow the file, which is what Linux and macOS do for MAP_PRIVATE; a page
+   * page, never the file (see PrivateMapping). Pages nobody wrote follow the file, which is what Linux and macOS do for MAP_PRIVATE; a page
    * someone wrote no longer does, which is why readers verify what they serve from here.
    * Empty once the file is cleaned up. Callers hold the file.
    */
   exposedBuffer(): Buffer {
     if (this.cleanupOver) return EMPTY
-    let out = this.sharedOut
-    if (out !== null && out.view.length !== this.fileSize) {
-      out.handle.close()
-      out = null
-    }
-    if (out === null) {
-      const handle = descriptors.use(this.fileName, false, (fd) => native.map(fd, this.fileSize, false))
-      out = { handle, view: Buffer.from(handle.buffer, 0, this.fileSize) }
-      this.sharedOut = out
-    }
-    return out.view.subarray(0, this.readPosition)
+    return this.sharedOut.view(this.fileName, this.fileSize).subarray(0, this.readPosition)
   }
 
   // ---- reference counting -------------------------------------------------------------------
@@ -615,8 +623,7 @@ export class MappedFile {
       handle.close()
       this.budget?.unmapped(this)
     }
-    this.sharedOut?.handle.close()
-    this.sharedOut = null
+    this.sharedOut.close()
     if (this.writeBuffer !== null) {
       this.pool?.returnBuffer(this.writeBuffer)
       this.writeBuffer = null
@@ -641,11 +648,7 @@ export class MappedFile {
 
   /** The file's modification time in ms, as the file system reports it (0 if it is gone). */
   getLastModifiedTimestamp(): number {
-    try {
-      return fs.statSync(this.fileName).mtimeMs
-    } catch {
-      return 0
-    }
+    return modifiedTimeMs(this.fileName)
   }
 
   /**
@@ -687,11 +690,5 @@ export class MappedFile {
 
   toString(): string {
     return `MappedFile(${this.fileName}, wrote=${this.wrotePosition}, flushed=${this.flushedPosition})`
-  }
-}
-
-function assertFileSize(fileSize: number): void {
-  if (!Number.isSafeInteger(fileSize) || fileSize <= 0) {
-    throw new RangeError(`file size must be a positive integer, got ${fileSize}`)
   }
 }

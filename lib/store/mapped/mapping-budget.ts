@@ -85,6 +85,22 @@ export class MappingBudget {
     }
   }
 
+  /**
+   * Starts counting a file that was mapped outside the budget (a commit-log file the writer just
+   * left: it was mapped while written, and only now may be unmapped when idle). Not a map.
+   */
+  adopt(file: BudgetedFile): void {
+    if (this.lastUse.has(file)) return
+    this.lastUse.set(file, this.clock())
+    this.bytes += file.fileSize
+    if (this.bytes > this.maxBytes && this.suspended === 0) this.shrink(this.maxBytes, file)
+  }
+
+  /** Stops counting a file that stays mapped outside the budget (it became the file being written). Not an unmap. */
+  forget(file: BudgetedFile): void {
+    if (this.lastUse.delete(file)) this.bytes -= file.fileSize
+  }
+
   /** A file was used (read or written): it becomes the most recent. */
   used(file: BudgetedFile): void {
     if (!this.lastUse.delete(file)) return
