@@ -120,7 +120,12 @@ export class CommitLogFlusher {
       leastPages = 0
     }
     const queue = this.commitLog.mappedFileQueue
-    await queue.flushAsync(leastPages)
+    // One flush covers one file (RocketMQ's rule). With small files a burst fills several between
+    // two passes, and flushing one per pass would leave the rest unsynced for seconds: go on while
+    // the last flush completed a file and a later one exists.
+    while (!(await queue.flushAsync(leastPages)) && queue.flushedWhere % queue.mappedFileSize === 0) {
+      if (queue.flushedWhere >= queue.getMaxOffset() || this.failure !== null) break
+    }
     if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
   }
 
@@ -176,8 +181,9 @@ export class CommitLogFlusher {
         for (const request of this.inFlight) if (request.nextOffset > target) target = request.nextOffset
         let error: unknown = null
         try {
-          // One flush covers one file; a batch that crossed into the next file needs another.
-          for (let attempt = 0; attempt < 4 && queue.flushedWhere < target; attempt++) {
+          // One flush covers one file; a batch that crossed into later files needs one per file.
+          // Stop when a flush moves nothing (the data is not there, or the sync failed).
+          while (queue.flushedWhere < target) {
             if (await queue.flushAsync(0)) break
           }
         } catch (e) {
