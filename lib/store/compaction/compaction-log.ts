@@ -12,7 +12,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
-import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
+import { ensureDirectory, syncDirectory, syncDirectoryAsync } from '../mapped/directory.js'
 import { formatOffsetName, parseOffsetName } from '../mapped/segment-name.js'
 import { CompactionSegment, MappingBudget } from './segment.js'
 
@@ -239,10 +239,10 @@ export class CompactionLog {
     // keep using the old files (their mappings outlive the renames) until the list is switched.
     const byNewest = [...cleaned].sort((a, b) => b.baseOffset - a.baseOffset)
     for (const s of byNewest) await s.renameAsync(s.path.slice(0, -CLEANED_SUFFIX.length) + SWAP_SUFFIX)
-    await syncDirectoryAsync(this.dir)
+    await syncDirectoryAsync(join(this.dir, 'x'))
     for (const s of old) await s.renameAsync(join(this.dir, formatOffsetName(s.baseOffset) + DELETED_SUFFIX))
     for (const s of byNewest) await s.renameAsync(join(this.dir, formatOffsetName(s.baseOffset)))
-    await syncDirectoryAsync(this.dir)
+    await syncDirectoryAsync(join(this.dir, 'x'))
     const gone = new Set(old)
     const kept = this.segments.filter((s) => !gone.has(s))
     for (const s of cleaned) s.seal(this.budget)
@@ -385,18 +385,6 @@ export function recoverInterruptedSwap(dir: string): LogOpenReport {
   }
   if (report.removed.length > 0 || report.rolledForward.length > 0) syncDirectory(join(dir, 'x'))
   return report
-}
-
-async function syncDirectoryAsync(dir: string): Promise<void> {
-  let handle: fs.promises.FileHandle | null = null
-  try {
-    handle = await fs.promises.open(dir, 'r')
-    await handle.sync()
-  } catch {
-    // Some file systems refuse fsync on directories; the renames themselves are atomic.
-  } finally {
-    await handle?.close()
-  }
 }
 
 function suffixBase(name: string, suffix: string): number | null {
