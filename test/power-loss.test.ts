@@ -325,6 +325,56 @@ describe.skipIf(process.platform !== 'linux')(
       }
     })
 
+    it('regression: after a process crash, compaction-log records recovered from the page cache are synced before open returns', async () => {
+      let d = arm('lose-unsynced')
+      const quiet = {
+        flushIntervalCommitLog: 3_600_000,
+        flushCommitLogThoroughInterval: 3_600_000,
+        flushCommitLogLeastPages: 10_000,
+        flushIntervalConsumeQueue: 3_600_000,
+        flushConsumeQueueThoroughInterval: 3_600_000,
+        flushConsumeQueueLeastPages: 10_000,
+        maxHashSlotNum: 1000,
+        maxIndexNum: 4000,
+      }
+      const first = await MessageStore.open(store, { flushDiskType: 'ASYNC_FLUSH', ...quiet })
+      await first.setTopicConfig('kv', { cleanupPolicy: 'compact' })
+      for (let i = 0; i < 4; i++) {
+        const put = await first.putMessage({ topic: 'kv', queueId: 0, body: Buffer.alloc(300, i + 1), keys: `k${i}` })
+        expect(put.status).toBe('PUT_OK')
+      }
+      await vi.waitFor(() => expect(first.getMessage('g', 'kv', 0, 0, 8).messages).toHaveLength(4))
+      const crash = d.crashNow()
+      await first.close()
+      d.disarm()
+
+      store = crash.dir
+      // What the crashed process left in the page cache: the compaction log's files.
+      const logDir = join(store, 'compaction', 'kv', '0')
+      const left = new Map(fs.readdirSync(logDir).map((name) => [name, fs.readFileSync(join(logDir, name))]))
+      expect([...left.values()].some((bytes) => bytes.some((b) => b !== 0))).toBe(true)
+      d = new PowerLossDisk({ root: store, seed: 7, imageRoot: join(root, 'after'), mode: 'lose-unsynced', after: crash.carry }).arm()
+      disk = d
+      const second = await MessageStore.open(store, { flushDiskType: 'ASYNC_FLUSH', ...quiet })
+      expect(second.stats().lastExitOK).toBe(false)
+      expect(second.getMessage('g', 'kv', 0, 0, 8).messages.map((m) => m.keys[0])).toEqual(['k0', 'k1', 'k2', 'k3'])
+      // The power goes as soon as open returned: what it served must be on disk.
+      const cut = d.cutNow()
+      await second.close()
+      d.disarm()
+
+      // The compaction log is on disk as the recovery found it (a store with its log files
+      // gone would re-read the commit log, so this is checked on the files).
+      for (const [name, bytes] of left) expect(fs.readFileSync(join(cut.dir, 'compaction', 'kv', '0', name)).equals(bytes)).toBe(true)
+      const reopened = await MessageStore.open(cut.dir, { flushDiskType: 'ASYNC_FLUSH', maxHashSlotNum: 1000, maxIndexNum: 4000 })
+      try {
+        expect(reopened.getMessage('g', 'kv', 0, 0, 8).messages.map((m) => m.keys[0])).toEqual(['k0', 'k1', 'k2', 'k3'])
+        expect(reopened.getLatestByKey('kv', 'k3')?.body).toEqual(Buffer.alloc(300, 4))
+      } finally {
+        await reopened.close()
+      }
+    })
+
     it('regression: records and consume-queue units a recovery dropped are erased on disk, so a later power cut cannot bring them back', async () => {
       // A crash image of 20 synced records, the 6th damaged: recovery truncates there.
       let d = arm('keep-page-cache')

@@ -14,7 +14,8 @@
 // - each consume queue's files, newest first, down to the first one whose first unit points below
 //   that scan start (the consume-queue flush syncs a queue's units in order before it moves the
 //   checkpoint's logical time, and the scan start is no later than that time);
-// - the small files (consumer offsets, topics, sizes, checkpoint), which were read as they are;
+// - the small files (consumer offsets, topics, sizes, checkpoint), which were read as they are,
+//   and every compaction-log file with the cleaner checkpoint;
 // - the folders of everything above, and the index folder (the files a crash recovery deletes).
 // Index files are not synced: those recovery keeps were synced when they rolled (the checkpoint's
 // index time says so), and the newer ones were deleted to be rebuilt.
@@ -64,7 +65,11 @@ export async function syncRecoveredFiles(input: CrashSyncInput): Promise<CrashSy
   const logFileSize = commitLog.mappedFileQueue.mappedFileSize
   const logFiles = commitLog.mappedFileQueue.mappedFiles.filter((file) => file.fileFromOffset + logFileSize > scanStart)
   const queueList = [...queues.all()]
-  const small = [paths.checkpoint, ...listFiles(paths.config)]
+  // Compaction logs are written from dispatch and flushed from their recovered ends too; their
+  // files (and the cleaner checkpoint) are few, so every one is synced.
+  const compaction = listTree(paths.compaction)
+  for (const folder of compaction.folders) folders.add(folder)
+  const small = [paths.checkpoint, ...listFiles(paths.config), ...compaction.files]
   await runLimited<() => Promise<void>>(
     [
       ...logFiles.map((file) => async () => {
@@ -149,6 +154,27 @@ function listFiles(dir: string): string[] {
   } catch {
     return []
   }
+}
+
+/** Every regular file under `dir` and every folder holding one (none when `dir` is missing). */
+function listTree(dir: string): { files: string[]; folders: string[] } {
+  const files: string[] = []
+  const folders: string[] = []
+  const walk = (at: string): void => {
+    let entries: fs.Dirent[]
+    try {
+      entries = fs.readdirSync(at, { withFileTypes: true })
+    } catch {
+      return
+    }
+    folders.push(at)
+    for (const entry of entries) {
+      if (entry.isDirectory()) walk(join(at, entry.name))
+      else if (entry.isFile()) files.push(join(at, entry.name))
+    }
+  }
+  walk(dir)
+  return { files, folders }
 }
 
 /** fdatasync of a small file by name, on the libuv pool; false when it is not there. */
