@@ -15,6 +15,7 @@ import {
   CQ_STORE_UNIT_SIZE,
   isBlankUnit,
   isValidUnit,
+  queueOffsetAt,
   readUnitOffset,
   readUnitSize,
   readUnitTagsCode,
@@ -23,7 +24,6 @@ import {
 import { QueueDirectories, type OwedSync } from './queue-directories.js'
 
 export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
-const ZERO_UNIT = Buffer.alloc(CQ_STORE_UNIT_SIZE)
 /**
  * Disk blocks of a consume-queue file are reserved this far ahead of the writer (3,276 units), so
  * a new queue takes 64 KiB, not a whole file.
@@ -32,6 +32,7 @@ export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
 
 /** Zero bytes after a queue's end that show no stale units follow (one OS page). */
 const STALE_UNITS_QUIET_BYTES = 4096
+const ZERO_PAGE = Buffer.alloc(STALE_UNITS_QUIET_BYTES)
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -72,6 +73,13 @@ export class ConsumeQueue {
   /** Logic byte offset of the first unit still pointing into the commit log. */
   private minLogicOffset = 0
   private closed = false
+  /**
+   * Set by recover() when the units it scanned are not a clean prefix: a bad unit with valid units
+   * (or files) after it, or a unit not pointing past the one before. Such a queue is damaged, not
+   * short: ending it at the bad unit would hand its later queue offsets out again, so the store
+   * rebuilds it from the commit log (docs/recovery.md Q3).
+   */
+  loadDamage: string | null = null
 
   // The file units are appended to, with a DataView over its mapping, cached across puts. The
   // cache is used only while the file is still the queue's last file and not full.
@@ -156,11 +164,6 @@ export class ConsumeQueue {
   }
 
   /**
-   * Finds the end of the data: scans from the third file from the end, unit by unit, while units
-   * are valid; the first invalid unit (or the end of the last file) is the end. Later bytes and
-   * files are cut off, and maxPhysicOffset is the end of the last valid unit.
-   */
-  /**
    * After a clean shutdown (the store's shutdown record vouches for it) every file but the last is
    * full and the last holds a prefix of units followed by zeros, so its end is found by bisection:
    * a clean open reads a few units per queue instead of every unit of the last three files.
@@ -185,8 +188,9 @@ export class ConsumeQueue {
       else high = mid
     }
     const end = low * CQ_STORE_UNIT_SIZE
-    // The unit just past the end must be all zeros, else this is not a clean prefix.
-    if (end < size && !buffer.subarray(end, end + CQ_STORE_UNIT_SIZE).equals(ZERO_UNIT)) return false
+    // Bisection assumes a prefix of units; a damaged unit before the end or units after it (the
+    // queue would come back short and hand its offsets out again) make this no clean prefix.
+    if (unitDamage(buffer, 0, end, -1) !== null || !isQuiet(buffer, end, size)) return false
     let lastUnit: Buffer | null = end > 0 ? buffer.subarray(end - CQ_STORE_UNIT_SIZE, end) : null
     if (lastUnit === null && files.length > 1) {
       const previous = this.wholeFile(files[files.length - 2])
@@ -202,12 +206,20 @@ export class ConsumeQueue {
     return true
   }
 
+  /**
+   * Finds the end of the data: scans from the third file from the end, unit by unit, while units
+   * are valid; the first invalid unit (or the end of the last file) is the end. Later bytes and
+   * files are cut off, and maxPhysicOffset is the end of the last valid unit. When the units
+   * scanned are not a clean prefix (see loadDamage) the queue is damaged, not short.
+   */
   recover(): void {
+    this.loadDamage = null
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return
     const size = this.mappedFileSize
     let index = Math.max(0, files.length - 3)
     let processOffset = 0
+    let lastPhysicOffset = -1
     for (;;) {
       const file = files[index]
       const buffer = this.wholeFile(file)
@@ -216,14 +228,40 @@ export class ConsumeQueue {
         const offset = readUnitOffset(buffer, end)
         const unitSize = readUnitSize(buffer, end)
         if (!isValidUnit(offset, unitSize)) break
-        if (!isBlankUnit(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+        if (!isBlankUnit(offset, unitSize)) {
+          if (offset <= lastPhysicOffset && this.loadDamage === null) {
+            this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} does not point past the one before it`
+          }
+          lastPhysicOffset = offset
+          this.maxPhysicOffset = offset + unitSize
+        }
         end += CQ_STORE_UNIT_SIZE
       }
       processOffset = file.fileFromOffset + end
-      if (end < size || index + 1 >= files.length) break
+      if (end < size || index + 1 >= files.length) {
+        if (this.loadDamage === null) this.loadDamage = this.unitsAfter(index, end)
+        break
+      }
       index += 1
     }
     this.endRecoveryAt(processOffset)
+  }
+
+  /**
+   * Why the data does not end at byte `end` of file `index` although the scan stopped there: a
+   * valid unit follows in that file, or a later file exists. Null when only zeros follow.
+   */
+  private unitsAfter(index: number, end: number): string | null {
+    const files = this.mappedFileQueue.mappedFiles
+    const stop = `the units stop at queue offset ${queueOffsetAt(files[index].fileFromOffset + end)}`
+    if (index + 1 < files.length) return `${stop} but ${files.length - index - 1} later file(s) follow`
+    const buffer = this.wholeFile(files[index])
+    for (let at = end + CQ_STORE_UNIT_SIZE; at + CQ_STORE_UNIT_SIZE <= this.mappedFileSize; at += CQ_STORE_UNIT_SIZE) {
+      if (isValidUnit(readUnitOffset(buffer, at), readUnitSize(buffer, at))) {
+        return `${stop} but a unit at queue offset ${queueOffsetAt(files[index].fileFromOffset + at)} follows`
+      }
+    }
+    return null
   }
 
   /** The queue's data ends at `processOffset`: positions there, later files cut off. */
@@ -632,4 +670,27 @@ export class ConsumeQueue {
   toString(): string {
     return `ConsumeQueue(${this.topic}/${this.queueId}, min=${this.getMinOffsetInQueue()}, max=${this.getMaxOffsetInQueue()})`
   }
+}
+
+/**
+ * Why units [from, to) of `buffer` are not a run of valid units with increasing commit-log
+ * offsets (blanks aside), or null. `lastPhysicOffset` is the offset of the unit before them.
+ */
+function unitDamage(buffer: Buffer, from: number, to: number, lastPhysicOffset: number): string | null {
+  let last = lastPhysicOffset
+  for (let at = from; at < to; at += CQ_STORE_UNIT_SIZE) {
+    const offset = readUnitOffset(buffer, at)
+    const size = readUnitSize(buffer, at)
+    if (!isValidUnit(offset, size)) return `a bad unit at byte ${at}`
+    if (isBlankUnit(offset, size)) continue
+    if (offset <= last) return `the unit at byte ${at} does not point past the one before it`
+    last = offset
+  }
+  return null
+}
+
+/** True when bytes [from, from + STALE_UNITS_QUIET_BYTES) of `buffer` (or to `end`) are zeros. */
+function isQuiet(buffer: Buffer, from: number, end: number): boolean {
+  const to = Math.min(end, from + STALE_UNITS_QUIET_BYTES)
+  return to <= from || buffer.subarray(from, to).equals(ZERO_PAGE.subarray(0, to - from))
 }

@@ -10,6 +10,7 @@ import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.js'
 import { ReadBatch, type BatchOutcome } from './read-batch.js'
+import { isRecordAt, type QueuePlace } from './record-identity.js'
 
 /** A GetMessageResult while it is being filled in (callers get it read-only). */
 type GetMessageResultDraft = { -readonly [K in keyof GetMessageResult]: GetMessageResult[K] } & { messages: MessageExt[] }
@@ -118,6 +119,7 @@ export class ReadService {
     let taken = 0
     const batch = this.batch
     const reader = this.commitLog.openReader()
+    const place: QueuePlace = { topic: queue.topic, topicBytes: Buffer.from(queue.topic), queueId: queue.queueId, queueOffset: offset }
     let removing = false
     try {
       const view = units.buffer
@@ -142,7 +144,9 @@ export class ReadService {
           skipUntil = this.commitLog.rollNextFile(phy)
           continue
         }
-        if (!batch.add(reader, at)) continue
+        // A unit damaged in a file recovery does not scan may point at another record: not served.
+        place.queueOffset = offset + i / CQ_STORE_UNIT_SIZE
+        if (!isRecordAt(reader, at, phy, place) || !batch.add(reader, at)) continue
         taken += size
         skipUntil = -1
       }
@@ -192,7 +196,7 @@ export class ReadService {
     batch.begin(0)
     try {
       const at = reader.locate(commitLogOffset, 0)
-      if (at >= 0) batch.add(reader, at)
+      if (at >= 0 && isRecordAt(reader, at, commitLogOffset, null)) batch.add(reader, at)
     } finally {
       reader.close()
     }
@@ -217,7 +221,7 @@ export class ReadService {
     try {
       for (const offset of candidates) {
         const at = reader.locate(offset, 0)
-        if (at >= 0) batch.add(reader, at)
+        if (at >= 0 && isRecordAt(reader, at, offset, null)) batch.add(reader, at)
       }
     } finally {
       reader.close()

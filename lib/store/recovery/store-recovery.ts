@@ -119,14 +119,20 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
 }
 
 /**
- * Cheap checks of the derived files against the recovered commit log: each consume queue's last
- * unit must point at a record of that queue with that queue offset, and no index file may end
- * past the log. What fails is deleted and rebuilt by dispatch.
+ * Cheap checks of the derived files against the recovered commit log: a consume queue whose
+ * scan found it damaged in the middle (ConsumeQueue.loadDamage) is rebuilt, each other queue's
+ * last unit must point at a record of that queue with that queue offset, and no index file may
+ * end past the log. What fails is deleted and rebuilt by dispatch.
  */
 function checkDerivedFiles(host: RecoveryHost, commitLogEnd: number): void {
   const { commitLog } = host
   const minOffset = commitLog.getMinOffset()
   for (const queue of [...host.queues.all()]) {
+    // Discarded only now: records the crash scan dispatches must not recreate it half-filled.
+    if (queue.loadDamage !== null) {
+      host.discardQueue(queue, `it is damaged, not short: ${queue.loadDamage}`)
+      continue
+    }
     const max = queue.getMaxOffsetInQueue()
     if (max === 0 || max - 1 < queue.getMinOffsetInQueue()) continue
     const units = queue.getIndexBuffer(max - 1)
