@@ -75,7 +75,7 @@ export class ConsumeQueue {
   private closed = false
   /**
    * Set by recover() when the units it scanned are not a clean prefix: a bad unit with valid units
-   * (or files) after it, or a unit not pointing past the one before. Such a queue is damaged, not
+   * (or files) after it, or a unit pointing into the record before it. Such a queue is damaged, not
    * short: ending it at the bad unit would hand its later queue offsets out again, so the store
    * rebuilds it from the commit log (docs/recovery.md Q3).
    */
@@ -190,7 +190,7 @@ export class ConsumeQueue {
     const end = low * CQ_STORE_UNIT_SIZE
     // Bisection assumes a prefix of units; a damaged unit before the end or units after it (the
     // queue would come back short and hand its offsets out again) make this no clean prefix.
-    if (unitDamage(buffer, 0, end, -1) !== null || !isQuiet(buffer, end, size)) return false
+    if (unitDamage(buffer, 0, end) !== null || !isQuiet(buffer, end, size)) return false
     let lastUnit: Buffer | null = end > 0 ? buffer.subarray(end - CQ_STORE_UNIT_SIZE, end) : null
     if (lastUnit === null && files.length > 1) {
       const previous = this.wholeFile(files[files.length - 2])
@@ -219,7 +219,7 @@ export class ConsumeQueue {
     const size = this.mappedFileSize
     let index = Math.max(0, files.length - 3)
     let processOffset = 0
-    let lastPhysicOffset = -1
+    let lastEnd = -1
     for (;;) {
       const file = files[index]
       const buffer = this.wholeFile(file)
@@ -229,10 +229,11 @@ export class ConsumeQueue {
         const unitSize = readUnitSize(buffer, end)
         if (!isValidUnit(offset, unitSize)) break
         if (!isBlankUnit(offset, unitSize)) {
-          if (offset <= lastPhysicOffset && this.loadDamage === null) {
-            this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} does not point past the one before it`
+          // Records do not overlap and a queue's units follow the log: each starts past the last.
+          if (offset < lastEnd && this.loadDamage === null) {
+            this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} points into the record before it`
           }
-          lastPhysicOffset = offset
+          lastEnd = offset + unitSize
           this.maxPhysicOffset = offset + unitSize
         }
         end += CQ_STORE_UNIT_SIZE
@@ -673,18 +674,18 @@ export class ConsumeQueue {
 }
 
 /**
- * Why units [from, to) of `buffer` are not a run of valid units with increasing commit-log
- * offsets (blanks aside), or null. `lastPhysicOffset` is the offset of the unit before them.
+ * Why units [from, to) of `buffer` are not a run of valid units whose records follow each other
+ * without overlapping (blanks aside), or null.
  */
-function unitDamage(buffer: Buffer, from: number, to: number, lastPhysicOffset: number): string | null {
-  let last = lastPhysicOffset
+function unitDamage(buffer: Buffer, from: number, to: number): string | null {
+  let lastEnd = -1
   for (let at = from; at < to; at += CQ_STORE_UNIT_SIZE) {
     const offset = readUnitOffset(buffer, at)
     const size = readUnitSize(buffer, at)
     if (!isValidUnit(offset, size)) return `a bad unit at byte ${at}`
     if (isBlankUnit(offset, size)) continue
-    if (offset <= last) return `the unit at byte ${at} does not point past the one before it`
-    last = offset
+    if (offset < lastEnd) return `the unit at byte ${at} points into the record before it`
+    lastEnd = offset + size
   }
   return null
 }
