@@ -1,0 +1,90 @@
+// A damaged unit in the middle of a consume queue makes the queue damaged, not short: reopen
+// rebuilds it from the commit log (docs/recovery.md Q3), so it keeps its length and its queue
+// offsets, and a new put does not get an offset the log already holds. Once after a crash (the
+// scan of the last files) and once after a clean close (a deferred queue's bisection).
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
+import { tempDir } from './helpers/tmp.js'
+
+const OPTIONS: OpenOptions = { mappedFileSizeCommitLog: 64 * 1024, mappedFileSizeConsumeQueue: 20 * 64 }
+const MESSAGES = 40
+const UNIT = 20
+
+let dir: string
+beforeEach(() => {
+  dir = tempDir('mqstore-cq-middle-')
+})
+afterEach(() => {
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+async function build(): Promise<number[]> {
+  const store = await MessageStore.open(dir, OPTIONS)
+  const offsets: number[] = []
+  for (let i = 0; i < MESSAGES; i++) {
+    const r = await store.putMessage({ topic: 't', queueId: 0, body: `m${i}` })
+    expect(r.queueOffset).toBe(i)
+    offsets.push(r.wroteOffset)
+  }
+  await store.close()
+  return offsets
+}
+
+type Damage = 'zeros' | 'negative offset' | 'huge size'
+
+function damageUnit(queueOffset: number, how: Damage): void {
+  const file = join(dir, 'consumequeue', 't', '0', '0'.repeat(20))
+  const fd = fs.openSync(file, 'r+')
+  const bytes = how === 'zeros' ? Buffer.alloc(UNIT) : Buffer.from([how === 'huge size' ? 0x40 : 0x80])
+  // The offset field is the unit's first 8 bytes, the size the next 4 (cq-unit.ts).
+  fs.writeSync(fd, bytes, 0, bytes.length, queueOffset * UNIT + (how === 'huge size' ? 8 : 0))
+  fs.closeSync(fd)
+}
+
+async function expectWholeQueue(store: MessageStore, offsets: number[]): Promise<void> {
+  expect(store.getMaxOffsetInQueue('t', 0)).toBe(MESSAGES)
+  const served: { queueOffset: number; commitLogOffset: number }[] = []
+  for (let next = 0; next < MESSAGES; ) {
+    const got = store.getMessage('g', 't', 0, next, 16)
+    expect(got.status).toBe('FOUND')
+    served.push(...got.messages)
+    next = got.nextBeginOffset
+  }
+  expect(served.map((m) => m.queueOffset)).toEqual(offsets.map((_, i) => i))
+  expect(served.map((m) => m.commitLogOffset)).toEqual(offsets)
+  const next = await store.putMessage({ topic: 't', queueId: 0, body: 'after' })
+  expect(next.queueOffset).toBe(MESSAGES)
+}
+
+describe('a damaged unit in the middle of a consume queue', () => {
+  // A huge size still makes a valid unit: its record would overlap the next unit's.
+  for (const how of ['zeros', 'negative offset', 'huge size'] as const) {
+    it(`(${how}) after a crash: the queue is rebuilt with its length and offsets`, async () => {
+      const offsets = await build()
+      damageUnit(17, how)
+      fs.writeFileSync(join(dir, 'abort'), '')
+      const store = await MessageStore.open(dir, OPTIONS)
+      try {
+        expect(store.stats().repairs.map((r) => r.action)).toContain('deleted consume queue t/0 to rebuild it')
+        await expectWholeQueue(store, offsets)
+      } finally {
+        await store.close()
+      }
+    })
+
+    it(`(${how}) after a clean close: the deferred queue is rebuilt with its length and offsets`, async () => {
+      const offsets = await build()
+      damageUnit(17, how)
+      const store = await MessageStore.open(dir, OPTIONS)
+      try {
+        await expectWholeQueue(store, offsets)
+        expect(store.stats().repairs.map((r) => r.action)).toContain('deleted consume queue t/0 to rebuild it')
+      } finally {
+        await store.close()
+      }
+    })
+  }
+})
