@@ -228,13 +228,27 @@ describe('ConsumeQueue puts', () => {
     expect(cq.getMaxOffsetInQueue()).toBe(16)
   })
 
-  it('a gap in queue offsets is counted but the unit is still appended at the end', () => {
+  it('a gap in queue offsets is counted, filled with blanks, and the unit lands at its own queue offset', () => {
     const cq = open()
     putRange(cq, 0, 3)
     expect(cq.putMessagePositionInfo(9 * MSG, MSG, 9, 9)).toBe(true)
     expect(cq.orderingErrors).toBe(1)
-    expect(cq.getMaxOffsetInQueue()).toBe(4)
-    expect(unitAt(cq, 3)).toEqual({ offset: 9 * MSG, size: MSG, tagsCode: 9 })
+    expect(cq.getMaxOffsetInQueue()).toBe(10)
+    for (let q = 3; q < 9; q++) expect(unitAt(cq, q)).toEqual({ offset: 0, size: CQ_BLANK_UNIT_SIZE, tagsCode: 0 })
+    expect(unitAt(cq, 9)).toEqual({ offset: 9 * MSG, size: MSG, tagsCode: 9 })
+    // Blanks say nothing about the log: the next record still counts from the real unit.
+    expect(cq.getMaxPhysicOffset()).toBe(10 * MSG)
+  })
+
+  it('a gap that spans files fills them with blanks', () => {
+    const cq = open()
+    putRange(cq, 0, 1)
+    const unitsPerFile = SIZE / CQ_STORE_UNIT_SIZE
+    const far = 2 * unitsPerFile + 1
+    expect(cq.putMessagePositionInfo(far * MSG, MSG, 1, far)).toBe(true)
+    expect(cq.getMaxOffsetInQueue()).toBe(far + 1)
+    expect(unitAt(cq, unitsPerFile)).toEqual({ offset: 0, size: CQ_BLANK_UNIT_SIZE, tagsCode: 0 })
+    expect(unitAt(cq, far)).toEqual({ offset: far * MSG, size: MSG, tagsCode: 1 })
   })
 
   it('the first-ever file at a non-zero queue offset is pre-filled with blanks', () => {

@@ -31,7 +31,9 @@ async function build(): Promise<PutMessageResult[]> {
   const store = await MessageStore.open(dir, OPTIONS)
   const results: PutMessageResult[] = []
   for (let i = 0; i < MESSAGES; i++) {
-    results.push(await store.putMessage({ topic: `t${i % 2}`, queueId: 0, body: `body-${i}${PAD}`, keys: `k${i}`, properties: { p: `value-${i}` } }))
+    results.push(
+      await store.putMessage({ topic: `t${i % 2}`, queueId: 0, body: `body-${i}${PAD}`, keys: `k${i}`, properties: { p: `value-${i}` } }),
+    )
   }
   await store.close()
   expect(fs.readdirSync(join(dir, 'commitlog')).length).toBeGreaterThan(4)

@@ -330,12 +330,34 @@ export class ConsumeQueue {
       }
       const currentLogicOffset = file.fileFromOffset + file.wrotePosition
       if (expectLogicOffset < currentLogicOffset) return true
-      if (expectLogicOffset !== currentLogicOffset) this.orderingErrors += 1
+      if (expectLogicOffset !== currentLogicOffset) {
+        this.orderingErrors += 1
+        // Units before this one are missing: records a rebuild could not read (damage in the
+        // commit log). Blanks keep their places, so this unit lands at its own queue offset
+        // (RocketMQ writes it at the end, where it would claim another queue offset).
+        file = this.fillGap(currentLogicOffset, expectLogicOffset)
+        if (file === null) return false
+      }
     }
     // Only a unit that was written counts: a failed write must not make its retry look like a replay.
     if (!this.appendUnit(file, offset, size, tagsCode)) return false
     this.maxPhysicOffset = offset + size
     return true
+  }
+
+  /**
+   * Writes blank units over logic bytes [from, to); returns the file to write the unit at `to` in,
+   * or null when a unit could not be written. Blanks say nothing about the commit log, so
+   * maxPhysicOffset is unchanged.
+   */
+  private fillGap(from: number, to: number): MappedFile | null {
+    for (let at = from; at <= to; at += CQ_STORE_UNIT_SIZE) {
+      const file = this.fileForAppend(at)
+      if (file === null) return null
+      if (at === to) return file
+      if (!this.appendUnit(file, 0, CQ_BLANK_UNIT_SIZE, 0)) return null
+    }
+    return null
   }
 
   /** The last file, or a new one when the queue is empty or its last file is full; caches its view. */

@@ -6,7 +6,7 @@ import type { CommitLog } from '../commitlog/commit-log.js'
 import { tagsMatch } from '../commitlog/record.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { IndexService } from '../index/index-service.js'
-import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
+import { ConsumeQueue, CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.js'
 import { ReadBatch, type BatchOutcome } from './read-batch.js'
@@ -137,6 +137,8 @@ export class ReadService {
         const inDisk = maxPhy - phy > this.memoryLimit
         if (this.isTheBatchFull(size, maxMsgNums, batch.count, taken, inDisk)) break
         consumed++
+        // A blank stands for a record a rebuild found lost (damage in the log): nothing to serve.
+        if (phy === 0 && size === CQ_BLANK_UNIT_SIZE) continue
         if (!tagsMatch(tags, tagsCode)) continue
         const at = reader.locate(phy, size)
         if (at < 0) {
@@ -177,7 +179,8 @@ export class ReadService {
     for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit && n < maxMsgNums && total < cap; i += CQ_STORE_UNIT_SIZE, n++) {
       total += ConsumeQueue.readSize(view, i)
     }
-    return total
+    // A blank's size (2 GiB) or a damaged one must not size the batch's buffer.
+    return Math.min(total, cap)
   }
 
   private isTheBatchFull(size: number, maxMsgNums: number, count: number, total: number, inDisk: boolean): boolean {

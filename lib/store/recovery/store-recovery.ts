@@ -216,7 +216,9 @@ export function replayDerivedFiles(host: ReplayHost): ReplayOutcome {
     for (const queue of targets.gapQueues) host.discardQueue(queue, 'records of the queue follow units it does not have (a lost tail)')
     targets.gapQueues.clear()
     dispatcher.reputFromOffset = minOffset
+    targets.fillGaps = true
     records += dispatcher.doReput()
+    targets.fillGaps = false
   }
   targets.opening = false
   resetQueueOffsets(commitLog, queues)
