@@ -240,6 +240,17 @@ describe('ConsumeQueue puts', () => {
     expect(cq.getMaxPhysicOffset()).toBe(10 * MSG)
   })
 
+  it('a gap that no missing records could fill (a damaged queue offset) leaves the unit out', () => {
+    const cq = open()
+    putRange(cq, 0, 3)
+    // Two million records cannot lie between the record at 200 and this one at 300.
+    expect(cq.putMessagePositionInfo(3 * MSG, MSG, 3, 2_000_000)).toBe(true)
+    expect(cq.getMaxOffsetInQueue()).toBe(3)
+    expect(fileNames()).toHaveLength(1)
+    expect(cq.putMessagePositionInfo(3 * MSG, MSG, 3, 3)).toBe(true)
+    expect(unitAt(cq, 3)).toEqual({ offset: 3 * MSG, size: MSG, tagsCode: 3 })
+  })
+
   it('a gap that spans files fills them with blanks', () => {
     const cq = open()
     putRange(cq, 0, 1)

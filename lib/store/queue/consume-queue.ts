@@ -6,6 +6,7 @@
 import { join } from 'node:path'
 
 import { ioError, MQStoreError } from '../../errors.js'
+import { MIN_RECORD_LENGTH } from '../commitlog/record.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
 import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
@@ -334,7 +335,11 @@ export class ConsumeQueue {
         this.orderingErrors += 1
         // Units before this one are missing: records a rebuild could not read (damage in the
         // commit log). Blanks keep their places, so this unit lands at its own queue offset
-        // (RocketMQ writes it at the end, where it would claim another queue offset).
+        // (RocketMQ writes it at the end, where it would claim another queue offset). The missing
+        // records must fit between the last unit's record and this one; when they cannot, it is
+        // this record's queue offset that is damaged, and it is left out.
+        const missing = (expectLogicOffset - currentLogicOffset) / CQ_STORE_UNIT_SIZE
+        if (missing * MIN_RECORD_LENGTH > offset - Math.max(0, this.maxPhysicOffset)) return true
         file = this.fillGap(currentLogicOffset, expectLogicOffset)
         if (file === null) return false
       }
