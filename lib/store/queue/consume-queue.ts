@@ -20,6 +20,7 @@ import {
   readUnitOffset,
   readUnitSize,
   readUnitTagsCode,
+  unitRunDamage,
   writeUnit,
 } from './cq-unit.js'
 import { QueueDirectories, type OwedSync } from './queue-directories.js'
@@ -191,7 +192,7 @@ export class ConsumeQueue {
     const end = low * CQ_STORE_UNIT_SIZE
     // Bisection assumes a prefix of units; a damaged unit before the end or units after it (the
     // queue would come back short and hand its offsets out again) make this no clean prefix.
-    if (unitDamage(buffer, 0, end) !== null || !isQuiet(buffer, end, size)) return false
+    if (unitRunDamage(buffer, 0, end) !== null || !isQuiet(buffer, end, size)) return false
     let lastUnit: Buffer | null = end > 0 ? buffer.subarray(end - CQ_STORE_UNIT_SIZE, end) : null
     if (lastUnit === null && files.length > 1) {
       const previous = this.wholeFile(files[files.length - 2])
@@ -698,23 +699,6 @@ export class ConsumeQueue {
   toString(): string {
     return `ConsumeQueue(${this.topic}/${this.queueId}, min=${this.getMinOffsetInQueue()}, max=${this.getMaxOffsetInQueue()})`
   }
-}
-
-/**
- * Why units [from, to) of `buffer` are not a run of valid units whose records follow each other
- * without overlapping (blanks aside), or null.
- */
-function unitDamage(buffer: Buffer, from: number, to: number): string | null {
-  let lastEnd = -1
-  for (let at = from; at < to; at += CQ_STORE_UNIT_SIZE) {
-    const offset = readUnitOffset(buffer, at)
-    const size = readUnitSize(buffer, at)
-    if (!isValidUnit(offset, size)) return `a bad unit at byte ${at}`
-    if (isBlankUnit(offset, size)) continue
-    if (offset < lastEnd) return `the unit at byte ${at} points into the record before it`
-    lastEnd = offset + size
-  }
-  return null
 }
 
 /** True when bytes [from, from + STALE_UNITS_QUIET_BYTES) of `buffer` (or to `end`) are zeros. */

@@ -67,6 +67,23 @@ export function isEndUnit(offset: number, size: number, tagsCode: number): boole
   return offset === 0 && size === 0 && tagsCode === 0
 }
 
+/**
+ * Why units [from, to) of `buffer` are not a run of valid units whose records follow each other
+ * without overlapping (blanks aside), or null.
+ */
+export function unitRunDamage(buffer: Buffer, from: number, to: number): string | null {
+  let lastEnd = -1
+  for (let at = from; at < to; at += CQ_STORE_UNIT_SIZE) {
+    const offset = readUnitOffset(buffer, at)
+    const size = readUnitSize(buffer, at)
+    if (!isValidUnit(offset, size)) return `a bad unit at byte ${at}`
+    if (isBlankUnit(offset, size)) continue
+    if (offset < lastEnd) return `the unit at byte ${at} points into the record before it`
+    lastEnd = offset + size
+  }
+  return null
+}
+
 /** True when a tags code holds an extension address rather than a tag hash. */
 export function isExtAddress(tagsCode: number): boolean {
   return tagsCode <= CQ_EXT_MAX_ADDRESS
