@@ -33,14 +33,15 @@ async function build(): Promise<number[]> {
   return offsets
 }
 
-type Damage = 'zeros' | 'negative offset' | 'huge size'
+type Damage = 'zeros' | 'negative offset' | 'huge size' | 'far offset'
 
 function damageUnit(queueOffset: number, how: Damage): void {
   const file = join(dir, 'consumequeue', 't', '0', '0'.repeat(20))
   const fd = fs.openSync(file, 'r+')
-  const bytes = how === 'zeros' ? Buffer.alloc(UNIT) : Buffer.from([how === 'huge size' ? 0x40 : 0x80])
+  const bytes =
+    how === 'zeros' ? Buffer.alloc(UNIT) : Buffer.from([{ 'huge size': 0x40, 'far offset': 0x01, 'negative offset': 0x80 }[how]])
   // The offset field is the unit's first 8 bytes, the size the next 4 (cq-unit.ts).
-  fs.writeSync(fd, bytes, 0, bytes.length, queueOffset * UNIT + (how === 'huge size' ? 8 : 0))
+  fs.writeSync(fd, bytes, 0, bytes.length, queueOffset * UNIT + { zeros: 0, 'negative offset': 0, 'huge size': 8, 'far offset': 2 }[how])
   fs.closeSync(fd)
 }
 
@@ -86,6 +87,26 @@ describe('a damaged unit in the middle of a consume queue', () => {
         await store.close()
       }
     })
+  }
+})
+
+describe('a damaged last unit of a consume queue', () => {
+  // The queue would end before it, and no later record of the queue would show the loss.
+  for (const path of ['after a crash', 'after a clean close', 'after a clean close whose checkpoint was lost'] as const) {
+    for (const how of ['far offset', 'negative offset'] as const) {
+      it(`(${how}) ${path}: the queue keeps its length and offsets`, async () => {
+        const offsets = await build()
+        damageUnit(MESSAGES - 1, how)
+        if (path === 'after a crash') fs.writeFileSync(join(dir, 'abort'), '')
+        if (path.endsWith('lost')) fs.rmSync(join(dir, 'checkpoint'))
+        const store = await MessageStore.open(dir, OPTIONS)
+        try {
+          await expectWholeQueue(store, offsets)
+        } finally {
+          await store.close()
+        }
+      })
+    }
   }
 })
 

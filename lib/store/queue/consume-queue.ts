@@ -212,9 +212,10 @@ export class ConsumeQueue {
    * Finds the end of the data: scans from the third file from the end, unit by unit, while units
    * are valid; the first invalid unit (or the end of the last file) is the end. Later bytes and
    * files are cut off, and maxPhysicOffset is the end of the last valid unit. When the units
-   * scanned are not a clean prefix (see loadDamage) the queue is damaged, not short.
+   * scanned are not a clean prefix (see loadDamage) the queue is damaged, not short. A unit whose
+   * record would end past `logEnd` (the end of the commit log's last file) is no valid unit.
    */
-  recover(): void {
+  recover(logEnd = Number.POSITIVE_INFINITY): void {
     this.loadDamage = null
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return
@@ -231,6 +232,7 @@ export class ConsumeQueue {
         const unitSize = readUnitSize(buffer, end)
         if (!isValidUnit(offset, unitSize)) break
         if (!isBlankUnit(offset, unitSize)) {
+          if (offset + unitSize > logEnd) break
           // Records do not overlap and a queue's units follow the log: each starts past the last.
           if (offset < lastEnd && this.loadDamage === null) {
             this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} points into the record before it`
@@ -251,7 +253,8 @@ export class ConsumeQueue {
   }
 
   /**
-   * Why the data does not end at byte `end` of file `index` although the scan stopped there: a
+   * Why the data does not end at byte `end` of file `index` although the scan stopped there: the
+   * unit there is not zeros (damaged, or torn by a cut: the units after it may be lost too), a
    * valid unit follows in that file, or a later file exists. Null when only zeros follow.
    */
   private unitsAfter(index: number, end: number): string | null {
@@ -259,6 +262,7 @@ export class ConsumeQueue {
     const stop = `the units stop at queue offset ${queueOffsetAt(files[index].fileFromOffset + end)}`
     if (index + 1 < files.length) return `${stop} but ${files.length - index - 1} later file(s) follow`
     const buffer = this.wholeFile(files[index])
+    if (end < this.mappedFileSize && !isQuiet(buffer, end, end + CQ_STORE_UNIT_SIZE)) return `${stop}, at a unit that is not zeros`
     for (let at = end + CQ_STORE_UNIT_SIZE; at + CQ_STORE_UNIT_SIZE <= this.mappedFileSize; at += CQ_STORE_UNIT_SIZE) {
       if (isValidUnit(readUnitOffset(buffer, at), readUnitSize(buffer, at))) {
         return `${stop} but a unit at queue offset ${queueOffsetAt(files[index].fileFromOffset + at)} follows`

@@ -69,8 +69,10 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     queues.loadListed(host.discardQueue)
   }
   let maxPhyOffsetOfQueues = -1
+  // Before the log's recovery: the end of its last file, past which no unit can point.
+  const logFilesEnd = commitLog.mappedFileQueue.mappedFiles.length > 0 ? commitLog.mappedFileQueue.getMaxOffset() : Number.POSITIVE_INFINITY
   for (const queue of queues.all()) {
-    if (record === null || !queue.recoverClean()) queue.recover()
+    if (record === null || !queue.recoverClean()) queue.recover(logFilesEnd)
     maxPhyOffsetOfQueues = Math.max(maxPhyOffsetOfQueues, queue.getMaxPhysicOffset())
   }
   if (commitLog.mappedFileQueue.mappedFiles.length === 0) {
@@ -90,7 +92,7 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
       if (outcome === null) {
         host.repair('scanned the commit log tail', 'the shutdown record does not match the files')
         queues.loadListed(host.discardQueue)
-        for (const queue of queues.all()) queue.recover()
+        for (const queue of queues.all()) queue.recover(logFilesEnd)
         maxPhyOffsetOfQueues = queues.maxPhysicOffset()
       }
       const mismatch = judgeQueueSummary(record, queues.summary())
