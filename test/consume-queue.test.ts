@@ -696,3 +696,55 @@ describe('the 20-byte unit codec', () => {
     expect(isExtAddress(-2147483648)).toBe(false)
   })
 })
+
+describe('ConsumeQueue load damage (damaged, not short)', () => {
+  function recovered(logEnd?: number): ConsumeQueue {
+    const cq = new ConsumeQueue('TopicA', 3, root, SIZE, commitLog)
+    opened.push(cq)
+    cq.load()
+    cq.recover(logEnd)
+    return cq
+  }
+
+  it('a clean run of units followed by zeros is not damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    expect(recovered(5 * MSG).loadDamage).toBeNull()
+  })
+
+  it('a last unit that is not zeros yet not valid (damaged or torn) is damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    patchFile(0, 4 * CQ_STORE_UNIT_SIZE + 8, Buffer.from([0x80])) // a negative size
+    const again = recovered(5 * MSG)
+    expect(again.loadDamage).toMatch(/stop at queue offset 4, at a unit that is not zeros/)
+  })
+
+  it('a last unit pointing past the end of the commit log files is damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    patchFile(0, 4 * CQ_STORE_UNIT_SIZE + 2, Buffer.from([0x01])) // offset += 2^40
+    expect(recovered(5 * MSG).loadDamage).toMatch(/stop at queue offset 4, at a unit that is not zeros/)
+    expect(recovered().loadDamage).toBeNull() // without the bound it is a valid unit (Q2 cuts it)
+  })
+
+  it('a bad unit with valid units after it, or a unit inside the record before it, is damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    patchFile(0, 2 * CQ_STORE_UNIT_SIZE, Buffer.alloc(CQ_STORE_UNIT_SIZE))
+    expect(recovered(5 * MSG).loadDamage).toMatch(/stop at queue offset 2 but a unit at queue offset 3 follows/)
+    const bytes = Buffer.alloc(12)
+    bytes.writeBigInt64BE(BigInt(MSG + 10))
+    bytes.writeInt32BE(MSG, 8)
+    patchFile(0, 2 * CQ_STORE_UNIT_SIZE, bytes) // unit 2 starts inside record 1
+    expect(recovered(5 * MSG).loadDamage).toMatch(/queue offset 2 points into the record before it/)
+  })
+})
