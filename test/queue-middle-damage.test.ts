@@ -110,6 +110,28 @@ describe('a damaged last unit of a consume queue', () => {
   }
 })
 
+describe('a last unit damaged to point past the data but inside the last log file', () => {
+  it('after a clean close without its shutdown record, the queue is rebuilt, not cut (Q2 is for crashes)', async () => {
+    const offsets = await build()
+    const store = await MessageStore.open(dir, OPTIONS)
+    // Another queue ahead: dispatch at open resumes past every record of queue 0.
+    for (let i = 0; i < 5; i++) await store.putMessage({ topic: 't', queueId: 1, body: `other${i}` })
+    await store.close()
+    const file = join(dir, 'consumequeue', 't', '0', '0'.repeat(20))
+    const units = fs.readFileSync(file)
+    units.writeBigInt64BE(BigInt(offsets.at(-1)! + 10_000), (MESSAGES - 1) * UNIT)
+    fs.writeFileSync(file, units)
+    fs.rmSync(join(dir, 'checkpoint'))
+    const reopened = await MessageStore.open(dir, OPTIONS)
+    try {
+      expect(reopened.stats().repairs.map((r) => r.action)).toContain('deleted consume queue t/0 to rebuild it')
+      await expectWholeQueue(reopened, offsets)
+    } finally {
+      await reopened.close()
+    }
+  })
+})
+
 describe('a rebuild that cannot read every record of the queue', () => {
   const LOG_FILE_BYTES = 16 * 1024
   const options: OpenOptions = { mappedFileSizeCommitLog: LOG_FILE_BYTES, mappedFileSizeConsumeQueue: 20 * 128 }

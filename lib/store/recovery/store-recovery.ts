@@ -114,6 +114,15 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
   if (decision !== null && 'refuse' in decision) throw new MQStoreError('CORRUPTION', decision.refuse)
   if (decision !== null) host.repair(decision.repair.action, decision.repair.reason)
   commitLog.truncateTo(outcome.processOffset)
+  if (lastExitOK) {
+    // A clean close left every queue within the log: a unit past its end now is damage, and
+    // cutting it (Q2) would lose its record for good (dispatch resumes past it): rebuild instead.
+    for (const queue of queues.all()) {
+      if (queue.getMaxPhysicOffset() > outcome.processOffset && queue.loadDamage === null) {
+        queue.loadDamage = `a unit points past the commit log's end (${outcome.processOffset}) after a clean close`
+      }
+    }
+  }
   if (mustTruncateQueues(maxPhyOffsetOfQueues, outcome.processOffset, lastExitOK)) queues.truncateDirtyLogicFiles(outcome.processOffset)
   checkDerivedFiles(host, outcome.processOffset)
   resetQueueOffsets(commitLog, queues)
