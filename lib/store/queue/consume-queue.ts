@@ -20,6 +20,9 @@ import {
   readUnitOffset,
   readUnitSize,
   readUnitTagsCode,
+  firstValidUnit,
+  isQuiet,
+  STALE_UNITS_QUIET_BYTES,
   unitRunDamage,
   writeUnit,
 } from './cq-unit.js'
@@ -31,10 +34,6 @@ export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
  * a new queue takes 64 KiB, not a whole file.
  */
 export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
-
-/** Zero bytes after a queue's end that show no stale units follow (one OS page). */
-const STALE_UNITS_QUIET_BYTES = 4096
-const ZERO_PAGE = Buffer.alloc(STALE_UNITS_QUIET_BYTES)
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -76,10 +75,8 @@ export class ConsumeQueue {
   private minLogicOffset = 0
   private closed = false
   /**
-   * Set by recover() when the units it scanned are not a clean prefix: a bad unit with valid units
-   * (or files) after it, or a unit pointing into the record before it. Such a queue is damaged, not
-   * short: ending it at the bad unit would hand its later queue offsets out again, so the store
-   * rebuilds it from the commit log (docs/recovery.md Q3).
+   * Why recover() found the queue damaged, not short (a bad unit before valid ones, say): ending it
+   * there would hand its later queue offsets out again, so the store rebuilds it (recovery Q3).
    */
   loadDamage: string | null = null
 
@@ -263,12 +260,8 @@ export class ConsumeQueue {
     if (index + 1 < files.length) return `${stop} but ${files.length - index - 1} later file(s) follow`
     const buffer = this.wholeFile(files[index])
     if (end < this.mappedFileSize && !isQuiet(buffer, end, end + CQ_STORE_UNIT_SIZE)) return `${stop}, at a unit that is not zeros`
-    for (let at = end + CQ_STORE_UNIT_SIZE; at + CQ_STORE_UNIT_SIZE <= this.mappedFileSize; at += CQ_STORE_UNIT_SIZE) {
-      if (isValidUnit(readUnitOffset(buffer, at), readUnitSize(buffer, at))) {
-        return `${stop} but a unit at queue offset ${queueOffsetAt(files[index].fileFromOffset + at)} follows`
-      }
-    }
-    return null
+    const at = firstValidUnit(buffer, end + CQ_STORE_UNIT_SIZE, this.mappedFileSize)
+    return at < 0 ? null : `${stop} but a unit at queue offset ${queueOffsetAt(files[index].fileFromOffset + at)} follows`
   }
 
   /** The queue's data ends at `processOffset`: positions there, later files cut off. */
@@ -338,11 +331,9 @@ export class ConsumeQueue {
       if (expectLogicOffset < currentLogicOffset) return true
       if (expectLogicOffset !== currentLogicOffset) {
         this.orderingErrors += 1
-        // Units before this one are missing: records a rebuild could not read (damage in the
-        // commit log). Blanks keep their places, so this unit lands at its own queue offset
-        // (RocketMQ writes it at the end, where it would claim another queue offset). The missing
-        // records must fit between the last unit's record and this one; when they cannot, it is
-        // this record's queue offset that is damaged, and it is left out.
+        // Records a rebuild could not read (damage in the log): blanks keep their places, so this
+        // unit lands at its own queue offset (RocketMQ appends it, at another). When the missing
+        // records cannot fit before this one, its queue offset is what is damaged: left out.
         const missing = (expectLogicOffset - currentLogicOffset) / CQ_STORE_UNIT_SIZE
         if (missing * MIN_RECORD_LENGTH > offset - Math.max(0, this.maxPhysicOffset)) return true
         file = this.fillGap(currentLogicOffset, expectLogicOffset)
@@ -355,11 +346,7 @@ export class ConsumeQueue {
     return true
   }
 
-  /**
-   * Writes blank units over logic bytes [from, to); returns the file to write the unit at `to` in,
-   * or null when a unit could not be written. Blanks say nothing about the commit log, so
-   * maxPhysicOffset is unchanged.
-   */
+  /** Blanks over logic bytes [from, to) (maxPhysicOffset unchanged); the file for `to`, or null. */
   private fillGap(from: number, to: number): MappedFile | null {
     for (let at = from; at <= to; at += CQ_STORE_UNIT_SIZE) {
       const file = this.fileForAppend(at)
@@ -703,10 +690,4 @@ export class ConsumeQueue {
   toString(): string {
     return `ConsumeQueue(${this.topic}/${this.queueId}, min=${this.getMinOffsetInQueue()}, max=${this.getMaxOffsetInQueue()})`
   }
-}
-
-/** True when bytes [from, from + STALE_UNITS_QUIET_BYTES) of `buffer` (or to `end`) are zeros. */
-function isQuiet(buffer: Buffer, from: number, end: number): boolean {
-  const to = Math.min(end, from + STALE_UNITS_QUIET_BYTES)
-  return to <= from || buffer.subarray(from, to).equals(ZERO_PAGE.subarray(0, to - from))
 }
