@@ -228,13 +228,38 @@ describe('ConsumeQueue puts', () => {
     expect(cq.getMaxOffsetInQueue()).toBe(16)
   })
 
-  it('a gap in queue offsets is counted but the unit is still appended at the end', () => {
+  it('a gap in queue offsets is counted, filled with blanks, and the unit lands at its own queue offset', () => {
     const cq = open()
     putRange(cq, 0, 3)
     expect(cq.putMessagePositionInfo(9 * MSG, MSG, 9, 9)).toBe(true)
     expect(cq.orderingErrors).toBe(1)
-    expect(cq.getMaxOffsetInQueue()).toBe(4)
-    expect(unitAt(cq, 3)).toEqual({ offset: 9 * MSG, size: MSG, tagsCode: 9 })
+    expect(cq.getMaxOffsetInQueue()).toBe(10)
+    for (let q = 3; q < 9; q++) expect(unitAt(cq, q)).toEqual({ offset: 0, size: CQ_BLANK_UNIT_SIZE, tagsCode: 0 })
+    expect(unitAt(cq, 9)).toEqual({ offset: 9 * MSG, size: MSG, tagsCode: 9 })
+    // Blanks say nothing about the log: the next record still counts from the real unit.
+    expect(cq.getMaxPhysicOffset()).toBe(10 * MSG)
+  })
+
+  it('a gap that no missing records could fill (a damaged queue offset) leaves the unit out', () => {
+    const cq = open()
+    putRange(cq, 0, 3)
+    // Two million records cannot lie between the record at 200 and this one at 300.
+    expect(cq.putMessagePositionInfo(3 * MSG, MSG, 3, 2_000_000)).toBe(true)
+    expect(cq.getMaxOffsetInQueue()).toBe(3)
+    expect(fileNames()).toHaveLength(1)
+    expect(cq.putMessagePositionInfo(3 * MSG, MSG, 3, 3)).toBe(true)
+    expect(unitAt(cq, 3)).toEqual({ offset: 3 * MSG, size: MSG, tagsCode: 3 })
+  })
+
+  it('a gap that spans files fills them with blanks', () => {
+    const cq = open()
+    putRange(cq, 0, 1)
+    const unitsPerFile = SIZE / CQ_STORE_UNIT_SIZE
+    const far = 2 * unitsPerFile + 1
+    expect(cq.putMessagePositionInfo(far * MSG, MSG, 1, far)).toBe(true)
+    expect(cq.getMaxOffsetInQueue()).toBe(far + 1)
+    expect(unitAt(cq, unitsPerFile)).toEqual({ offset: 0, size: CQ_BLANK_UNIT_SIZE, tagsCode: 0 })
+    expect(unitAt(cq, far)).toEqual({ offset: far * MSG, size: MSG, tagsCode: 1 })
   })
 
   it('the first-ever file at a non-zero queue offset is pre-filled with blanks', () => {
@@ -669,5 +694,57 @@ describe('the 20-byte unit codec', () => {
     expect(isEndUnit(0, 0, 1)).toBe(false)
     expect(isExtAddress(-2147483649)).toBe(true)
     expect(isExtAddress(-2147483648)).toBe(false)
+  })
+})
+
+describe('ConsumeQueue load damage (damaged, not short)', () => {
+  function recovered(logEnd?: number): ConsumeQueue {
+    const cq = new ConsumeQueue('TopicA', 3, root, SIZE, commitLog)
+    opened.push(cq)
+    cq.load()
+    cq.recover(logEnd)
+    return cq
+  }
+
+  it('a clean run of units followed by zeros is not damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    expect(recovered(5 * MSG).loadDamage).toBeNull()
+  })
+
+  it('a last unit that is not zeros yet not valid (damaged or torn) is damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    patchFile(0, 4 * CQ_STORE_UNIT_SIZE + 8, Buffer.from([0x80])) // a negative size
+    const again = recovered(5 * MSG)
+    expect(again.loadDamage).toMatch(/stop at queue offset 4, at a unit that is not zeros/)
+  })
+
+  it('a last unit pointing past the end of the commit log files is damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    patchFile(0, 4 * CQ_STORE_UNIT_SIZE + 2, Buffer.from([0x01])) // offset += 2^40
+    expect(recovered(5 * MSG).loadDamage).toMatch(/stop at queue offset 4, at a unit that is not zeros/)
+    expect(recovered().loadDamage).toBeNull() // without the bound it is a valid unit (Q2 cuts it)
+  })
+
+  it('a bad unit with valid units after it, or a unit inside the record before it, is damage', () => {
+    const cq = open()
+    putRange(cq, 0, 5)
+    cq.flush(0)
+    cq.shutdown(0)
+    patchFile(0, 2 * CQ_STORE_UNIT_SIZE, Buffer.alloc(CQ_STORE_UNIT_SIZE))
+    expect(recovered(5 * MSG).loadDamage).toMatch(/stop at queue offset 2 but a unit at queue offset 3 follows/)
+    const bytes = Buffer.alloc(12)
+    bytes.writeBigInt64BE(BigInt(MSG + 10))
+    bytes.writeInt32BE(MSG, 8)
+    patchFile(0, 2 * CQ_STORE_UNIT_SIZE, bytes) // unit 2 starts inside record 1
+    expect(recovered(5 * MSG).loadDamage).toMatch(/queue offset 2 points into the record before it/)
   })
 })

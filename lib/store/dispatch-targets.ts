@@ -33,6 +33,12 @@ export class DispatchTargets {
    * replay does not open every deferred queue only to find each unit there. -1: no such offset.
    */
   queuesCompleteTo = -1
+  /**
+   * Set for open's second pass, which rebuilds the queues the first found with gaps from the whole
+   * log: a gap left then is records the log lost (damage), and the unit is written at its own
+   * queue offset after blanks (ConsumeQueue.putMessagePositionInfo), so later offsets stay put.
+   */
+  fillGaps = false
 
   constructor(private readonly deps: DispatchTargetDeps) {}
 
@@ -43,7 +49,7 @@ export class DispatchTargets {
     if (isQueuedRecord(request.sysFlag) && request.commitLogOffset >= this.queuesCompleteTo) {
       const queue = queues.findOrCreate(request.topic, request.queueId)
       const max = queue.getMaxOffsetInQueue()
-      if (max > 0 && request.queueOffset > max) {
+      if (max > 0 && request.queueOffset > max && !this.fillGaps) {
         // The queue is missing units before this record (lost with a consume-queue tail): writing
         // this unit now would put it at the wrong queue offset. Open rebuilds such queues.
         if (this.opening) this.gapQueues.add(queue)

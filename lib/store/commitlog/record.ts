@@ -36,6 +36,8 @@
 //
 // The constants below are the only place these offsets appear.
 
+import { isUtf8 } from 'node:buffer'
+
 import { continueJavaBytesHash, dataViewOf, getInt64, javaStringHashCode, setInt64, TWO_POW_32, type DataViewCache } from '../bytes.js'
 import {
   formatIPv4,
@@ -226,6 +228,31 @@ export function parsePropertiesString(s: string): Record<string, string> {
     index = end + 1
   }
   return map
+}
+
+/**
+ * Whether stored property bytes are what a writer makes: UTF-8, and every non-empty pair holds a
+ * 0x01 between name and value. The body CRC does not cover the properties, so this is the only
+ * check a flip in them can fail (a flip to another ASCII letter passes it). Empty values and a
+ * trailing 0x02 (RocketMQ before 4.9.1) are allowed.
+ */
+export function propertiesAreWellFormed(buf: Buffer, from: number, to: number): boolean {
+  let pairAt = from
+  let named = false
+  let high = 0
+  for (let i = from; i < to; i++) {
+    const c = buf[i]
+    high |= c
+    if (c === PROPERTY_SEPARATOR_BYTE) {
+      if (i > pairAt && !named) return false
+      pairAt = i + 1
+      named = false
+    } else if (c === NAME_VALUE_SEPARATOR_BYTE) {
+      named = true
+    }
+  }
+  if (to > pairAt && !named) return false
+  return high < 0x80 || isUtf8(buf.subarray(from, to))
 }
 
 /**
@@ -862,6 +889,7 @@ export function checkRecord(
     if (checkCRC) {
       const nul = buf.indexOf(0, propsAt)
       if (nul >= 0 && nul < propsEnd) return failed('BAD', -1, 'properties: a NUL byte (zeros of a torn write)')
+      if (!propertiesAreWellFormed(buf, propsAt, propsEnd)) return failed('BAD', -1, 'properties: a pair without 0x01, or not UTF-8')
     }
     // Scan the bytes for the four names the store needs, without decoding the whole string. The
     // separators are ASCII, so byte positions give the same pairs as RocketMQ's parse of the text.

@@ -6,6 +6,7 @@
 import { join } from 'node:path'
 
 import { ioError, MQStoreError } from '../../errors.js'
+import { MIN_RECORD_LENGTH } from '../commitlog/record.js'
 import type { MappedFile } from '../mapped/mapped-file.js'
 import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
@@ -15,23 +16,24 @@ import {
   CQ_STORE_UNIT_SIZE,
   isBlankUnit,
   isValidUnit,
+  queueOffsetAt,
   readUnitOffset,
   readUnitSize,
   readUnitTagsCode,
+  firstValidUnit,
+  isQuiet,
+  STALE_UNITS_QUIET_BYTES,
+  unitRunDamage,
   writeUnit,
 } from './cq-unit.js'
 import { QueueDirectories, type OwedSync } from './queue-directories.js'
 
 export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
-const ZERO_UNIT = Buffer.alloc(CQ_STORE_UNIT_SIZE)
 /**
  * Disk blocks of a consume-queue file are reserved this far ahead of the writer (3,276 units), so
  * a new queue takes 64 KiB, not a whole file.
  */
 export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
-
-/** Zero bytes after a queue's end that show no stale units follow (one OS page). */
-const STALE_UNITS_QUIET_BYTES = 4096
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -72,6 +74,11 @@ export class ConsumeQueue {
   /** Logic byte offset of the first unit still pointing into the commit log. */
   private minLogicOffset = 0
   private closed = false
+  /**
+   * Why recover() found the queue damaged, not short (a bad unit before valid ones, say): ending it
+   * there would hand its later queue offsets out again, so the store rebuilds it (recovery Q3).
+   */
+  loadDamage: string | null = null
 
   // The file units are appended to, with a DataView over its mapping, cached across puts. The
   // cache is used only while the file is still the queue's last file and not full.
@@ -156,11 +163,6 @@ export class ConsumeQueue {
   }
 
   /**
-   * Finds the end of the data: scans from the third file from the end, unit by unit, while units
-   * are valid; the first invalid unit (or the end of the last file) is the end. Later bytes and
-   * files are cut off, and maxPhysicOffset is the end of the last valid unit.
-   */
-  /**
    * After a clean shutdown (the store's shutdown record vouches for it) every file but the last is
    * full and the last holds a prefix of units followed by zeros, so its end is found by bisection:
    * a clean open reads a few units per queue instead of every unit of the last three files.
@@ -185,8 +187,9 @@ export class ConsumeQueue {
       else high = mid
     }
     const end = low * CQ_STORE_UNIT_SIZE
-    // The unit just past the end must be all zeros, else this is not a clean prefix.
-    if (end < size && !buffer.subarray(end, end + CQ_STORE_UNIT_SIZE).equals(ZERO_UNIT)) return false
+    // Bisection assumes a prefix of units; a damaged unit before the end or units after it (the
+    // queue would come back short and hand its offsets out again) make this no clean prefix.
+    if (unitRunDamage(buffer, 0, end) !== null || !isQuiet(buffer, end, size)) return false
     let lastUnit: Buffer | null = end > 0 ? buffer.subarray(end - CQ_STORE_UNIT_SIZE, end) : null
     if (lastUnit === null && files.length > 1) {
       const previous = this.wholeFile(files[files.length - 2])
@@ -202,12 +205,21 @@ export class ConsumeQueue {
     return true
   }
 
-  recover(): void {
+  /**
+   * Finds the end of the data: scans from the third file from the end, unit by unit, while units
+   * are valid; the first invalid unit (or the end of the last file) is the end. Later bytes and
+   * files are cut off, and maxPhysicOffset is the end of the last valid unit. When the units
+   * scanned are not a clean prefix (see loadDamage) the queue is damaged, not short. A unit whose
+   * record would end past `logEnd` (the end of the commit log's last file) is no valid unit.
+   */
+  recover(logEnd = Number.POSITIVE_INFINITY): void {
+    this.loadDamage = null
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return
     const size = this.mappedFileSize
     let index = Math.max(0, files.length - 3)
     let processOffset = 0
+    let lastEnd = -1
     for (;;) {
       const file = files[index]
       const buffer = this.wholeFile(file)
@@ -216,14 +228,40 @@ export class ConsumeQueue {
         const offset = readUnitOffset(buffer, end)
         const unitSize = readUnitSize(buffer, end)
         if (!isValidUnit(offset, unitSize)) break
-        if (!isBlankUnit(offset, unitSize)) this.maxPhysicOffset = offset + unitSize
+        if (!isBlankUnit(offset, unitSize)) {
+          if (offset + unitSize > logEnd) break
+          // Records do not overlap and a queue's units follow the log: each starts past the last.
+          if (offset < lastEnd && this.loadDamage === null) {
+            this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} points into the record before it`
+          }
+          lastEnd = offset + unitSize
+          this.maxPhysicOffset = offset + unitSize
+        }
         end += CQ_STORE_UNIT_SIZE
       }
       processOffset = file.fileFromOffset + end
-      if (end < size || index + 1 >= files.length) break
+      if (end < size || index + 1 >= files.length) {
+        if (this.loadDamage === null) this.loadDamage = this.unitsAfter(index, end)
+        break
+      }
       index += 1
     }
     this.endRecoveryAt(processOffset)
+  }
+
+  /**
+   * Why the data does not end at byte `end` of file `index` although the scan stopped there: the
+   * unit there is not zeros (damaged, or torn by a cut: the units after it may be lost too), a
+   * valid unit follows in that file, or a later file exists. Null when only zeros follow.
+   */
+  private unitsAfter(index: number, end: number): string | null {
+    const files = this.mappedFileQueue.mappedFiles
+    const stop = `the units stop at queue offset ${queueOffsetAt(files[index].fileFromOffset + end)}`
+    if (index + 1 < files.length) return `${stop} but ${files.length - index - 1} later file(s) follow`
+    const buffer = this.wholeFile(files[index])
+    if (end < this.mappedFileSize && !isQuiet(buffer, end, end + CQ_STORE_UNIT_SIZE)) return `${stop}, at a unit that is not zeros`
+    const at = firstValidUnit(buffer, end + CQ_STORE_UNIT_SIZE, this.mappedFileSize)
+    return at < 0 ? null : `${stop} but a unit at queue offset ${queueOffsetAt(files[index].fileFromOffset + at)} follows`
   }
 
   /** The queue's data ends at `processOffset`: positions there, later files cut off. */
@@ -291,12 +329,32 @@ export class ConsumeQueue {
       }
       const currentLogicOffset = file.fileFromOffset + file.wrotePosition
       if (expectLogicOffset < currentLogicOffset) return true
-      if (expectLogicOffset !== currentLogicOffset) this.orderingErrors += 1
+      if (expectLogicOffset !== currentLogicOffset) {
+        this.orderingErrors += 1
+        // Records a rebuild could not read (damage in the log): blanks keep their places, so this
+        // unit lands at its own queue offset (RocketMQ appends it, at another). When the missing
+        // records cannot fit before this one, its queue offset is what is damaged: left out.
+        const missing = (expectLogicOffset - currentLogicOffset) / CQ_STORE_UNIT_SIZE
+        if (missing * MIN_RECORD_LENGTH > offset - Math.max(0, this.maxPhysicOffset)) return true
+        file = this.fillGap(currentLogicOffset, expectLogicOffset)
+        if (file === null) return false
+      }
     }
     // Only a unit that was written counts: a failed write must not make its retry look like a replay.
     if (!this.appendUnit(file, offset, size, tagsCode)) return false
     this.maxPhysicOffset = offset + size
     return true
+  }
+
+  /** Blanks over logic bytes [from, to) (maxPhysicOffset unchanged); the file for `to`, or null. */
+  private fillGap(from: number, to: number): MappedFile | null {
+    for (let at = from; at <= to; at += CQ_STORE_UNIT_SIZE) {
+      const file = this.fileForAppend(at)
+      if (file === null) return null
+      if (at === to) return file
+      if (!this.appendUnit(file, 0, CQ_BLANK_UNIT_SIZE, 0)) return null
+    }
+    return null
   }
 
   /** The last file, or a new one when the queue is empty or its last file is full; caches its view. */

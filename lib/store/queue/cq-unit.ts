@@ -67,6 +67,41 @@ export function isEndUnit(offset: number, size: number, tagsCode: number): boole
   return offset === 0 && size === 0 && tagsCode === 0
 }
 
+/**
+ * Why units [from, to) of `buffer` are not a run of valid units whose records follow each other
+ * without overlapping (blanks aside), or null.
+ */
+export function unitRunDamage(buffer: Buffer, from: number, to: number): string | null {
+  let lastEnd = -1
+  for (let at = from; at < to; at += CQ_STORE_UNIT_SIZE) {
+    const offset = readUnitOffset(buffer, at)
+    const size = readUnitSize(buffer, at)
+    if (!isValidUnit(offset, size)) return `a bad unit at byte ${at}`
+    if (isBlankUnit(offset, size)) continue
+    if (offset < lastEnd) return `the unit at byte ${at} points into the record before it`
+    lastEnd = offset + size
+  }
+  return null
+}
+
+/** Zero bytes after a queue's end that show no stale units follow (one OS page). */
+export const STALE_UNITS_QUIET_BYTES = 4096
+const ZERO_PAGE = Buffer.alloc(STALE_UNITS_QUIET_BYTES)
+
+/** True when bytes [from, from + STALE_UNITS_QUIET_BYTES) of `buf` (or to `end`) are zeros. */
+export function isQuiet(buf: Buffer, from: number, end: number): boolean {
+  const to = Math.min(end, from + STALE_UNITS_QUIET_BYTES)
+  return to <= from || buf.subarray(from, to).equals(ZERO_PAGE.subarray(0, to - from))
+}
+
+/** Byte position of the first valid unit in [from, to) of `buf`, -1 when there is none. */
+export function firstValidUnit(buf: Buffer, from: number, to: number): number {
+  for (let at = from; at + CQ_STORE_UNIT_SIZE <= to; at += CQ_STORE_UNIT_SIZE) {
+    if (isValidUnit(readUnitOffset(buf, at), readUnitSize(buf, at))) return at
+  }
+  return -1
+}
+
 /** True when a tags code holds an extension address rather than a tag hash. */
 export function isExtAddress(tagsCode: number): boolean {
   return tagsCode <= CQ_EXT_MAX_ADDRESS

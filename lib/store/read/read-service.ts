@@ -6,10 +6,11 @@ import type { CommitLog } from '../commitlog/commit-log.js'
 import { tagsMatch } from '../commitlog/record.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { IndexService } from '../index/index-service.js'
-import { ConsumeQueue, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
+import { ConsumeQueue, CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.js'
 import { ReadBatch, type BatchOutcome } from './read-batch.js'
+import { isRecordAt, type QueuePlace } from './record-identity.js'
 
 /** A GetMessageResult while it is being filled in (callers get it read-only). */
 type GetMessageResultDraft = { -readonly [K in keyof GetMessageResult]: GetMessageResult[K] } & { messages: MessageExt[] }
@@ -118,6 +119,7 @@ export class ReadService {
     let taken = 0
     const batch = this.batch
     const reader = this.commitLog.openReader()
+    const place: QueuePlace = { topic: queue.topic, topicBytes: Buffer.from(queue.topic), queueId: queue.queueId, queueOffset: offset }
     let removing = false
     try {
       const view = units.buffer
@@ -135,6 +137,8 @@ export class ReadService {
         const inDisk = maxPhy - phy > this.memoryLimit
         if (this.isTheBatchFull(size, maxMsgNums, batch.count, taken, inDisk)) break
         consumed++
+        // A blank stands for a record a rebuild found lost (damage in the log): nothing to serve.
+        if (phy === 0 && size === CQ_BLANK_UNIT_SIZE) continue
         if (!tagsMatch(tags, tagsCode)) continue
         const at = reader.locate(phy, size)
         if (at < 0) {
@@ -142,7 +146,9 @@ export class ReadService {
           skipUntil = this.commitLog.rollNextFile(phy)
           continue
         }
-        if (!batch.add(reader, at)) continue
+        // A unit damaged in a file recovery does not scan may point at another record: not served.
+        place.queueOffset = offset + i / CQ_STORE_UNIT_SIZE
+        if (!isRecordAt(reader, at, phy, place) || !batch.add(reader, at)) continue
         taken += size
         skipUntil = -1
       }
@@ -173,7 +179,8 @@ export class ReadService {
     for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit && n < maxMsgNums && total < cap; i += CQ_STORE_UNIT_SIZE, n++) {
       total += ConsumeQueue.readSize(view, i)
     }
-    return total
+    // A blank's size (2 GiB) or a damaged one must not size the batch's buffer.
+    return Math.min(total, cap)
   }
 
   private isTheBatchFull(size: number, maxMsgNums: number, count: number, total: number, inDisk: boolean): boolean {
@@ -192,7 +199,7 @@ export class ReadService {
     batch.begin(0)
     try {
       const at = reader.locate(commitLogOffset, 0)
-      if (at >= 0) batch.add(reader, at)
+      if (at >= 0 && isRecordAt(reader, at, commitLogOffset, null)) batch.add(reader, at)
     } finally {
       reader.close()
     }
@@ -217,7 +224,7 @@ export class ReadService {
     try {
       for (const offset of candidates) {
         const at = reader.locate(offset, 0)
-        if (at >= 0) batch.add(reader, at)
+        if (at >= 0 && isRecordAt(reader, at, offset, null)) batch.add(reader, at)
       }
     } finally {
       reader.close()

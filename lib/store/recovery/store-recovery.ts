@@ -69,8 +69,10 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     queues.loadListed(host.discardQueue)
   }
   let maxPhyOffsetOfQueues = -1
+  // Before the log's recovery: the end of its last file, past which no unit can point.
+  const logFilesEnd = commitLog.mappedFileQueue.mappedFiles.length > 0 ? commitLog.mappedFileQueue.getMaxOffset() : Number.POSITIVE_INFINITY
   for (const queue of queues.all()) {
-    if (record === null || !queue.recoverClean()) queue.recover()
+    if (record === null || !queue.recoverClean()) queue.recover(logFilesEnd)
     maxPhyOffsetOfQueues = Math.max(maxPhyOffsetOfQueues, queue.getMaxPhysicOffset())
   }
   if (commitLog.mappedFileQueue.mappedFiles.length === 0) {
@@ -90,7 +92,7 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
       if (outcome === null) {
         host.repair('scanned the commit log tail', 'the shutdown record does not match the files')
         queues.loadListed(host.discardQueue)
-        for (const queue of queues.all()) queue.recover()
+        for (const queue of queues.all()) queue.recover(logFilesEnd)
         maxPhyOffsetOfQueues = queues.maxPhysicOffset()
       }
       const mismatch = judgeQueueSummary(record, queues.summary())
@@ -112,6 +114,15 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
   if (decision !== null && 'refuse' in decision) throw new MQStoreError('CORRUPTION', decision.refuse)
   if (decision !== null) host.repair(decision.repair.action, decision.repair.reason)
   commitLog.truncateTo(outcome.processOffset)
+  if (lastExitOK) {
+    // A clean close left every queue within the log: a unit past its end now is damage, and
+    // cutting it (Q2) would lose its record for good (dispatch resumes past it): rebuild instead.
+    for (const queue of queues.all()) {
+      if (queue.getMaxPhysicOffset() > outcome.processOffset && queue.loadDamage === null) {
+        queue.loadDamage = `a unit points past the commit log's end (${outcome.processOffset}) after a clean close`
+      }
+    }
+  }
   if (mustTruncateQueues(maxPhyOffsetOfQueues, outcome.processOffset, lastExitOK)) queues.truncateDirtyLogicFiles(outcome.processOffset)
   checkDerivedFiles(host, outcome.processOffset)
   resetQueueOffsets(commitLog, queues)
@@ -119,14 +130,20 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
 }
 
 /**
- * Cheap checks of the derived files against the recovered commit log: each consume queue's last
- * unit must point at a record of that queue with that queue offset, and no index file may end
- * past the log. What fails is deleted and rebuilt by dispatch.
+ * Cheap checks of the derived files against the recovered commit log: a consume queue whose
+ * scan found it damaged in the middle (ConsumeQueue.loadDamage) is rebuilt, each other queue's
+ * last unit must point at a record of that queue with that queue offset, and no index file may
+ * end past the log. What fails is deleted and rebuilt by dispatch.
  */
 function checkDerivedFiles(host: RecoveryHost, commitLogEnd: number): void {
   const { commitLog } = host
   const minOffset = commitLog.getMinOffset()
   for (const queue of [...host.queues.all()]) {
+    // Discarded only now: records the crash scan dispatches must not recreate it half-filled.
+    if (queue.loadDamage !== null) {
+      host.discardQueue(queue, `it is damaged, not short: ${queue.loadDamage}`)
+      continue
+    }
     const max = queue.getMaxOffsetInQueue()
     if (max === 0 || max - 1 < queue.getMinOffsetInQueue()) continue
     const units = queue.getIndexBuffer(max - 1)
@@ -210,7 +227,9 @@ export function replayDerivedFiles(host: ReplayHost): ReplayOutcome {
     for (const queue of targets.gapQueues) host.discardQueue(queue, 'records of the queue follow units it does not have (a lost tail)')
     targets.gapQueues.clear()
     dispatcher.reputFromOffset = minOffset
+    targets.fillGaps = true
     records += dispatcher.doReput()
+    targets.fillGaps = false
   }
   targets.opening = false
   resetQueueOffsets(commitLog, queues)

@@ -1,0 +1,45 @@
+// Whether the record a read found is the one it was looking for. The body CRC covers the body
+// only, and a read trusts a consume-queue unit or an index entry to point at the right place: a
+// damaged unit can point at another queue's record, and a damaged header (in an old file that
+// recovery does not scan) can claim another position. Both would be served as something they are
+// not, so a read checks the fields it knows before serving a record (RocketMQ does not). Properties
+// no writer makes (propertiesAreWellFormed) are damage too: such a record is not served.
+import type { CommitLogReader } from '../commitlog/commit-log.js'
+import {
+  emptyRecordFields,
+  locateRecordFields,
+  OFFSET_PHYSICALOFFSET,
+  OFFSET_QUEUEID,
+  OFFSET_QUEUEOFFSET,
+  propertiesAreWellFormed,
+} from '../commitlog/record.js'
+import { getInt64 } from '../bytes.js'
+
+/** Where a consume-queue unit says its record belongs. */
+export interface QueuePlace {
+  topic: string
+  /** The topic's UTF-8 bytes (encoded once per read). */
+  topicBytes: Buffer
+  queueId: number
+  queueOffset: number
+}
+
+const fields = emptyRecordFields()
+
+/**
+ * True when the record at `at` of the reader's held file is whole, says it lies at commit-log
+ * offset `offset`, has well-formed properties, and (when `place` is given) is the record of that
+ * topic, queue and queue offset.
+ */
+export function isRecordAt(reader: CommitLogReader, at: number, offset: number, place: QueuePlace | null): boolean {
+  const data = reader.data
+  const dv = reader.views.of(data)
+  if (!locateRecordFields(dv, at, data.length, fields)) return false
+  if (getInt64(dv, at + OFFSET_PHYSICALOFFSET) !== offset) return false
+  if (!propertiesAreWellFormed(data, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength)) return false
+  if (place === null) return true
+  if (dv.getInt32(at + OFFSET_QUEUEID) !== place.queueId) return false
+  if (getInt64(dv, at + OFFSET_QUEUEOFFSET) !== place.queueOffset) return false
+  const topic = place.topicBytes
+  return fields.topicLength === topic.length && data.compare(topic, 0, topic.length, fields.topicAt, fields.topicAt + topic.length) === 0
+}
