@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import fc from 'fast-check'
 
 import { MQStoreError } from '../lib/errors.js'
+import { OFFSET_PHYSICALOFFSET } from '../lib/store/commitlog/record.js'
 import { MessageStore, type MessageExt, type OpenOptions } from '../lib/store/message-store.js'
 import { ManualClock } from './helpers/compaction.js'
 import { tempDir } from './helpers/tmp.js'
@@ -130,6 +131,31 @@ describe('compacted topics in the store', () => {
     const r = await store.putMessage({ topic: TOPIC, queueId: 0, body: 'after', keys: 'user-1' })
     expect(r.queueOffset).toBe(100)
     expect(readQueue(store).at(-1)!.body.toString()).toBe('after')
+  })
+
+  it("does not serve a compaction-log copy whose commit-log header is damaged (a position out of the log's range, or another record's)", async () => {
+    let store = await openStore()
+    const offsets: number[] = []
+    for (let k = 0; k < 6; k++) {
+      const res = await store.putMessage({ topic: TOPIC, queueId: 0, body: `value-${k}`, keys: `user-${k}` })
+      expect(res.status).toBe('PUT_OK')
+      offsets.push(res.wroteOffset)
+    }
+    expect(readQueue(store).map((m) => m.commitLogOffset)).toEqual(offsets)
+    await store.close()
+    open.splice(open.indexOf(store), 1)
+    // The copies are byte for byte: the first two records of the first segment, at 0 and after it.
+    const logDir = join(dir, 'compaction', TOPIC, '0')
+    const file = join(logDir, fs.readdirSync(logDir).sort()[0])
+    const bytes = fs.readFileSync(file)
+    const second = bytes.readInt32BE(0)
+    bytes[OFFSET_PHYSICALOFFSET] ^= 0x40 // record 0: a position far past the log's end
+    bytes.writeBigInt64BE(BigInt(offsets[3]), second + OFFSET_PHYSICALOFFSET) // record 1: record 3's position
+    fs.writeFileSync(file, bytes)
+    store = await openStore()
+    const served = readQueue(store)
+    expect(served.map((m) => m.queueOffset)).toEqual([2, 3, 4, 5])
+    expect(served.map((m) => m.commitLogOffset)).toEqual(offsets.slice(2))
   })
 
   it('persists topic settings in config/topics.json, refuses bad ones, and changes them at run time', async () => {

@@ -106,6 +106,15 @@ export const KNOWN_OPEN: readonly { name: string; pattern: RegExp; afterDamageOn
     pattern: /^served (a message that was never put|k-\d+-\d+ changed)/,
     afterDamageOnly: true,
   },
+  // The same for a compaction-log copy's commit-log position (no CRC covers it): reads serve a
+  // copy only when the position is one the log has had and, while the consume queue still holds
+  // the unit, the unit's; a flip that lands on another such position after retention dropped the
+  // unit is not seen.
+  {
+    name: "damage to a compaction-log copy's commit-log position served",
+    pattern: /^served k-\d+-\d+ at \d+\/\d+, put at \d+\/\d+/,
+    afterDamageOnly: true,
+  },
 ]
 
 export async function simulate(options: SimulationOptions): Promise<SimulationReport> {

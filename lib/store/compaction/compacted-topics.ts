@@ -229,6 +229,10 @@ export class CompactedTopics {
         this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its body fails its CRC`)
         return true
       }
+      if (!this.isItsRecord(message, topic, queueId, queueOffset)) {
+        this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its record's header is damaged`)
+        return true
+      }
       if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) return ++skipped < MAX_SKIPPED_PER_READ
       result.messages.push(message)
       result.bufferTotalSize += size
@@ -239,6 +243,27 @@ export class CompactedTopics {
     if (next === offset && result.messages.length === 0) next = max
     result.nextBeginOffset = next
     return result
+  }
+
+  /**
+   * A copy in a compaction log keeps its commit-log header, which no CRC covers (the body CRC is
+   * checked above). It is served only when it names this queue and queue offset and a commit-log
+   * position the log has reached, and, while the consume queue still holds that offset's unit,
+   * the position the unit gives.
+   */
+  private isItsRecord(message: MessageExt, topic: string, queueId: number, queueOffset: number): boolean {
+    if (message.topic !== topic || message.queueId !== queueId || message.queueOffset !== queueOffset) return false
+    const phy = message.commitLogOffset
+    if (!Number.isSafeInteger(phy) || phy < 0 || phy >= this.deps.commitLog.getMaxOffset()) return false
+    const queue = this.deps.queues.find(topic, queueId)
+    if (queue === null || queueOffset < queue.getMinOffsetInQueue() || queueOffset >= queue.getMaxOffsetInQueue()) return true
+    const unit = queue.getIndexBuffer(queueOffset)
+    if (unit === null) return true
+    try {
+      return ConsumeQueue.readOffset(unit.buffer, 0) === phy
+    } finally {
+      unit.release()
+    }
   }
 
   /** What subscriptions read through: compacted queues here, the others from `reads`. */
