@@ -68,17 +68,17 @@ export async function syncDirectoryAsync(fileName: string): Promise<void> {
 }
 
 /**
- * Replaces `path` with `text` so that a crash or a power cut leaves the old or the new content,
+ * Replaces `path` with `text` (or bytes) so that a crash or a power cut leaves the old or the new content,
  * never a mix: the directory is created (durably) if needed, the text goes to `<path>.tmp` and is
  * synced, the old file is kept as `<path>.bak` when `backup` is set (readers fall back to it), then
  * the rename and the directory sync.
  */
-export function writeFileDurably(path: string, text: string, options: { backup?: boolean } = {}): void {
+export function writeFileDurably(path: string, text: string | Uint8Array, options: { backup?: boolean } = {}): void {
   ensureDirectory(dirname(path))
   const temp = `${path}.tmp`
   const fd = fs.openSync(temp, 'w')
   try {
-    fs.writeSync(fd, text)
+    fs.writeSync(fd, typeof text === 'string' ? Buffer.from(text) : text)
     fs.fsyncSync(fd)
   } finally {
     fs.closeSync(fd)

@@ -26,7 +26,7 @@ import * as zlib from 'node:zlib'
 
 import { readInt64BE, writeInt64BE } from '../bytes.js'
 import { validateTopic } from '../commitlog/record.js'
-import { syncDirectory } from '../mapped/directory.js'
+import { writeFileDurably } from '../mapped/directory.js'
 
 const MAGIC = 0x4d515145 // 'MQQE'
 const OFFSET_SEAL = 4
@@ -195,21 +195,11 @@ export function sealMatches(seal: QueueEndsSeal, record: QueueEndsSeal): boolean
 }
 
 /**
- * Writes the table so that a crash leaves the old file or the new one: `<path>.tmp`, synced,
- * renamed, directory synced. Throws on failure (the caller goes on without a table).
+ * Writes the table so that a crash leaves the old file or the new one (temp file, sync, rename,
+ * directory sync). Throws on failure (the caller goes on without a table).
  */
 export function writeQueueEndsFile(path: string, seal: QueueEndsSeal, ends: QueueEnds): void {
-  const bytes = encodeQueueEnds(seal, ends)
-  const temp = `${path}.tmp`
-  const fd = fs.openSync(temp, 'w')
-  try {
-    fs.writeSync(fd, bytes)
-    fs.fsyncSync(fd)
-  } finally {
-    fs.closeSync(fd)
-  }
-  fs.renameSync(temp, path)
-  syncDirectory(path)
+  writeFileDurably(path, encodeQueueEnds(seal, ends))
 }
 
 /** The table at `path` if it is valid and sealed with `record`; null otherwise (missing, damaged, stale). */
