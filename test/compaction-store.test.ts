@@ -319,6 +319,35 @@ describe('compacted topics in the store', () => {
     check(store)
   })
 
+  it('a consume queue rebuilt after damage, once retention removed its records from the commit log, does not cut the compaction log nor hand its offsets out again', async () => {
+    let store = await openStore()
+    const latest = await putRounds(store, 6, 20)
+    for (let i = 0; i < 1000; i++) await store.putMessage({ topic: 'filler', queueId: 0, body: 'z'.repeat(300) })
+    await store.compact()
+    const logDir = join(dir, 'commitlog')
+    const names = fs.readdirSync(logDir).sort()
+    const old = (clock.now() - 100 * 3_600_000) / 1000
+    for (const name of names.slice(0, -1)) fs.utimesSync(join(logDir, name), old, old)
+    store.executeDeleteFilesManually()
+    expect((await store.runCleanupPass()).commitLogFiles).toBe(names.length - 1)
+    await store.close()
+    open.splice(open.indexOf(store), 1)
+    // A unit in the middle of the queue zeroed: the queue is damaged, rebuilt from a log that no
+    // longer holds any of its records.
+    const queueDir = join(dir, 'consumequeue', TOPIC, '0')
+    const file = join(queueDir, fs.readdirSync(queueDir).sort()[0])
+    const bytes = fs.readFileSync(file)
+    bytes.fill(0, 20 * 3, 20 * 4)
+    fs.writeFileSync(file, bytes)
+    store = await openStore()
+    expect(store.stats().repairs.map((r) => r.action)).toContain(`deleted consume queue ${TOPIC}/0 to rebuild it`)
+    const seen = readQueue(store)
+    for (const [key, [offset, value]] of latest) expect(seen.find((x) => x.queueOffset === offset)?.body.toString(), key).toBe(value)
+    const r = await store.putMessage({ topic: TOPIC, queueId: 0, body: 'after', keys: 'user-1' })
+    expect(r.queueOffset).toBe(120)
+    expect(readQueue(store).at(-1)).toMatchObject({ queueOffset: 120 })
+  })
+
   it('serves copies from compacted queues and skips a record whose body fails its CRC', async () => {
     let store = await openStore()
     for (let i = 0; i < 5; i++) await store.putMessage({ topic: TOPIC, queueId: 0, body: `body-${i}-${'q'.repeat(40)}`, keys: `k${i}` })

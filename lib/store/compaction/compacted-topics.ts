@@ -10,12 +10,14 @@ import {
   checkRecord,
   decodeMessage,
   isPrepareFailure,
+  OFFSET_PHYSICALOFFSET,
   SysFlag,
   tagsMatch,
   type DispatchRequest,
   type PrepareFailure,
   type PreparedRecord,
 } from '../commitlog/record.js'
+import { readInt64BE } from '../bytes.js'
 import { keysString } from '../message-validation.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { Clock } from '../environment.js'
@@ -98,16 +100,45 @@ export class CompactedTopics {
         const queue = this.deps.queues.find(topic, queueId)
         const end = queue?.getMaxOffsetInQueue() ?? 0
         const log = this.service.logOf(topic, queueId)
-        if (log !== undefined && log.nextOffset > end) {
+        const cut = log !== undefined && log.nextOffset > end ? this.firstLostOffset(topic, queueId, end) : -1
+        if (log !== undefined && cut >= 0) {
           this.deps.log(
             'warn',
-            `compaction log ${topic}/${queueId}: dropped offsets ${end}..${log.nextOffset - 1} the commit log no longer holds`,
+            `compaction log ${topic}/${queueId}: dropped offsets ${cut}..${log.nextOffset - 1} the commit log no longer holds`,
           )
-          this.service.truncateAtOpen(topic, queueId, end)
+          this.service.truncateAtOpen(topic, queueId, cut)
         }
         this.backfill(topic, queueId)
+        // Offsets the log still holds are never handed out again, even when the consume queue
+        // ends before them (rebuilt after damage from a log that retention had already shortened).
+        const next = this.service.maxOffset(topic, queueId)
+        const table = this.deps.commitLog.topicQueueTable
+        if (next > table.get(topic, queueId)) table.set(topic, queueId, next)
       }
     }
+  }
+
+  /**
+   * The first offset at or past `end` (the consume queue's end) whose copy the commit log lost:
+   * its record lies in the log's range but the queue has no unit for it (a truncated tail). Copies
+   * of records below the log's start were removed by retention, not lost: they are the only copy
+   * left, and a consume queue rebuilt after that cannot vouch for them. -1 when none is lost.
+   */
+  private firstLostOffset(topic: string, queueId: number, end: number): number {
+    const logStart = this.deps.commitLog.getMinOffset()
+    let lost = -1
+    let kept = false
+    this.service.read(topic, queueId, end, (data, position, _size, queueOffset) => {
+      if (queueOffset < end) return true
+      if (readInt64BE(data, position + OFFSET_PHYSICALOFFSET) < logStart) {
+        kept = true
+        return true
+      }
+      // With nothing kept before it, the offsets from `end` on go (those between were compacted away).
+      lost = kept ? queueOffset : end
+      return false
+    })
+    return lost
   }
 
   private queueIds(topic: string): number[] {
