@@ -1,47 +1,5 @@
-// The commit-log record, version 1 (the only version RocketMQ 4.x writes): encoding, validation and
-// decoding. Pure functions over buffers, no I/O. The encoder is the store's hot path, so it writes
-// through a DataView, keeps per-topic bytes in small caches, and copies the body once. Host
-// addresses are in host-address.ts, the sysFlag bits in sys-flag.ts.
-//
-// Record layout. All integers are big-endian and signed. B / S = width of the born / store host
-// field: 8 for IPv4 (4 address bytes + int32 port), 20 for IPv6 (16 + 4), selected by the sysFlag
-// bits BORNHOST_V6 / STOREHOST_V6. L, T, P = byte lengths of body, topic (UTF-8), properties (UTF-8).
-//
-//   offset            width  field
-//   0                 4      TOTALSIZE                  length of the whole record, this field included
-//   4                 4      MAGICCODE                  MESSAGE_MAGIC_CODE
-//   8                 4      BODYCRC                    crc32(body) & 0x7fffffff, 0 for an empty body
-//   12                4      QUEUEID
-//   16                4      FLAG                       the producer's opaque flag
-//   20                8      QUEUEOFFSET                ordinal in the (topic, queueId) consume queue
-//   28                8      PHYSICALOFFSET             commit-log offset of this record's first byte
-//   36                4      SYSFLAG                    SysFlag bits
-//   40                8      BORNTIMESTAMP              producer clock, ms
-//   48                B      BORNHOST                   address bytes, then port
-//   48+B              8      STORETIMESTAMP             store clock, ms, taken at append
-//   56+B              S      STOREHOST                  address bytes, then port
-//   56+B+S            4      RECONSUMETIMES
-//   60+B+S            8      PREPAREDTRANSACTIONOFFSET
-//   68+B+S            4      BODYLENGTH                 L
-//   72+B+S            L      BODY
-//   72+B+S+L          1      TOPICLENGTH                T, one signed byte
-//   73+B+S+L          T      TOPIC
-//   73+B+S+L+T        2      PROPERTIESLENGTH           P, signed short
-//   75+B+S+L+T        P      PROPERTIES                 name 0x01 value 0x02 name 0x01 value ...
-//
-//   TOTALSIZE = 75 + B + S + L + T + P   (91 + L + T + P with two IPv4 hosts)
-//
-// The end of a segment holds a blank record: TOTALSIZE = the bytes left in the file, MAGICCODE =
-// BLANK_MAGIC_CODE. Only those 8 bytes are written; whatever follows them is meaningless.
-//
-// The constants below are the only place these offsets appear.
-
-import { isUtf8 } from 'node:buffer'
-
-import { continueJavaBytesHash, dataViewOf, getInt64, javaStringHashCode, setInt64, TWO_POW_32, type DataViewCache } from '../bytes.js'
+import { continueJavaBytesHash, dataViewOf, getInt64, javaStringHashCode, setInt64, type DataViewCache } from '../bytes.js'
 import {
-  formatIPv4,
-  formatIPv6,
   hex8,
   ipOf,
   IPV4_HOST_LENGTH,
@@ -59,6 +17,11 @@ export { javaStringHashCode } from '../bytes.js'
 export type { HostAddress } from './host-address.js'
 
 import { bodyCrcAt, bodyCrcOf } from './body-crc.js'
+import { NAME_VALUE_SEPARATOR_BYTE, PROPERTY_SEPARATOR_BYTE, parsePropertiesString, propertiesAreWellFormed } from './properties.js'
+import { DEFAULT_DELAY_TABLE, validateTopic } from './record-names.js'
+
+export * from './properties.js'
+export * from './record-names.js'
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -69,7 +32,6 @@ export const MESSAGE_MAGIC_CODE_V2 = -626843477 // 0xDAA320AB
 export const BLANK_MAGIC_CODE = -875286124 // 0xCBD43194
 export const END_FILE_MIN_BLANK_LENGTH = 8
 
-export const MAX_TOPIC_LENGTH = 127
 export const MAX_PROPERTIES_LENGTH = 32767
 
 export const PropertyName = {
@@ -84,13 +46,6 @@ export const PropertyName = {
 
 /** The topic that holds delayed messages until their delivery time. */
 export const SCHEDULE_TOPIC = 'SCHEDULE_TOPIC_XXXX'
-/** RocketMQ's default `messageDelayLevel`: level n (1-based) is the n-th item. */
-export const DEFAULT_MESSAGE_DELAY_LEVEL = '1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h'
-
-const NAME_VALUE_SEPARATOR = '\u0001'
-const PROPERTY_SEPARATOR = '\u0002'
-const NAME_VALUE_SEPARATOR_BYTE = 1
-const PROPERTY_SEPARATOR_BYTE = 2
 
 // Fixed field offsets, from the first byte of the record.
 export const OFFSET_TOTALSIZE = 0
@@ -156,231 +111,6 @@ export function recordLength(sysFlag: number, bodyLength: number, topicLength: n
     (propertiesLength > 0 ? propertiesLength : 0)
   )
 }
-
-// ---------------------------------------------------------------------------------------------
-// Strings, hashes, properties
-
-/** The consume-queue tag code of a TAGS value: its Java hash, 0 when absent or empty. */
-export function tagsCodeOf(tags: string | undefined): number {
-  return tags ? javaStringHashCode(tags) : 0
-}
-
-/**
- * Serialises properties in the 4.9.1+ form (no separator after the last pair). Undefined and
- * empty values are left out: readers drop an empty value anyway. A name or value containing
- * 0x00, 0x01 or 0x02, or an empty name, cannot be represented: RangeError naming the property.
- */
-export function encodeProperties(props: Record<string, string | undefined>): string {
-  let out = ''
-  for (const name of Object.keys(props)) {
-    const value = props[name]
-    if (value === undefined || value === null) continue
-    if (typeof value !== 'string') {
-      throw new TypeError(`property ${JSON.stringify(name)}: value must be a string, got ${typeof value}`)
-    }
-    if (value === '') continue
-    if (name === '') throw new RangeError('property name must not be empty')
-    if (hasSeparator(name)) {
-      throw new RangeError(`property name ${JSON.stringify(name)} contains a 0x00, 0x01 or 0x02 character`)
-    }
-    if (hasSeparator(value)) {
-      throw new RangeError(`property ${JSON.stringify(name)}: value contains a 0x00, 0x01 or 0x02 character`)
-    }
-    if (out !== '') out += PROPERTY_SEPARATOR
-    out += name + NAME_VALUE_SEPARATOR + value
-  }
-  return out
-}
-
-/**
- * True for the two separators, and for NUL: no property carries a NUL byte, so recovery can take
- * one as the zeros of a torn write (the body CRC does not cover the properties).
- */
-function hasSeparator(s: string): boolean {
-  return s.includes(NAME_VALUE_SEPARATOR) || s.includes(PROPERTY_SEPARATOR) || s.includes('\u0000')
-}
-
-/**
- * Parses a property string as RocketMQ 4.9.1+ does, which also reads the older form with a
- * trailing 0x02: pairs are separated by 0x02; in each pair the first 0x01 splits name from value;
- * pairs with an empty name or value, or without 0x01, are dropped; a later duplicate wins.
- * The result has no prototype, so any name is safe as a key.
- */
-/**
- * The type of parsed property maps: its prototype is an empty null-prototype object, so no name
- * (toString, __proto__, ...) resolves to an inherited member, yet V8 keeps instances in fast mode.
- * A plain Object.create(null) object lives in dictionary mode, which made reads 5-10 times slower.
- */
-const PropertyMap = function PropertyMap() {} as unknown as { new (): Record<string, string>; prototype: object }
-PropertyMap.prototype = Object.create(null)
-
-export function parsePropertiesString(s: string): Record<string, string> {
-  const map = new PropertyMap()
-  const len = s.length
-  let index = 0
-  while (index < len) {
-    let end = s.indexOf(PROPERTY_SEPARATOR, index)
-    if (end < 0) end = len
-    if (end - index >= 3) {
-      const sep = s.indexOf(NAME_VALUE_SEPARATOR, index)
-      if (sep > index && sep < end - 1) map[s.slice(index, sep)] = s.slice(sep + 1, end)
-    }
-    index = end + 1
-  }
-  return map
-}
-
-/**
- * Whether stored property bytes are what a writer makes: UTF-8, and every non-empty pair holds a
- * 0x01 between name and value. The body CRC does not cover the properties, so this is the only
- * check a flip in them can fail (a flip to another ASCII letter passes it). Empty values and a
- * trailing 0x02 (RocketMQ before 4.9.1) are allowed.
- */
-export function propertiesAreWellFormed(buf: Buffer, from: number, to: number): boolean {
-  let pairAt = from
-  let named = false
-  let high = 0
-  for (let i = from; i < to; i++) {
-    const c = buf[i]
-    high |= c
-    if (c === PROPERTY_SEPARATOR_BYTE) {
-      if (i > pairAt && !named) return false
-      pairAt = i + 1
-      named = false
-    } else if (c === NAME_VALUE_SEPARATOR_BYTE) {
-      named = true
-    }
-  }
-  if (to > pairAt && !named) return false
-  return high < 0x80 || isUtf8(buf.subarray(from, to))
-}
-
-/**
- * The property string stored for one message of a batch: its own string, then, when both are
- * non-empty and the own string does not already end with 0x02, a 0x02, then the batch's string.
- */
-export function joinBatchProperties(own: string, batch: string): string {
-  if (own === '') return batch
-  if (batch === '') return own
-  return own.endsWith(PROPERTY_SEPARATOR) ? own + batch : own + PROPERTY_SEPARATOR + batch
-}
-
-export interface BatchEntry {
-  flag: number
-  /** A zero-copy view into the blob. */
-  body: Uint8Array
-  propertiesString: string
-}
-
-// A client-encoded batch blob is a sequence of these entries (a different layout from a record):
-//   0 TOTALSIZE int32, 4 MAGICCODE int32, 8 BODYCRC int32 (all three ignored), 12 FLAG int32,
-//   16 BODYLENGTH int32, 20 BODY, then PROPERTIESLENGTH int16 and PROPERTIES.
-const BATCH_OFFSET_FLAG = 12
-const BATCH_OFFSET_BODYLENGTH = 16
-const BATCH_OFFSET_BODY = 20
-const BATCH_PROPERTIES_LENGTH_WIDTH = 2
-
-/** Splits a client-encoded batch blob into its messages. Null when it is malformed. */
-export function decodeBatchBlob(blob: Uint8Array): BatchEntry[] | null {
-  const dv = new DataView(blob.buffer, blob.byteOffset, blob.byteLength)
-  const buf = Buffer.from(blob.buffer, blob.byteOffset, blob.byteLength)
-  const out: BatchEntry[] = []
-  let p = 0
-  const end = blob.length
-  while (p < end) {
-    const bodyStart = p + BATCH_OFFSET_BODY
-    if (bodyStart + BATCH_PROPERTIES_LENGTH_WIDTH > end) return null
-    const flag = dv.getInt32(p + BATCH_OFFSET_FLAG)
-    const bodyLength = dv.getInt32(p + BATCH_OFFSET_BODYLENGTH)
-    if (bodyLength < 0 || bodyStart + bodyLength + BATCH_PROPERTIES_LENGTH_WIDTH > end) return null
-    const propsLengthAt = bodyStart + bodyLength
-    const propsLength = dv.getInt16(propsLengthAt)
-    const propsStart = propsLengthAt + BATCH_PROPERTIES_LENGTH_WIDTH
-    if (propsLength < 0 || propsStart + propsLength > end) return null
-    out.push({
-      flag,
-      body: blob.subarray(bodyStart, propsLengthAt),
-      propertiesString: propsLength === 0 ? '' : buf.toString('utf8', propsStart, propsStart + propsLength),
-    })
-    p = propsStart + propsLength
-  }
-  return out
-}
-
-// ---------------------------------------------------------------------------------------------
-// Topics and message ids
-
-const TOPIC_CHARACTERS = /^[%|a-zA-Z0-9_-]+$/
-
-/**
- * Null when the topic is valid, else why not. Valid: 1 to 127 characters from [%|a-zA-Z0-9_-]
- * (RocketMQ's rule). ASCII only, so the UTF-8 length equals the character count, and no '.' or
- * '/', so a topic can never name a path outside its consume-queue folder.
- */
-export function validateTopic(topic: string): string | null {
-  if (typeof topic !== 'string') return 'topic must be a string'
-  if (topic.length === 0) return 'topic is empty'
-  if (topic.length > MAX_TOPIC_LENGTH) {
-    return `topic is ${topic.length} characters long, more than ${MAX_TOPIC_LENGTH}`
-  }
-  if (!TOPIC_CHARACTERS.test(topic)) return 'topic has characters other than letters, digits and %|_-'
-  return null
-}
-
-/**
- * The offset message id: upper-case hex of store address ‖ port (int32) ‖ physical offset (int64);
- * 32 characters for an IPv4 store host, 56 for IPv6.
- */
-export function createMsgId(storeHost: HostAddress, physicalOffset: number): string {
-  const ip = ipOf(storeHost.address)
-  if (ip === null) throw new RangeError(`not an IP address: ${JSON.stringify(storeHost.address)}`)
-  if (!validPort(storeHost.port)) throw new RangeError(`invalid port ${storeHost.port}`)
-  if (!Number.isSafeInteger(physicalOffset) || physicalOffset < 0) {
-    throw new RangeError(`physical offset must be a non-negative safe integer, got ${physicalOffset}`)
-  }
-  return ip.hex + hex8(storeHost.port) + hex8(Math.floor(physicalOffset / TWO_POW_32)) + hex8(physicalOffset)
-}
-
-const MSG_ID_HEX = /^[0-9A-Fa-f]+$/
-
-/** Inverse of createMsgId; RangeError when the text is not an offset message id. */
-export function parseMsgId(msgId: string): { address: string; port: number; offset: number } {
-  const v6 = msgId.length === 56
-  if ((msgId.length !== 32 && !v6) || !MSG_ID_HEX.test(msgId)) {
-    throw new RangeError(`not an offset message id: ${JSON.stringify(msgId)}`)
-  }
-  const word = (i: number): number => parseInt(msgId.slice(i * 8, i * 8 + 8), 16) | 0
-  const address = v6 ? formatIPv6(word(0), word(1), word(2), word(3)) : formatIPv4(word(0))
-  const at = v6 ? 4 : 1
-  const port = word(at)
-  const offset = word(at + 1) * TWO_POW_32 + (word(at + 2) >>> 0)
-  if (!Number.isSafeInteger(offset) || offset < 0) {
-    throw new RangeError(`message id ${msgId} holds an offset outside the safe integer range`)
-  }
-  return { address, port, offset }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Delay levels
-
-/**
- * Parses a `messageDelayLevel` string ("1s 5s 1m 2h …", units s, m, h, d) into milliseconds per
- * level: element i is level i + 1. RangeError on a malformed item.
- */
-export function parseDelayLevels(spec: string): number[] {
-  const unitMs: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
-  const out: number[] = []
-  for (const item of spec.split(' ')) {
-    if (item === '') continue
-    const unit = unitMs[item.slice(-1)]
-    const count = item.slice(0, -1)
-    if (unit === undefined || !/^\d+$/.test(count)) throw new RangeError(`bad delay level ${JSON.stringify(item)}`)
-    out.push(Number(count) * unit)
-  }
-  return out
-}
-
-const DEFAULT_DELAY_TABLE: readonly number[] = parseDelayLevels(DEFAULT_MESSAGE_DELAY_LEVEL)
 
 // ---------------------------------------------------------------------------------------------
 // Encoding

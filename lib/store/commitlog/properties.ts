@@ -1,0 +1,157 @@
+// A record's properties (RocketMQ's name 0x01 value 0x02 … text), the tag code, and the batch blob
+// that putMessages carries: the strings inside a record, apart from its byte layout.
+import { isUtf8 } from 'node:buffer'
+
+import { javaStringHashCode } from '../bytes.js'
+
+const NAME_VALUE_SEPARATOR = '\u0001'
+const PROPERTY_SEPARATOR = '\u0002'
+export const NAME_VALUE_SEPARATOR_BYTE = 1
+export const PROPERTY_SEPARATOR_BYTE = 2
+
+/** The consume-queue tag code of a TAGS value: its Java hash, 0 when absent or empty. */
+export function tagsCodeOf(tags: string | undefined): number {
+  return tags ? javaStringHashCode(tags) : 0
+}
+
+/**
+ * Serialises properties in the 4.9.1+ form (no separator after the last pair). Undefined and
+ * empty values are left out: readers drop an empty value anyway. A name or value containing
+ * 0x00, 0x01 or 0x02, or an empty name, cannot be represented: RangeError naming the property.
+ */
+export function encodeProperties(props: Record<string, string | undefined>): string {
+  let out = ''
+  for (const name of Object.keys(props)) {
+    const value = props[name]
+    if (value === undefined || value === null) continue
+    if (typeof value !== 'string') {
+      throw new TypeError(`property ${JSON.stringify(name)}: value must be a string, got ${typeof value}`)
+    }
+    if (value === '') continue
+    if (name === '') throw new RangeError('property name must not be empty')
+    if (hasSeparator(name)) {
+      throw new RangeError(`property name ${JSON.stringify(name)} contains a 0x00, 0x01 or 0x02 character`)
+    }
+    if (hasSeparator(value)) {
+      throw new RangeError(`property ${JSON.stringify(name)}: value contains a 0x00, 0x01 or 0x02 character`)
+    }
+    if (out !== '') out += PROPERTY_SEPARATOR
+    out += name + NAME_VALUE_SEPARATOR + value
+  }
+  return out
+}
+
+/**
+ * True for the two separators, and for NUL: no property carries a NUL byte, so recovery can take
+ * one as the zeros of a torn write (the body CRC does not cover the properties).
+ */
+function hasSeparator(s: string): boolean {
+  return s.includes(NAME_VALUE_SEPARATOR) || s.includes(PROPERTY_SEPARATOR) || s.includes('\u0000')
+}
+
+/**
+ * Parses a property string as RocketMQ 4.9.1+ does, which also reads the older form with a
+ * trailing 0x02: pairs are separated by 0x02; in each pair the first 0x01 splits name from value;
+ * pairs with an empty name or value, or without 0x01, are dropped; a later duplicate wins.
+ * The result has no prototype, so any name is safe as a key.
+ */
+/**
+ * The type of parsed property maps: its prototype is an empty null-prototype object, so no name
+ * (toString, __proto__, ...) resolves to an inherited member, yet V8 keeps instances in fast mode.
+ * A plain Object.create(null) object lives in dictionary mode, which made reads 5-10 times slower.
+ */
+const PropertyMap = function PropertyMap() {} as unknown as { new (): Record<string, string>; prototype: object }
+PropertyMap.prototype = Object.create(null)
+
+export function parsePropertiesString(s: string): Record<string, string> {
+  const map = new PropertyMap()
+  const len = s.length
+  let index = 0
+  while (index < len) {
+    let end = s.indexOf(PROPERTY_SEPARATOR, index)
+    if (end < 0) end = len
+    if (end - index >= 3) {
+      const sep = s.indexOf(NAME_VALUE_SEPARATOR, index)
+      if (sep > index && sep < end - 1) map[s.slice(index, sep)] = s.slice(sep + 1, end)
+    }
+    index = end + 1
+  }
+  return map
+}
+
+/**
+ * Whether stored property bytes are what a writer makes: UTF-8, and every non-empty pair holds a
+ * 0x01 between name and value. The body CRC does not cover the properties, so this is the only
+ * check a flip in them can fail (a flip to another ASCII letter passes it). Empty values and a
+ * trailing 0x02 (RocketMQ before 4.9.1) are allowed.
+ */
+export function propertiesAreWellFormed(buf: Buffer, from: number, to: number): boolean {
+  let pairAt = from
+  let named = false
+  let high = 0
+  for (let i = from; i < to; i++) {
+    const c = buf[i]
+    high |= c
+    if (c === PROPERTY_SEPARATOR_BYTE) {
+      if (i > pairAt && !named) return false
+      pairAt = i + 1
+      named = false
+    } else if (c === NAME_VALUE_SEPARATOR_BYTE) {
+      named = true
+    }
+  }
+  if (to > pairAt && !named) return false
+  return high < 0x80 || isUtf8(buf.subarray(from, to))
+}
+
+/**
+ * The property string stored for one message of a batch: its own string, then, when both are
+ * non-empty and the own string does not already end with 0x02, a 0x02, then the batch's string.
+ */
+export function joinBatchProperties(own: string, batch: string): string {
+  if (own === '') return batch
+  if (batch === '') return own
+  return own.endsWith(PROPERTY_SEPARATOR) ? own + batch : own + PROPERTY_SEPARATOR + batch
+}
+
+export interface BatchEntry {
+  flag: number
+  /** A zero-copy view into the blob. */
+  body: Uint8Array
+  propertiesString: string
+}
+
+// A client-encoded batch blob is a sequence of these entries (a different layout from a record):
+//   0 TOTALSIZE int32, 4 MAGICCODE int32, 8 BODYCRC int32 (all three ignored), 12 FLAG int32,
+//   16 BODYLENGTH int32, 20 BODY, then PROPERTIESLENGTH int16 and PROPERTIES.
+const BATCH_OFFSET_FLAG = 12
+const BATCH_OFFSET_BODYLENGTH = 16
+const BATCH_OFFSET_BODY = 20
+const BATCH_PROPERTIES_LENGTH_WIDTH = 2
+
+/** Splits a client-encoded batch blob into its messages. Null when it is malformed. */
+export function decodeBatchBlob(blob: Uint8Array): BatchEntry[] | null {
+  const dv = new DataView(blob.buffer, blob.byteOffset, blob.byteLength)
+  const buf = Buffer.from(blob.buffer, blob.byteOffset, blob.byteLength)
+  const out: BatchEntry[] = []
+  let p = 0
+  const end = blob.length
+  while (p < end) {
+    const bodyStart = p + BATCH_OFFSET_BODY
+    if (bodyStart + BATCH_PROPERTIES_LENGTH_WIDTH > end) return null
+    const flag = dv.getInt32(p + BATCH_OFFSET_FLAG)
+    const bodyLength = dv.getInt32(p + BATCH_OFFSET_BODYLENGTH)
+    if (bodyLength < 0 || bodyStart + bodyLength + BATCH_PROPERTIES_LENGTH_WIDTH > end) return null
+    const propsLengthAt = bodyStart + bodyLength
+    const propsLength = dv.getInt16(propsLengthAt)
+    const propsStart = propsLengthAt + BATCH_PROPERTIES_LENGTH_WIDTH
+    if (propsLength < 0 || propsStart + propsLength > end) return null
+    out.push({
+      flag,
+      body: blob.subarray(bodyStart, propsLengthAt),
+      propertiesString: propsLength === 0 ? '' : buf.toString('utf8', propsStart, propsStart + propsLength),
+    })
+    p = propsStart + propsLength
+  }
+  return out
+}
