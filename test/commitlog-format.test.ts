@@ -341,7 +341,19 @@ describe('record layout', () => {
     expect(() => writeRecord(Buffer.alloc(rec.length + 1), 0.5, rec, 0, 0, 0)).toThrow(RangeError)
     expect(() => writeRecord(Buffer.alloc(rec.length), 0, rec, 0.5, 0, 0)).toThrow(RangeError)
     expect(() => writeRecord(Buffer.alloc(rec.length), 0, rec, 0, Number.NaN, 0)).toThrow(RangeError)
-    const fake = { length: rec.length, topic: 't', queueId: 0, sysFlag: 0, bodyCRC: 0 }
+    const fake = {
+      length: rec.length,
+      topic: 't',
+      queueId: 0,
+      sysFlag: 0,
+      bodyCRC: 0,
+      body: new Uint8Array(0),
+      bornTimestamp: 0,
+      preparedTransactionOffset: 0,
+      tags: undefined,
+      keys: undefined,
+      uniqKey: undefined,
+    }
     expect(() => writeRecord(Buffer.alloc(rec.length), 0, fake, 0, 0, 0)).toThrow(TypeError)
   })
 

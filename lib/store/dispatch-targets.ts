@@ -8,9 +8,7 @@ import type { IndexService } from './index/index-service.js'
 import type { ConsumeQueue } from './queue/consume-queue.js'
 import type { ConsumeQueueTable } from './queue/queue-table.js'
 import type { Subscriptions } from './read/subscriptions.js'
-import { keysString } from './message-validation.js'
 import type { StoreCheckpoint } from './store-checkpoint.js'
-import type { Message } from './types.js'
 
 export interface DispatchTargetDeps {
   config: MessageStoreConfig
@@ -71,29 +69,49 @@ export class DispatchTargets {
 }
 
 /**
- * The dispatch request of a record its put just appended, built from the message instead of being
- * parsed back out of the log; null for the schedule topic, whose tagsCode is a delivery time that
- * only the record parser computes.
+ * The dispatch requests of records a put just appended, built from what the put knows instead of
+ * being parsed back out of the log. One request object is refilled for every record: dispatch
+ * reads it synchronously and keeps nothing of it.
  */
-export function appendedRequest(message: Message, record: PreparedRecord, result: PutMessageResult): DispatchRequest | null {
-  if (record.topic === SCHEDULE_TOPIC) return null
-  const { properties } = message
-  const keys = message.keys === undefined ? properties?.KEYS : keysString(message.keys)
-  const tags = message.tags ?? properties?.TAGS
-  return {
+export class AppendedRequests {
+  private readonly request: DispatchRequest = {
     status: 'OK',
-    size: result.wroteBytes,
-    topic: record.topic,
-    queueId: record.queueId,
-    queueOffset: result.queueOffset,
-    commitLogOffset: result.wroteOffset,
-    sysFlag: record.sysFlag,
-    bornTimestamp: message.bornTimestamp ?? result.storeTimestamp,
-    storeTimestamp: result.storeTimestamp,
-    preparedTransactionOffset: message.preparedTransactionOffset ?? 0,
-    tagsCode: tagsCodeOf(tags),
-    keys: keys === '' ? undefined : keys,
-    uniqKey: properties?.UNIQ_KEY === '' ? undefined : properties?.UNIQ_KEY,
-    bodyCRC: record.bodyCRC,
+    size: 0,
+    reason: undefined,
+    topic: '',
+    queueId: 0,
+    queueOffset: 0,
+    commitLogOffset: 0,
+    sysFlag: 0,
+    bornTimestamp: 0,
+    storeTimestamp: 0,
+    preparedTransactionOffset: 0,
+    tagsCode: 0,
+    keys: undefined,
+    uniqKey: undefined,
+    bodyCRC: 0,
+  }
+
+  /**
+   * The request of `record`, appended as `result` says; null for the schedule topic, whose
+   * tagsCode is a delivery time that only the record parser computes. Valid until the next call.
+   */
+  of(record: PreparedRecord, result: PutMessageResult): DispatchRequest | null {
+    if (record.topic === SCHEDULE_TOPIC) return null
+    const request = this.request
+    request.size = result.wroteBytes
+    request.topic = record.topic
+    request.queueId = record.queueId
+    request.queueOffset = result.queueOffset
+    request.commitLogOffset = result.wroteOffset
+    request.sysFlag = record.sysFlag
+    request.bornTimestamp = record.bornTimestamp
+    request.storeTimestamp = result.storeTimestamp
+    request.preparedTransactionOffset = record.preparedTransactionOffset
+    request.tagsCode = tagsCodeOf(record.tags)
+    request.keys = record.keys
+    request.uniqKey = record.uniqKey
+    request.bodyCRC = record.bodyCRC
+    return request
   }
 }

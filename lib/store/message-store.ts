@@ -5,10 +5,9 @@ import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
 import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
 import { PutMessageResult } from './commitlog/commit-log.js'
-import { isPrepareFailure, type PreparedRecord } from './commitlog/record.js'
+import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PreparedRecord } from './commitlog/record.js'
 import type { MessageStoreConfig } from './config.js'
-import { appendedRequest } from './dispatch-targets.js'
-import { bodyCrcsOf } from './commitlog/body-crc.js'
+import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'
 import type { CompactReport, SetTopicConfigOptions, TopicConfig, TopicConfigInput } from './compaction/compacted-topics.js'
 import {
@@ -45,6 +44,9 @@ export * from './types.js'
 export class MessageStore implements AsyncDisposable {
   readonly storePath: string
   readonly config: MessageStoreConfig
+
+  /** The put's own dispatch requests (one object, refilled per record). */
+  private readonly appendedRequests = new AppendedRequests()
 
   private constructor(private readonly e: StoreEngine) {
     this.storePath = e.storePath
@@ -91,47 +93,58 @@ export class MessageStore implements AsyncDisposable {
     if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
     // Encode (and so validate) every message first: a TypeError for one message must not leave
-    // the earlier ones stored behind the caller's back.
+    // the earlier ones stored behind the caller's back. Body CRCs are computed on the written
+    // bytes, all of a batch in one native call (CommitLog.finishAppends).
     const now = Date.now()
-    // Every body's CRC in one native call; a message that is not an object fails in buildRecord.
-    const crcs = bodyCrcsOf(messages.map((message) => (message !== null && typeof message === 'object' ? message.body : undefined)))
-    const records = messages.map((message, i) => this.e.compacted.admit(message, buildRecord(message, now, this.e.recordDefaults, crcs[i])))
+    const defaults = this.e.recordDefaults
+    const compacted = this.e.compacted
+    const records = messages.map((message) => compacted.admit(message, buildRecord(message, now, defaults, BODY_CRC_AFTER_WRITE)))
     let bytes = 0
     let appended = 0
     let lastEnd = -1
     let waitForFlush = false
-    // Without a write buffer an appended record is readable at once, so it can be dispatched
-    // from what we know here instead of being parsed back out of the commit log.
-    let directDispatch = this.e.pool === null
-    for (let i = 0; i < messages.length; i++) {
-      const record = records[i]
-      if (isPrepareFailure(record)) {
-        results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
-        continue
-      }
-      let result: PutMessageResult
-      try {
-        result = this.e.commitLog.append(record, now)
-      } catch (error) {
-        this.e.logger('error', `append failed: ${(error as Error).message}`)
-        result = PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
-      }
-      results[i] = result
-      if (!result.isOk()) {
-        this.refused(messages[i], result)
-        // No room for the next file: read the disk now (a full disk then refuses the next puts
-        // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
-        if (result.status === 'CREATE_MAPEDFILE_FAILED') {
-          this.e.cleanup.checkDisk()
-          this.e.cleanLoop?.wakeup()
+    const commitLog = this.e.commitLog
+    try {
+      for (let i = 0; i < messages.length; i++) {
+        const record = records[i]
+        if (isPrepareFailure(record)) {
+          results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
+          continue
         }
-        continue
+        let result: PutMessageResult
+        try {
+          result = commitLog.append(record, now)
+        } catch (error) {
+          this.e.logger('error', `append failed: ${(error as Error).message}`)
+          result = PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
+        }
+        results[i] = result
+        if (!result.isOk()) {
+          this.refused(messages[i], result)
+          // No room for the next file: read the disk now (a full disk then refuses the next puts
+          // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
+          if (result.status === 'CREATE_MAPEDFILE_FAILED') {
+            this.e.cleanup.checkDisk()
+            this.e.cleanLoop?.wakeup()
+          }
+          continue
+        }
+        appended++
+        bytes += result.wroteBytes
+        lastEnd = result.wroteOffset + result.wroteBytes
+        if (messages[i].properties?.WAIT !== 'false') waitForFlush = true
       }
-      appended++
-      bytes += result.wroteBytes
-      lastEnd = result.wroteOffset + result.wroteBytes
-      if (directDispatch) directDispatch = this.dispatchAppended(messages[i], record, result)
-      if (messages[i].properties?.WAIT !== 'false') waitForFlush = true
+    } finally {
+      commitLog.finishAppends()
+    }
+    // Without a write buffer an appended record is readable at once, so it can be dispatched
+    // from what we know here instead of being parsed back out of the commit log; the first that
+    // cannot be leaves the rest to the dispatcher's next pass.
+    if (appended > 0 && this.e.pool === null) {
+      for (let i = 0; i < messages.length; i++) {
+        const result = results[i]
+        if (result.wroteBytes > 0 && !this.dispatchAppended(records[i] as PreparedRecord, result)) break
+      }
     }
     if (appended > 0) {
       this.e.dispatcher.schedule()
@@ -157,8 +170,8 @@ export class MessageStore implements AsyncDisposable {
   }
 
   /** Dispatches a record just appended from what the put knows, without parsing it back. */
-  private dispatchAppended(message: Message, record: PreparedRecord, result: PutMessageResult): boolean {
-    const request = appendedRequest(message, record, result)
+  private dispatchAppended(record: PreparedRecord, result: PutMessageResult): boolean {
+    const request = this.appendedRequests.of(record, result)
     return request !== null && this.e.dispatcher.dispatchAppended(request, result.wroteOffset, this.e.commitLog.lastBlankOffset)
   }
 

@@ -4,11 +4,13 @@
 // message alone.
 import {
   encodeProperties,
-  prepareRecord,
+  isPlainAscii,
+  prepareMessageRecord,
   validateTopic,
   type HostAddress,
   type PrepareFailure,
   type PreparedRecord,
+  type RecordParts,
 } from './commitlog/record.js'
 import { parseHost } from './config.js'
 import type { CommitOptions, Message, MessageFilter } from './types.js'
@@ -127,38 +129,77 @@ export function buildRecord(message: Message, now: number, defaults: RecordDefau
   if (typeof body === 'string') bodyBytes = Buffer.from(body, 'utf8')
   else if (body instanceof Uint8Array) bodyBytes = body
   else throw new TypeError('message.body must be a Uint8Array or a string')
-  const { tags } = message
+  const { tags, properties } = message
   if (tags !== undefined && typeof tags !== 'string') throw new TypeError('message.tags must be a string')
   const keys = keysString(message.keys)
   const badKeys = invalidKeys(message.keys)
   if (badKeys !== null) return { status: 'MESSAGE_ILLEGAL', reason: badKeys }
-  let propertiesString: string
+  const shownTags = tags === '' ? undefined : tags
+  const shownKeys = keys === '' ? undefined : keys
+  let propertiesString: string | null = null
+  let namedTags = shownTags
+  let namedKeys = shownKeys
+  let uniqKey: string | undefined
   let bornHost: HostAddress
   try {
-    // The common message carries only TAGS and KEYS: skip building a properties object for it.
-    propertiesString =
-      message.properties === undefined ? encodeTagsAndKeys(tags, keys) : encodeProperties(withTagsAndKeys(message.properties, tags, keys))
+    if (properties !== undefined) {
+      propertiesString = encodeProperties(withTagsAndKeys(properties, tags, keys))
+      // What the record holds: the message's own tags and keys win over the properties'.
+      namedTags = shown(tags ?? properties.TAGS)
+      namedKeys = shown(keys ?? properties.KEYS)
+      uniqKey = shown(properties.UNIQ_KEY)
+    } else {
+      // The common message carries only TAGS and KEYS: no properties object and no properties
+      // string; the record writes them as bytes. Text that is not plain ASCII takes the string
+      // path, which also reports a separator in it.
+      if ((shownTags !== undefined && !isPlainAscii(shownTags)) || (shownKeys !== undefined && !isPlainAscii(shownKeys))) {
+        propertiesString = encodeTagsAndKeys(tags, keys)
+      }
+    }
     bornHost = message.bornHost === undefined ? defaults.bornHost : parseHost(message.bornHost, 'bornHost')
   } catch (error) {
     return { status: 'MESSAGE_ILLEGAL', reason: (error as Error).message }
   }
-  return prepareRecord(
-    {
+  return prepareMessageRecord(
+    new MessageParts(
       topic,
       queueId,
-      body: bodyBytes,
-      flag: message.flag ?? 0,
-      sysFlag: message.sysFlag ?? 0,
-      bornTimestamp: message.bornTimestamp ?? now,
+      bodyBytes,
+      message.flag ?? 0,
+      message.sysFlag ?? 0,
+      message.bornTimestamp ?? now,
       bornHost,
-      storeHost: defaults.storeHost,
-      reconsumeTimes: message.reconsumeTimes ?? 0,
-      preparedTransactionOffset: message.preparedTransactionOffset ?? 0,
-      propertiesString,
-      bodyCRC,
-    },
+      message.reconsumeTimes ?? 0,
+      message.preparedTransactionOffset ?? 0,
+    ),
+    defaults.storeHost,
+    propertiesString,
+    namedTags,
+    namedKeys,
+    uniqKey,
+    bodyCRC ?? -1,
     defaults.maxMessageSize,
   )
+}
+
+/** A message's record fields, one shape for every message. */
+class MessageParts implements RecordParts {
+  constructor(
+    readonly topic: string,
+    readonly queueId: number,
+    readonly body: Uint8Array,
+    readonly flag: number,
+    readonly sysFlag: number,
+    readonly bornTimestamp: number,
+    readonly bornHost: HostAddress,
+    readonly reconsumeTimes: number,
+    readonly preparedTransactionOffset: number,
+  ) {}
+}
+
+/** A property value as dispatch sees it: undefined when absent, empty or not a string. */
+function shown(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined
 }
 
 function withTagsAndKeys(

@@ -73,3 +73,71 @@ export class BodyCrcBatch {
     this.actual = new Int32Array(n)
   }
 }
+
+/** What WrittenBodyCrcs fills in: a prepared record whose CRC was left for after its write. */
+export interface PendingBodyCrc {
+  bodyCRC: number
+}
+
+/**
+ * Body CRCs of records a put batch has just written, computed on the written bytes: one native
+ * call per buffer written into, instead of one per body before the write (Node-API's per-element
+ * calls cost more than the CRC of a small body). Each record's BODYCRC field is filled in before
+ * the batch returns, so before anything is dispatched, acknowledged or flushed on purpose; a
+ * background flush or a crash that catches a record before that sees a wrong CRC, which recovery
+ * treats as a torn write of an unacknowledged record.
+ */
+export class WrittenBodyCrcs {
+  private target: Uint8Array | null = null
+  private view: DataView | null = null
+  private ranges = new Int32Array(512)
+  private fields = new Int32Array(256)
+  private out = new Int32Array(256)
+  private owners: (PendingBodyCrc | null)[] = []
+  private count = 0
+
+  /** Queues the body at target[bodyAt, bodyAt + length), whose CRC field is at target[field]. */
+  add(target: Uint8Array, view: DataView, field: number, bodyAt: number, length: number, owner: PendingBodyCrc): void {
+    if (target !== this.target) {
+      this.finish()
+      this.target = target
+      this.view = view
+    }
+    const k = this.count
+    if (k === this.fields.length) this.grow()
+    this.ranges[2 * k] = bodyAt
+    this.ranges[2 * k + 1] = length
+    this.fields[k] = field
+    this.owners[k] = owner
+    this.count = k + 1
+  }
+
+  /** Computes every queued CRC and writes it into its field and its record. */
+  finish(): void {
+    const count = this.count
+    const target = this.target
+    const view = this.view
+    this.count = 0
+    this.target = null
+    this.view = null
+    if (count === 0 || target === null || view === null) return
+    native.crc32Ranges(target, this.ranges, count, this.out)
+    for (let k = 0; k < count; k++) {
+      const crc = this.out[k]
+      view.setInt32(this.fields[k], crc)
+      ;(this.owners[k] as PendingBodyCrc).bodyCRC = crc
+      this.owners[k] = null
+    }
+  }
+
+  private grow(): void {
+    const n = this.fields.length * 2
+    const ranges = new Int32Array(2 * n)
+    ranges.set(this.ranges)
+    this.ranges = ranges
+    const fields = new Int32Array(n)
+    fields.set(this.fields)
+    this.fields = fields
+    this.out = new Int32Array(n)
+  }
+}

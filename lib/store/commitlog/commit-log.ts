@@ -12,6 +12,7 @@ import {
   createMsgId,
   END_FILE_MIN_BLANK_LENGTH,
   MESSAGE_MAGIC_CODE,
+  OFFSET_BODYCRC,
   OFFSET_MAGIC,
   OFFSET_SYSFLAG,
   storeTimestampOffset,
@@ -23,6 +24,7 @@ import {
 import { scanRecords, type RecoveredRecordHandler, type RecoveryOutcome, type RecoveryProgress, type ScanSource } from './recovery-scan.js'
 import { isQueuedRecord } from './sys-flag.js'
 import { DataViewCache, readUInt64BE } from '../bytes.js'
+import { WrittenBodyCrcs, type PendingBodyCrc } from './body-crc.js'
 import type { MessageStoreConfig } from '../config.js'
 import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
@@ -205,26 +207,12 @@ export class CommitLog {
   /** The DataView of the file being appended to; cleared at shutdown so no mapping outlives it. */
   private readonly views = new DataViewCache()
 
-  // The pending append, kept in fields so the append callback is one bound function.
-  private pendingRecord: PreparedRecord | null = null
-  private pendingQueueOffset = 0
-  private pendingTimestamp = 0
-  private pendingEndOfFile = false
   /** Where the last append wrote an end-of-file blank before its record, or -1. */
   lastBlankOffset = -1
   /** Offset of the last record appended or recovered, -1 when the log is empty. */
   lastRecordOffset = -1
-  private readonly appendCallback = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => {
-    const record = this.pendingRecord!
-    if (record.length + END_FILE_MIN_BLANK_LENGTH > maxBlank) {
-      writeBlank(target, pos, maxBlank, this.views)
-      this.pendingEndOfFile = true
-      return { wroteBytes: maxBlank }
-    }
-    writeRecord(target, pos, record, this.pendingQueueOffset, fileFromOffset + pos, this.pendingTimestamp, this.views)
-    this.pendingEndOfFile = false
-    return { wroteBytes: record.length }
-  }
+  /** Body CRCs of records prepared with BODY_CRC_AFTER_WRITE, until finishAppends(). */
+  private readonly writtenCrcs = new WrittenBodyCrcs()
 
   /**
    * With `budget`, files older than the one being written are mapped on first use within it and
@@ -276,36 +264,46 @@ export class CommitLog {
     if (file === null) return this.createFailed()
     if (!this.reserveFor(file, record)) return this.reserveFailed(file)
 
-    this.pendingRecord = record
-    this.pendingQueueOffset = queueOffset
-    this.pendingTimestamp = now
-    let wroteOffset = file.fileFromOffset + file.wrotePosition
     this.lastBlankOffset = -1
-    file.appendWith(this.appendCallback)
-    if (this.pendingEndOfFile) {
-      this.lastBlankOffset = wroteOffset
+    let pos = file.wrotePosition
+    if (record.length + END_FILE_MIN_BLANK_LENGTH > file.fileSize - pos) {
+      // No room: a blank closes this file and the record goes at the start of the next one.
+      writeBlank(file.appendTarget(), pos, file.fileSize - pos, this.views)
+      this.lastBlankOffset = file.fileFromOffset + pos
+      file.wrotePosition = file.fileSize
       file = this.mappedFileQueue.getLastMappedFile(0)
-      this.pendingRecord = null
       if (file === null) return this.createFailed()
       if (!this.reserveFor(file, record)) return this.reserveFailed(file)
-      this.pendingRecord = record
-      wroteOffset = file.fileFromOffset + file.wrotePosition
-      file.appendWith(this.appendCallback)
-      if (this.pendingEndOfFile) {
+      pos = file.wrotePosition
+      if (record.length + END_FILE_MIN_BLANK_LENGTH > file.fileSize - pos) {
         // A record larger than a whole file: prepareRecord's limits make this unreachable unless
         // mappedFileSizeCommitLog is smaller than maxMessageSize.
-        this.pendingRecord = null
         return PutMessageResult.failed(
           'MESSAGE_ILLEGAL',
           `a ${record.length}-byte record does not fit in a ${file.fileSize}-byte commit-log file`,
         )
       }
     }
-    this.pendingRecord = null
+    const wroteOffset = file.fileFromOffset + pos
+    const target = file.appendTarget()
+    const bodyAt = writeRecord(target, pos, record, queueOffset, wroteOffset, now, this.views)
+    if (record.bodyCRC < 0) {
+      this.writtenCrcs.add(target, this.views.of(target), pos + OFFSET_BODYCRC, bodyAt, record.body.length, record as PendingBodyCrc)
+    }
+    file.wrotePosition = pos + record.length
     this.lastRecordOffset = wroteOffset
     file.storeTimestamp = now
     if (counted) this.topicQueueTable.set(record.topic, record.queueId, queueOffset + 1)
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
+  }
+
+  /**
+   * Completes the records appended since the last call whose body CRC was left for after the
+   * write (BODY_CRC_AFTER_WRITE): their BODYCRC fields and their bodyCRC. A put batch calls it
+   * after its appends, before it dispatches or answers.
+   */
+  finishAppends(): void {
+    this.writtenCrcs.finish()
   }
 
   /**

@@ -138,7 +138,32 @@ export interface PreparedRecord {
   readonly queueId: number
   /** The input sysFlag with BORNHOST_V6 / STOREHOST_V6 set from the hosts. */
   readonly sysFlag: number
+  /** -1 until its writer computes it, for a record prepared with BODY_CRC_AFTER_WRITE. */
   readonly bodyCRC: number
+  readonly body: Uint8Array
+  readonly bornTimestamp: number
+  readonly preparedTransactionOffset: number
+  /** TAGS, KEYS and UNIQ_KEY as written (undefined when absent or empty), for the put's own dispatch. */
+  readonly tags: string | undefined
+  readonly keys: string | undefined
+  readonly uniqKey: string | undefined
+}
+
+/**
+ * The message's own fields of a record, as prepareMessageRecord takes them. Properties come either
+ * as a built string (`propertiesString`) or, for the common message that carries only tags and
+ * keys, as those two strings alone (written as bytes, never joined into a string).
+ */
+export interface RecordParts {
+  topic: string
+  queueId: number
+  body: Uint8Array
+  flag: number
+  sysFlag: number
+  bornTimestamp: number
+  bornHost: HostAddress
+  reconsumeTimes: number
+  preparedTransactionOffset: number
 }
 
 export type PrepareFailure = { status: 'MESSAGE_ILLEGAL' | 'PROPERTIES_SIZE_EXCEEDED'; reason: string }
@@ -169,10 +194,17 @@ class EncodedRecord implements PreparedRecord {
   declare readonly bornPort: number
   declare readonly storeIp: Ip
   declare readonly storePort: number
+  /**
+   * With propertiesAscii and propertiesBytes both null: the properties are TAGS and KEYS alone,
+   * these two ASCII strings (either may be undefined), written as `TAGS\x01t\x02KEYS\x01k`.
+   */
+  declare readonly tags: string | undefined
+  declare readonly keys: string | undefined
+  declare readonly uniqKey: string | undefined
 
   constructor(
     length: number,
-    input: RecordInput,
+    parts: RecordParts,
     sysFlag: number,
     bodyCRC: number,
     topicBytes: Uint8Array,
@@ -181,26 +213,57 @@ class EncodedRecord implements PreparedRecord {
     propertiesLength: number,
     bornIp: Ip,
     storeIp: Ip,
+    storePort: number,
+    tags: string | undefined,
+    keys: string | undefined,
+    uniqKey: string | undefined,
   ) {
     this.length = length
-    this.topic = input.topic
-    this.queueId = input.queueId
+    this.topic = parts.topic
+    this.queueId = parts.queueId
     this.sysFlag = sysFlag
     this.bodyCRC = bodyCRC
-    this.flag = input.flag
-    this.bornTimestamp = input.bornTimestamp
-    this.reconsumeTimes = input.reconsumeTimes
-    this.preparedTransactionOffset = input.preparedTransactionOffset
-    this.body = input.body
+    this.flag = parts.flag
+    this.bornTimestamp = parts.bornTimestamp
+    this.reconsumeTimes = parts.reconsumeTimes
+    this.preparedTransactionOffset = parts.preparedTransactionOffset
+    this.body = parts.body
     this.topicBytes = topicBytes
     this.propertiesAscii = propertiesAscii
     this.propertiesBytes = propertiesBytes
     this.propertiesLength = propertiesLength
     this.bornIp = bornIp
-    this.bornPort = input.bornHost.port
+    this.bornPort = parts.bornHost.port
     this.storeIp = storeIp
-    this.storePort = input.storeHost.port
+    this.storePort = storePort
+    this.tags = tags
+    this.keys = keys
+    this.uniqKey = uniqKey
   }
+}
+
+/** `TAGS` + 0x01 and `KEYS` + 0x01: what precedes each value in the properties bytes. */
+const NAME_PREFIX_LENGTH = 5
+const TAGS_PREFIX = [0x54, 0x41, 0x47, 0x53, NAME_VALUE_SEPARATOR_BYTE]
+const KEYS_PREFIX = [0x4b, 0x45, 0x59, 0x53, NAME_VALUE_SEPARATOR_BYTE]
+
+/**
+ * True when `s` can be written as properties bytes as it is: ASCII without the separators (0x00,
+ * 0x01, 0x02). Anything else takes the string path, which reports separators precisely.
+ */
+export function isPlainAscii(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c > 0x7f || c < 0x03) return false
+  }
+  return true
+}
+
+/** Bytes of `TAGS\x01tags\x02KEYS\x01keys`, either pair left out when its value is undefined. */
+function tagsAndKeysLength(tags: string | undefined, keys: string | undefined): number {
+  const t = tags === undefined ? 0 : NAME_PREFIX_LENGTH + tags.length
+  const k = keys === undefined ? 0 : NAME_PREFIX_LENGTH + keys.length
+  return t !== 0 && k !== 0 ? t + 1 + k : t + k
 }
 
 // Module-level caches (topic bytes here, decoded topics and checked topics below) are shared by
@@ -235,22 +298,63 @@ function isInt32(v: number): boolean {
  * Validates and measures one message and computes its body CRC, outside the append lock. The body
  * is not copied: it must not change until writeRecord has run.
  */
+/**
+ * A bodyCRC for prepareMessageRecord: the CRC is computed on the bytes written, after the append
+ * (the commit log's batch append does it); until then the record's bodyCRC is -1.
+ */
+export const BODY_CRC_AFTER_WRITE = -2
+
 export function prepareRecord(input: RecordInput, maxMessageSize: number): PreparedRecord | PrepareFailure {
-  const topicBytes = topicBytesOf(input.topic)
+  const known = input.bodyCRC
+  return prepareMessageRecord(
+    input,
+    input.storeHost,
+    input.propertiesString,
+    undefined,
+    undefined,
+    undefined,
+    known !== undefined && known >= 0 ? known : -1,
+    maxMessageSize,
+  )
+}
+
+/**
+ * prepareRecord for a put: `propertiesString` is the built properties, or null when the message
+ * carries only tags and keys (`tags` / `keys`, each plain ASCII as isPlainAscii says, or
+ * undefined), which are then written as bytes. `tags`, `keys` and `uniqKey` (undefined when
+ * absent or empty) are kept for the put's own dispatch: passed one by one, as no object is made
+ * per message on this path. `bodyCRC` < 0: computed here.
+ */
+export function prepareMessageRecord(
+  parts: RecordParts,
+  storeHost: HostAddress,
+  propertiesString: string | null,
+  tags: string | undefined,
+  keys: string | undefined,
+  uniqKey: string | undefined,
+  bodyCRC: number,
+  maxMessageSize: number,
+): PreparedRecord | PrepareFailure {
+  const topicBytes = topicBytesOf(parts.topic)
   if (typeof topicBytes === 'string') return illegal(topicBytes)
 
-  const props = input.propertiesString
-  if (typeof props !== 'string') return illegal('properties must be a string')
-  if (props.length > MAX_PROPERTIES_LENGTH) {
-    return illegal(`properties are ${props.length} characters long, more than ${MAX_PROPERTIES_LENGTH}`)
-  }
-  // Every UTF-16 unit above 0x7f takes more than one UTF-8 byte, so equal lengths mean ASCII,
-  // which is written straight from the string; anything else is encoded here, once.
-  let propsLength = props.length === 0 ? 0 : Buffer.byteLength(props, 'utf8')
+  let propsLength: number
   let propsBytes: Uint8Array | null = null
-  if (propsLength !== props.length) {
-    propsBytes = Buffer.from(props, 'utf8')
-    propsLength = propsBytes.length
+  const props = propertiesString
+  if (props === null) {
+    propsLength = tagsAndKeysLength(tags, keys)
+  } else {
+    if (typeof props !== 'string') return illegal('properties must be a string')
+    if (props.length > MAX_PROPERTIES_LENGTH) {
+      return illegal(`properties are ${props.length} characters long, more than ${MAX_PROPERTIES_LENGTH}`)
+    }
+    // Every UTF-16 unit above 0x7f takes more than one UTF-8 byte, so equal lengths mean ASCII,
+    // which is written straight from the string; anything else is encoded here, once.
+    propsLength = props.length === 0 ? 0 : Buffer.byteLength(props, 'utf8')
+    if (propsLength !== props.length) {
+      propsBytes = Buffer.from(props, 'utf8')
+      propsLength = propsBytes.length
+    }
   }
   if (propsLength > MAX_PROPERTIES_LENGTH) {
     return {
@@ -259,19 +363,19 @@ export function prepareRecord(input: RecordInput, maxMessageSize: number): Prepa
     }
   }
 
-  const body = input.body
+  const body = parts.body
   if (!(body instanceof Uint8Array)) return illegal('body must be a Uint8Array')
   const bodyLength = body.length
   if (bodyLength > maxMessageSize) {
     return illegal(`body is ${bodyLength} bytes, more than maxMessageSize ${maxMessageSize}`)
   }
 
-  const bornIp = ipOf(input.bornHost.address)
-  if (bornIp === null) return illegal(`born host ${JSON.stringify(input.bornHost.address)} is not an IP address`)
-  const storeIp = ipOf(input.storeHost.address)
-  if (storeIp === null) return illegal(`store host ${JSON.stringify(input.storeHost.address)} is not an IP address`)
+  const bornIp = ipOf(parts.bornHost.address)
+  if (bornIp === null) return illegal(`born host ${JSON.stringify(parts.bornHost.address)} is not an IP address`)
+  const storeIp = ipOf(storeHost.address)
+  if (storeIp === null) return illegal(`store host ${JSON.stringify(storeHost.address)} is not an IP address`)
   const sysFlag =
-    (input.sysFlag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)) |
+    (parts.sysFlag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)) |
     (bornIp.v6 ? SysFlag.BORNHOST_V6 : 0) |
     (storeIp.v6 ? SysFlag.STOREHOST_V6 : 0)
 
@@ -286,34 +390,62 @@ export function prepareRecord(input: RecordInput, maxMessageSize: number): Prepa
     return illegal(`record is ${length} bytes, more than maxMessageSize ${maxMessageSize} + ${RECORD_HEADROOM}`)
   }
 
-  const queueId = input.queueId
+  const queueId = parts.queueId
   if (!isInt32(queueId) || queueId < 0) return illegal(`queueId must be an int32 >= 0, got ${queueId}`)
-  if (!isInt32(input.flag)) return illegal(`flag must be an int32, got ${input.flag}`)
-  if (!isInt32(input.sysFlag)) return illegal(`sysFlag must be an int32, got ${input.sysFlag}`)
-  if (!isInt32(input.reconsumeTimes)) return illegal(`reconsumeTimes must be an int32, got ${input.reconsumeTimes}`)
-  if (!Number.isSafeInteger(input.bornTimestamp)) {
-    return illegal(`bornTimestamp must be an integer, got ${input.bornTimestamp}`)
+  if (!isInt32(parts.flag)) return illegal(`flag must be an int32, got ${parts.flag}`)
+  if (!isInt32(parts.sysFlag)) return illegal(`sysFlag must be an int32, got ${parts.sysFlag}`)
+  if (!isInt32(parts.reconsumeTimes)) return illegal(`reconsumeTimes must be an int32, got ${parts.reconsumeTimes}`)
+  if (!Number.isSafeInteger(parts.bornTimestamp)) {
+    return illegal(`bornTimestamp must be an integer, got ${parts.bornTimestamp}`)
   }
-  if (!Number.isSafeInteger(input.preparedTransactionOffset)) {
-    return illegal(`preparedTransactionOffset must be an integer, got ${input.preparedTransactionOffset}`)
+  if (!Number.isSafeInteger(parts.preparedTransactionOffset)) {
+    return illegal(`preparedTransactionOffset must be an integer, got ${parts.preparedTransactionOffset}`)
   }
-  if (!validPort(input.bornHost.port)) return illegal(`born host port ${input.bornHost.port} is not in 0..65535`)
-  if (!validPort(input.storeHost.port)) return illegal(`store host port ${input.storeHost.port} is not in 0..65535`)
+  if (!validPort(parts.bornHost.port)) return illegal(`born host port ${parts.bornHost.port} is not in 0..65535`)
+  if (!validPort(storeHost.port)) return illegal(`store host port ${storeHost.port} is not in 0..65535`)
 
-  const known = input.bodyCRC
-  const bodyCRC = known !== undefined && known >= 0 ? known : bodyCrcOf(body)
   return new EncodedRecord(
     length,
-    input,
+    parts,
     sysFlag,
-    bodyCRC,
+    bodyCRC >= 0 ? bodyCRC : bodyCRC === BODY_CRC_AFTER_WRITE ? -1 : bodyCrcOf(body),
     topicBytes,
-    propsBytes === null ? props : null,
+    props !== null && propsBytes === null ? props : null,
     propsBytes,
     propsLength,
     bornIp,
     storeIp,
+    storeHost.port,
+    tags,
+    keys,
+    uniqKey,
   )
+}
+
+/** Below this many characters a JS loop writes text faster than a call into Buffer's writer. */
+const SHORT_TEXT = 96
+
+/** Writes ASCII text at target[at, at + s.length); returns the end. Short texts in a JS loop. */
+function writeAscii(target: Buffer, at: number, s: string): number {
+  const n = s.length
+  if (n > SHORT_TEXT) latin1Write.call(target, s, at, n)
+  else for (let i = 0; i < n; i++) target[at + i] = s.charCodeAt(i)
+  return at + n
+}
+
+function writeNamed(target: Buffer, at: number, prefix: readonly number[], value: string): number {
+  for (let i = 0; i < NAME_PREFIX_LENGTH; i++) target[at + i] = prefix[i]
+  return writeAscii(target, at + NAME_PREFIX_LENGTH, value)
+}
+
+/** The properties of a tags-and-keys record (see EncodedRecord.tags). */
+function writeTagsAndKeys(target: Buffer, at: number, tags: string | undefined, keys: string | undefined): void {
+  let pos = at
+  if (tags !== undefined) pos = writeNamed(target, pos, TAGS_PREFIX, tags)
+  if (keys !== undefined) {
+    if (tags !== undefined) target[pos++] = PROPERTY_SEPARATOR_BYTE
+    writeNamed(target, pos, KEYS_PREFIX, keys)
+  }
 }
 
 // The DataViews over the buffers below come from the caller's DataViewCache (one per owner of a
@@ -327,8 +459,9 @@ const latin1Write: Latin1Write =
   }
 
 /**
- * Writes the record at target[pos, pos + rec.length). This is where the body is copied, once.
- * RangeError when the record does not fit or an offset / timestamp is not a safe integer.
+ * Writes the record at target[pos, pos + rec.length) and returns where its body starts. This is
+ * where the body is copied, once. A record prepared with BODY_CRC_AFTER_WRITE gets BODYCRC -1 here,
+ * which its writer replaces (WrittenBodyCrcs). RangeError when the record does not fit or an offset / timestamp is not a safe integer.
  */
 export function writeRecord(
   target: Buffer,
@@ -338,7 +471,7 @@ export function writeRecord(
   physicalOffset: number,
   storeTimestamp: number,
   views?: DataViewCache,
-): void {
+): number {
   if (!(rec instanceof EncodedRecord)) throw new TypeError('writeRecord needs a record made by prepareRecord')
   const length = rec.length
   if (!(Number.isInteger(pos) && pos >= 0 && pos + length <= target.length)) {
@@ -375,12 +508,14 @@ export function writeRecord(
   dv.setInt16(topicEnd + REL_PROPERTIESLENGTH, propsLength)
   if (propsLength !== 0) {
     const propsAt = topicEnd + REL_PROPERTIES
-    if (rec.propertiesAscii !== null) latin1Write.call(target, rec.propertiesAscii, propsAt, propsLength)
-    else target.set(rec.propertiesBytes as Uint8Array, propsAt)
+    if (rec.propertiesAscii !== null) writeAscii(target, propsAt, rec.propertiesAscii)
+    else if (rec.propertiesBytes !== null) target.set(rec.propertiesBytes, propsAt)
+    else writeTagsAndKeys(target, propsAt, rec.tags, rec.keys)
   }
   // The magic code goes in last: a writer killed part-way leaves a record without it, which
   // recovery sees as a torn write. (The body CRC does not cover the header or the properties.)
   dv.setInt32(pos + OFFSET_MAGIC, MESSAGE_MAGIC_CODE)
+  return bodyAt
 }
 
 /**

@@ -42,6 +42,35 @@ export function indexKeyHashesOf(record: IndexedRecord, out: number[] = []): num
   return out
 }
 
+/**
+ * indexKeyHashesOf into a typed array: writes the first `out.length` hashes, returns how many the
+ * record has (more than `out.length`: the caller takes indexKeyHashesOf instead). No array is
+ * resized on this path, which runs once per put.
+ */
+export function indexKeyHashesInto(record: IndexedRecord, out: Int32Array): number {
+  if (isRolledBackRecord(record.sysFlag)) return 0
+  const uniqKey = record.uniqKey
+  const keys = record.keys
+  if (uniqKey == null && keys == null) return 0
+  const topic = record.topic
+  const prefixHash = continueJavaStringHash(javaStringHashCode(topic), HASH_KEY_SEPARATOR, 0, 1)
+  let count = 0
+  if (uniqKey != null) out[count++] = toIndexKeyHash(continueJavaStringHash(prefixHash, uniqKey, 0, uniqKey.length))
+  if (keys != null) {
+    const length = keys.length
+    for (let start = 0; start < length; ) {
+      let stop = keys.indexOf(' ', start)
+      if (stop < 0) stop = length
+      if (stop > start) {
+        if (count < out.length) out[count] = toIndexKeyHash(continueJavaStringHash(prefixHash, keys, start, stop))
+        count++
+      }
+      start = stop + 1
+    }
+  }
+  return count
+}
+
 /** The keys themselves, without the topic prefix (for messages about a record). */
 export function indexKeysOf(record: IndexedRecord): string[] {
   if (isRolledBackRecord(record.sysFlag)) return []

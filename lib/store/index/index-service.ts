@@ -23,7 +23,7 @@ import {
   isIndexFileName,
   parseIndexFileName,
 } from './index-file.js'
-import { indexKeyHashesOf } from './index-keys.js'
+import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
 import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 
@@ -101,7 +101,8 @@ export class IndexService {
   private rollChain: Promise<void> = Promise.resolve()
   private closed = false
   /** The key hashes of the record being indexed (one array, reused). */
-  private readonly keyHashes: number[] = []
+  /** The key hashes of the record being indexed (most records have a few keys). */
+  private readonly keyHashes = new Int32Array(16)
 
   constructor(indexDir: string, options: IndexServiceOptions) {
     indexFileSize(options.maxHashSlotNum, options.maxIndexNum) // validates both
@@ -210,8 +211,10 @@ export class IndexService {
     // Checked before any roll, so a replay at open never creates a file.
     if (file !== null && (phyOffset < file.getEndPhyOffset() || phyOffset <= this.lastIndexedOffset)) return
     const storeTimestamp = req.storeTimestamp
-    const hashes = indexKeyHashesOf(req, this.keyHashes)
-    if (hashes.length === 0) {
+    let hashes: ArrayLike<number> = this.keyHashes
+    const count = indexKeyHashesInto(req, this.keyHashes)
+    if (count > hashes.length) hashes = indexKeyHashesOf(req)
+    if (count === 0) {
       // Nothing to index, but the index has seen the record: the newest file's end records it
       // (a full one too: no roll for a record without keys), so a reopen need not replay it.
       // Without any file, one is created, as RocketMQ creates one at its first record.
@@ -223,8 +226,8 @@ export class IndexService {
     // All keys of a record go into one file. Skipping "that record included" on a replay is only
     // right if the record is whole in the file whose end it is: keys split across a roll would
     // lose the ones in the newer file when a crash drops it.
-    if (hashes.length <= this.indexNum - 1 && file.getIndexCount() + hashes.length > this.indexNum) file = this.roll()
-    for (const keyHash of hashes) file = this.putKeyHash(file, keyHash, phyOffset, storeTimestamp)
+    if (count <= this.indexNum - 1 && file.getIndexCount() + count > this.indexNum) file = this.roll()
+    for (let k = 0; k < count; k++) file = this.putKeyHash(file, hashes[k], phyOffset, storeTimestamp)
   }
 
   /** Puts one key, rolling to a new file as long as the current one is full. */

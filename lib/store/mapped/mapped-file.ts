@@ -334,6 +334,16 @@ export class MappedFile {
     return outcome
   }
 
+  /**
+   * For an in-place appender (the commit log): the bytes to write into at wrotePosition (the write
+   * buffer, if any, else the mapping). The caller writes below fileSize, within what it reserved,
+   * then moves wrotePosition past what it wrote: appendWith without a callback and its result.
+   */
+  appendTarget(): Buffer {
+    this.assertWritable()
+    return this.writeBuffer ?? this.ensureMapped()
+  }
+
   /** Raw append: succeeds only if the bytes fit and their blocks could be reserved. */
   appendMessage(data: Uint8Array, offset = 0, length = data.length - offset): boolean {
     this.assertWritable()

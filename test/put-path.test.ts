@@ -1,0 +1,111 @@
+// The put path's batch work: body CRCs computed on the written bytes (one native call per file a
+// batch writes into), tags and keys written as bytes, one dispatch request reused per record.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { crc32 } from 'node:zlib'
+import { describe, expect, it } from 'vitest'
+
+import { MessageStore } from '../lib/index.js'
+import {
+  MESSAGE_MAGIC_CODE,
+  OFFSET_BODYCRC,
+  OFFSET_MAGIC,
+  OFFSET_TOTALSIZE,
+  BLANK_MAGIC_CODE,
+  decodeMessage,
+} from '../lib/store/commitlog/record.js'
+import { tempDir } from './helpers/tmp.js'
+
+/** Every record of every commit-log file, in order, with its bytes. */
+function records(dir: string): Buffer[] {
+  const logDir = join(dir, 'commitlog')
+  const out: Buffer[] = []
+  for (const name of fs.readdirSync(logDir).sort()) {
+    const data = fs.readFileSync(join(logDir, name))
+    for (let pos = 0; pos + 8 <= data.length; ) {
+      const size = data.readInt32BE(pos + OFFSET_TOTALSIZE)
+      const magic = data.readInt32BE(pos + OFFSET_MAGIC)
+      if (size <= 0 || magic === BLANK_MAGIC_CODE) break
+      expect(magic).toBe(MESSAGE_MAGIC_CODE)
+      out.push(data.subarray(pos, pos + size))
+      pos += size
+    }
+  }
+  return out
+}
+
+describe('batch put', () => {
+  it('writes every body CRC of a batch that crosses into new files, and reads check them', async () => {
+    const dir = tempDir()
+    const store = await MessageStore.open(dir, { mappedFileSizeCommitLog: 8 * 1024, messageIndexEnable: true })
+    const bodies = Array.from({ length: 300 }, (_, i) => Buffer.from(`body ${i} `.repeat((i % 13) + 1)))
+    const results = await store.putMessages(
+      bodies.map((body, i) => ({ topic: 'CrcTopic', queueId: i % 3, body, keys: `k${i}`, tags: i % 2 ? 'odd' : undefined })),
+    )
+    expect(results.every((r) => r.status === 'PUT_OK')).toBe(true)
+    await store.close()
+    const written = records(dir)
+    expect(written.length).toBe(300)
+    expect(fs.readdirSync(join(dir, 'commitlog')).length).toBeGreaterThan(5)
+    for (let i = 0; i < written.length; i++) {
+      const message = decodeMessage(written[i], 0, true)
+      expect(message).not.toBeNull()
+      expect(Buffer.from(message!.body).equals(bodies[i])).toBe(true)
+      expect(written[i].readInt32BE(OFFSET_BODYCRC)).toBe((crc32(bodies[i]) & 0x7fffffff) | 0)
+      expect(message!.bodyCRC).toBe((crc32(bodies[i]) & 0x7fffffff) | 0)
+    }
+    const reopened = await MessageStore.open(dir, { mappedFileSizeCommitLog: 8 * 1024, messageIndexEnable: true })
+    try {
+      let seen = 0
+      for (let q = 0; q < 3; q++) {
+        for (let offset = 0; ; ) {
+          const got = reopened.getMessage('g', 'CrcTopic', q, offset, 200)
+          if (got.status !== 'FOUND') break
+          expect(got.bodyCrcFailures).toBe(0)
+          seen += got.messages.length
+          offset = got.nextBeginOffset
+        }
+      }
+      expect(seen).toBe(300)
+      expect(reopened.queryMessage('CrcTopic', 'k299', 4).messages.map((m) => m.body.toString())).toEqual([bodies[299].toString()])
+    } finally {
+      await reopened.close()
+    }
+  })
+
+  it('writes tags and keys as RocketMQ properties bytes, and other text through the string path', async () => {
+    const dir = tempDir()
+    const store = await MessageStore.open(dir)
+    const results = await store.putMessages([
+      { topic: 'PropTopic', body: Buffer.from('a'), tags: 'TagA', keys: ['k1', 'k2'] },
+      { topic: 'PropTopic', body: Buffer.from('b'), keys: 'only-keys' },
+      { topic: 'PropTopic', body: Buffer.from('c'), tags: 'only-tags' },
+      { topic: 'PropTopic', body: Buffer.from('d') },
+      { topic: 'PropTopic', body: Buffer.from('e'), tags: 'ünïcode', keys: 'κλειδί' },
+      { topic: 'PropTopic', body: Buffer.from('f'), tags: '', keys: '' },
+      { topic: 'PropTopic', body: Buffer.from('g'), tags: 'bad\u0001tag' },
+    ])
+    expect(results.map((r) => r.status)).toEqual(['PUT_OK', 'PUT_OK', 'PUT_OK', 'PUT_OK', 'PUT_OK', 'PUT_OK', 'MESSAGE_ILLEGAL'])
+    await store.close()
+    const props = records(dir).map((record) => decodeMessage(record, 0, true)!.properties)
+    expect(props).toEqual([
+      { TAGS: 'TagA', KEYS: 'k1 k2' },
+      { KEYS: 'only-keys' },
+      { TAGS: 'only-tags' },
+      {},
+      { TAGS: 'ünïcode', KEYS: 'κλειδί' },
+      {},
+    ])
+    const raw = records(dir)[0]
+    expect(raw.includes(Buffer.from('TAGS\u0001TagA\u0002KEYS\u0001k1 k2'))).toBe(true)
+    const reopened = await MessageStore.open(dir)
+    try {
+      expect(reopened.queryMessage('PropTopic', 'κλειδί', 4).messages.map((m) => m.tags)).toEqual(['ünïcode'])
+      expect(reopened.queryMessage('PropTopic', 'k2', 4).messages.map((m) => m.tags)).toEqual(['TagA'])
+      const tagged = reopened.getMessage('g', 'PropTopic', 0, 0, 10, 'TagA')
+      expect(tagged.messages.map((m) => m.body.toString())).toEqual(['a'])
+    } finally {
+      await reopened.close()
+    }
+  })
+})
