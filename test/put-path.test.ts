@@ -1,5 +1,6 @@
 // The put path's batch work: body CRCs computed on the written bytes (one native call per file a
 // batch writes into), tags and keys written as bytes, one dispatch request reused per record.
+import { createHash } from 'node:crypto'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
@@ -107,5 +108,32 @@ describe('batch put', () => {
     } finally {
       await reopened.close()
     }
+  })
+})
+
+describe('index reservation on the put path', () => {
+  function indexBlocks(dir: string): number {
+    const [name] = fs.readdirSync(join(dir, 'index'))
+    return fs.statSync(join(dir, 'index', name)).blocks * 512
+  }
+
+  it('a few keys reserve their slot pages one by one; past the limit the slot table is reserved whole', async () => {
+    const dir = tempDir()
+    const store = await MessageStore.open(dir)
+    // Keys that differ in their first characters: sequential names hash to neighbouring slots.
+    const key = (i: number) => `${createHash('sha1').update(String(i)).digest('hex').slice(0, 12)}-${i}`
+    const put = (from: number, n: number) =>
+      store.putMessages(Array.from({ length: n }, (_, i) => ({ topic: 'IdxTopic', body: 'x', keys: key(from + i) })))
+    expect((await put(0, 20)).every((r) => r.status === 'PUT_OK')).toBe(true)
+    // 20 keys: at most 20 slot pages, the header page and the first entry chunks.
+    const small = indexBlocks(dir)
+    expect(small).toBeLessThan(1_000_000 * 4)
+    expect((await put(20, 280)).every((r) => r.status === 'PUT_OK')).toBe(true)
+    const slotTable = 40 + 1_000_000 * 4
+    expect(indexBlocks(dir)).toBeGreaterThanOrEqual(Math.floor(slotTable / 4096) * 4096)
+    for (const i of [0, 19, 20, 150, 299]) {
+      expect(store.queryMessage('IdxTopic', key(i), 4).messages.length).toBe(1)
+    }
+    await store.close()
   })
 })

@@ -60,6 +60,7 @@ export function closeStore(store: ClosingStore): Promise<void> {
       await store.compacted.close()
       await store.flusher.shutdown()
       await commitLog.mappedFileQueue.settle()
+      await store.index.current.settle()
     },
     durable: () => !store.flags.isSet('NOT_WRITEABLE'),
     flush: async () => {

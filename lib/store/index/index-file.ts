@@ -473,6 +473,11 @@ export class IndexFile {
     this.flushedChanges = changes
   }
 
+  /** Waits for the warm-ups of its reserved pages (see IndexReservation), so that a shutdown can unmap at once. */
+  settle(): Promise<void> {
+    return this.mappedFile.settle()
+  }
+
   /** Unmaps the file (once no flush is in flight). It does not flush. */
   shutdown(): void {
     this.mappedFile.shutdown(0)

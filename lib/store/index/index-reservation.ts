@@ -12,6 +12,14 @@ import { native } from '../../native.js'
 /** Entry-table blocks reserved per step (52,428 entries). */
 export const INDEX_ENTRY_RESERVE_CHUNK_BYTES = 1024 * 1024
 
+/**
+ * Slot pages reserved one by one before the whole slot table is reserved at once. Random keys
+ * touch every page of the table after a few thousand keys, so past this point the table is taken
+ * whole (one system call) and faulted in off the JS thread, instead of paying a reservation and a
+ * page fault on the put path for each of its pages; a small store keeps a small index.
+ */
+export const SLOT_PAGES_BEFORE_WHOLE_TABLE = 128
+
 export class IndexReservation {
   private readonly file: MappedFile
   private readonly page: number
@@ -19,6 +27,9 @@ export class IndexReservation {
   private readonly slotPages: Uint8Array
   /** Entry-table bytes below this are reserved (0 until the first entry of this run). */
   private entriesReservedTo = 0
+  /** Slot pages reserved one by one in this run; the whole table once it reaches the limit. */
+  private slotPagesReserved = 0
+  private wholeTable = false
 
   constructor(file: MappedFile, entriesStart: number, createdNow: boolean) {
     this.file = file
@@ -32,19 +43,41 @@ export class IndexReservation {
   slot(pos: number): void {
     const page = Math.floor(pos / this.page)
     if (this.slotPages[page] === 1) return
+    if (!this.wholeTable && this.slotPagesReserved >= SLOT_PAGES_BEFORE_WHOLE_TABLE && this.reserveWholeTable()) return
     this.check(this.file.reserveRange(page * this.page, this.page))
     this.slotPages[page] = 1
+    this.slotPagesReserved++
   }
 
-  /** Reserves the entry at `pos` (and a chunk ahead of it); throws NO_SPACE. */
+  /** Reserves every page of the header and slot table and faults them in off the JS thread. */
+  private reserveWholeTable(): boolean {
+    this.wholeTable = true
+    const end = this.slotPages.length * this.page
+    // A disk too full for the whole table goes on page by page (and says NO_SPACE when a page fails).
+    if (!this.file.reserveRange(0, end)) return false
+    this.slotPages.fill(1)
+    this.file.warmRange(0, end)
+    return true
+  }
+
+  /**
+   * Reserves the entry at `pos`; throws NO_SPACE. Within half a chunk of the reserved end, the
+   * next chunk is reserved and faulted in off the JS thread, so entries are written into pages
+   * that are already there.
+   */
   entry(pos: number, size: number): void {
     const end = pos + size
-    if (end <= this.entriesReservedTo) return
     const chunk = INDEX_ENTRY_RESERVE_CHUNK_BYTES
+    if (end + (chunk >>> 1) <= this.entriesReservedTo || this.entriesReservedTo >= this.file.fileSize) return
     const from = Math.max(this.entriesReservedTo, Math.floor(pos / this.page) * this.page)
     const to = Math.min(this.file.fileSize, Math.ceil(end / chunk) * chunk + chunk)
-    this.check(this.file.reserveRange(from, to - from))
+    if (!this.file.reserveRange(from, to - from)) {
+      // Ahead of need only: fail only when the entry itself has no blocks.
+      if (end > this.entriesReservedTo) this.check(false)
+      return
+    }
     this.entriesReservedTo = to
+    this.file.warmRange(from, to)
   }
 
   private check(ok: boolean): void {

@@ -421,6 +421,11 @@ export class IndexService {
     return files.length > 0 ? files[files.length - 1] : null
   }
 
+  /** Waits for the page warm-ups of every file, so that shutdown unmaps them at once. */
+  async settle(): Promise<void> {
+    for (const file of [...this.files]) await file.settle()
+  }
+
   /** Unmaps every file (without flushing: call flush first for durability). */
   shutdown(): void {
     if (this.closed) return

@@ -272,8 +272,13 @@ export class MappedFile {
     }
   }
 
-  /** Faults a newly reserved range in off the JS thread, as warm() did for the first chunk. */
-  private warmRange(from: number, to: number): void {
+  /**
+   * Faults [from, to) in off the JS thread, so that the writer does not take the page faults (a
+   * first touch of a file page costs more than writing a small record into it). The range must be
+   * reserved: populating a hole would allocate blocks behind the reservation's back. Best effort:
+   * a range that cannot be faulted in is left to fault on first use.
+   */
+  warmRange(from: number, to: number): void {
     const handle = this.handle
     if (handle === null || !this.hold()) return
     const warming: Promise<unknown> = handle
