@@ -41,6 +41,9 @@ import { withoutEviction } from './mapped/mapping-budget.js'
 
 export * from './types.js'
 
+/** Records a put appends, completes and dispatches at a time (a batch's records stay in the cache). */
+const PUT_SLICE = 64
+
 export class MessageStore implements AsyncDisposable {
   readonly storePath: string
   readonly config: MessageStoreConfig
@@ -104,46 +107,49 @@ export class MessageStore implements AsyncDisposable {
     let lastEnd = -1
     let waitForFlush = false
     const commitLog = this.e.commitLog
-    try {
-      for (let i = 0; i < messages.length; i++) {
-        const record = records[i]
-        if (isPrepareFailure(record)) {
-          results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
-          continue
-        }
-        let result: PutMessageResult
-        try {
-          result = commitLog.append(record, now)
-        } catch (error) {
-          this.e.logger('error', `append failed: ${(error as Error).message}`)
-          result = PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
-        }
-        results[i] = result
-        if (!result.isOk()) {
-          this.refused(messages[i], result)
-          // No room for the next file: read the disk now (a full disk then refuses the next puts
-          // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
-          if (result.status === 'CREATE_MAPEDFILE_FAILED') {
-            this.e.cleanup.checkDisk()
-            this.e.cleanLoop?.wakeup()
-          }
-          continue
-        }
-        appended++
-        bytes += result.wroteBytes
-        lastEnd = result.wroteOffset + result.wroteBytes
-        if (messages[i].properties?.WAIT !== 'false') waitForFlush = true
-      }
-    } finally {
-      commitLog.finishAppends()
-    }
     // Without a write buffer an appended record is readable at once, so it can be dispatched
     // from what we know here instead of being parsed back out of the commit log; the first that
-    // cannot be leaves the rest to the dispatcher's next pass.
-    if (appended > 0 && this.e.pool === null) {
-      for (let i = 0; i < messages.length; i++) {
+    // cannot be leaves the rest to the dispatcher's next pass. Slices of the batch are appended,
+    // completed (body CRCs) and dispatched in turn, while their records are still in the cache.
+    let directDispatch = this.e.pool === null
+    for (let from = 0; from < messages.length; from += PUT_SLICE) {
+      const to = Math.min(messages.length, from + PUT_SLICE)
+      try {
+        for (let i = from; i < to; i++) {
+          const record = records[i]
+          if (isPrepareFailure(record)) {
+            results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
+            continue
+          }
+          let result: PutMessageResult
+          try {
+            result = commitLog.append(record, now)
+          } catch (error) {
+            this.e.logger('error', `append failed: ${(error as Error).message}`)
+            result = PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
+          }
+          results[i] = result
+          if (!result.isOk()) {
+            this.refused(messages[i], result)
+            // No room for the next file: read the disk now (a full disk then refuses the next puts
+            // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
+            if (result.status === 'CREATE_MAPEDFILE_FAILED') {
+              this.e.cleanup.checkDisk()
+              this.e.cleanLoop?.wakeup()
+            }
+            continue
+          }
+          appended++
+          bytes += result.wroteBytes
+          lastEnd = result.wroteOffset + result.wroteBytes
+          if (messages[i].properties?.WAIT !== 'false') waitForFlush = true
+        }
+      } finally {
+        commitLog.finishAppends()
+      }
+      for (let i = from; i < to && directDispatch; i++) {
         const result = results[i]
-        if (result.wroteBytes > 0 && !this.dispatchAppended(records[i] as PreparedRecord, result)) break
+        if (result.wroteBytes > 0) directDispatch = this.dispatchAppended(records[i] as PreparedRecord, result)
       }
     }
     if (appended > 0) {
