@@ -36,6 +36,29 @@ function records(dir: string): Buffer[] {
 }
 
 describe('batch put', () => {
+  it('a batch whose late message is malformed stores none of it (records are built a slice at a time)', async () => {
+    const dir = tempDir()
+    const store = await MessageStore.open(dir)
+    try {
+      const good = (i: number) => ({ topic: 'ShapeTopic', body: `m${i}`, keys: `k${i}` })
+      for (const bad of [
+        { topic: 'ShapeTopic', body: 7 as unknown as string },
+        { topic: 'ShapeTopic', body: 'x', keys: [1] as unknown as string[] },
+        { topic: 'ShapeTopic', body: 'x', tags: 5 as unknown as string },
+        { topic: 'ShapeTopic', body: 'x', queueId: -1 },
+        null as unknown as { topic: string; body: string },
+      ]) {
+        const batch = [...Array.from({ length: 150 }, (_, i) => good(i)), bad, good(151)]
+        await expect(store.putMessages(batch)).rejects.toThrow(bad === null || bad.queueId === -1 ? Error : TypeError)
+        expect(store.getMaxPhyOffset()).toBe(0)
+      }
+      expect((await store.putMessages(Array.from({ length: 150 }, (_, i) => good(i)))).every((r) => r.status === 'PUT_OK')).toBe(true)
+      expect(store.getMaxOffsetInQueue('ShapeTopic', 0)).toBe(150)
+    } finally {
+      await store.close()
+    }
+  })
+
   it('writes every body CRC of a batch that crosses into new files, and reads check them', async () => {
     const dir = tempDir()
     const store = await MessageStore.open(dir, { mappedFileSizeCommitLog: 8 * 1024, messageIndexEnable: true })

@@ -5,7 +5,7 @@ import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
 import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
 import { PutMessageResult } from './commitlog/commit-log.js'
-import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PreparedRecord } from './commitlog/record.js'
+import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord } from './commitlog/record.js'
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'
@@ -13,6 +13,7 @@ import type { CompactReport, SetTopicConfigOptions, TopicConfig, TopicConfigInpu
 import {
   buildRecord,
   checkCommitOptions,
+  checkMessageShape,
   checkName,
   checkOffset,
   checkPositive,
@@ -95,13 +96,15 @@ export class MessageStore implements AsyncDisposable {
     const unavailable = this.e.checkWritable()
     if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
-    // Encode (and so validate) every message first: a TypeError for one message must not leave
-    // the earlier ones stored behind the caller's back. Body CRCs are computed on the written
-    // bytes, all of a batch in one native call (CommitLog.finishAppends).
+    // Check every message's shape first: a TypeError for one message must not leave the earlier
+    // ones stored behind the caller's back. Records are then built (and so validated, each failing
+    // alone) a slice at a time, so that only a slice of them is alive at once; their body CRCs are
+    // computed on the written bytes, a slice in one native call (CommitLog.finishAppends).
     const now = Date.now()
     const defaults = this.e.recordDefaults
     const compacted = this.e.compacted
-    const records = messages.map((message) => compacted.admit(message, buildRecord(message, now, defaults, BODY_CRC_AFTER_WRITE)))
+    for (let i = 0; i < messages.length; i++) checkMessageShape(messages[i])
+    const records: (PreparedRecord | PrepareFailure)[] = new Array(PUT_SLICE)
     let bytes = 0
     let appended = 0
     let lastEnd = -1
@@ -114,9 +117,12 @@ export class MessageStore implements AsyncDisposable {
     let directDispatch = this.e.pool === null
     for (let from = 0; from < messages.length; from += PUT_SLICE) {
       const to = Math.min(messages.length, from + PUT_SLICE)
+      for (let i = from; i < to; i++) {
+        records[i - from] = compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
+      }
       try {
         for (let i = from; i < to; i++) {
-          const record = records[i]
+          const record = records[i - from]
           if (isPrepareFailure(record)) {
             results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
             continue
@@ -149,9 +155,10 @@ export class MessageStore implements AsyncDisposable {
       }
       for (let i = from; i < to && directDispatch; i++) {
         const result = results[i]
-        if (result.wroteBytes > 0) directDispatch = this.dispatchAppended(records[i] as PreparedRecord, result)
+        if (result.wroteBytes > 0) directDispatch = this.dispatchAppended(records[i - from] as PreparedRecord, result)
       }
     }
+    records.fill(undefined as unknown as PreparedRecord)
     if (appended > 0) {
       this.e.dispatcher.schedule()
       if (this.e.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {

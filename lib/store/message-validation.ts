@@ -116,6 +116,22 @@ export function invalidKeys(keys: Message['keys']): string | null {
 }
 
 /**
+ * The misuse buildRecord throws for (a message that is not an object, fields of the wrong type),
+ * checked alone: a batch checks every message first, then builds records a slice at a time.
+ */
+export function checkMessageShape(message: Message): void {
+  if (message === null || typeof message !== 'object') throw new TypeError('message must be an object')
+  if (typeof message.topic !== 'string') throw new TypeError('message.topic must be a string')
+  checkQueueId(message.queueId ?? 0, 'message.queueId')
+  const body: unknown = message.body
+  if (typeof body !== 'string' && !(body instanceof Uint8Array)) throw new TypeError('message.body must be a Uint8Array or a string')
+  const tags: unknown = message.tags
+  if (tags !== undefined && typeof tags !== 'string') throw new TypeError('message.tags must be a string')
+  const keys: unknown = message.keys
+  if (keys !== undefined && typeof keys !== 'string') keysString(keys as string[])
+}
+
+/**
  * Validates a message and lays out its record; a message RocketMQ would refuse fails alone.
  * `bodyCRC`: the body's BODYCRC when the caller computed it (-1 or undefined: computed here).
  */
