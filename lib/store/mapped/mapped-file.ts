@@ -24,6 +24,7 @@ import { parseOffsetName } from './segment-name.js'
 import { staleRanges } from './stale-tail.js'
 import {
   reserveChunk,
+  reserveFirst,
   SelectMappedBufferResult,
   type AppendCallback,
   type AppendOutcome,
@@ -83,6 +84,8 @@ export class MappedFile {
   private reservedTo: number
   /** Bytes reserved per step; the file size when the whole file is reserved at creation. */
   readonly reserveChunkBytes: number
+  /** The first step; later steps double what is reserved, up to reserveChunkBytes. */
+  readonly reserveFirstBytes: number
   /** Why the last reservation failed (a NO_SPACE or IO_ERROR MQStoreError), for the caller's report. */
   lastReserveError: MQStoreError | null = null
 
@@ -99,6 +102,7 @@ export class MappedFile {
     this.unmapOnlyFlushed = options.unmapOnlyFlushed === true
     this.pool = this.readOnly ? null : (options.transientStorePool ?? null)
     this.reserveChunkBytes = reserveChunk(options, fileSize)
+    this.reserveFirstBytes = reserveFirst(options, this.reserveChunkBytes)
     this.reservedTo = this.readOnly ? fileSize : reservedTo
   }
 
@@ -166,7 +170,7 @@ export class MappedFile {
    */
   static create(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
     assertFileSize(fileSize)
-    const first = reserveChunk(options, fileSize)
+    const first = reserveFirst(options, reserveChunk(options, fileSize))
     const file = new MappedFile(fileName, fileSize, options, first)
     const cheap = options.syncOnFirstFlush === true
     const fd = createSegment(fileName, fileSize, first, cheap)
@@ -239,15 +243,19 @@ export class MappedFile {
   }
 
   /**
-   * Makes sure the blocks of [0, end) are reserved. When `end` comes within half a chunk of the
-   * reserved end, reserves through the chunk after the one holding `end`, so the writer reserves
-   * once per chunk. Returns false when the file system refuses (`lastReserveError` says why).
+   * Makes sure the blocks of [0, end) are reserved. When `end` comes within half a step of the
+   * reserved end, reserves through the step after the one holding `end`, so the writer reserves
+   * once per step. The step is the chunk, or with reserveFirstBytes what is reserved already
+   * (at least the first step, at most the chunk): a file's reservation grows with its data.
+   * Returns false when the file system refuses (`lastReserveError` says why).
    */
   reserve(end: number): boolean {
     const reserved = this.reservedTo
-    if (reserved >= this.fileSize || end + (this.reserveChunkBytes >>> 1) <= reserved) return true
+    if (reserved >= this.fileSize) return true
     const chunk = this.reserveChunkBytes
-    const target = Math.min(this.fileSize, Math.ceil(end / chunk) * chunk + chunk)
+    const step = reserved >= chunk ? chunk : Math.max(this.reserveFirstBytes, reserved)
+    if (end + (step >>> 1) <= reserved) return true
+    const target = Math.min(this.fileSize, Math.ceil(end / step) * step + step)
     if (!this.reserveRange(reserved, target - reserved)) return false
     this.reservedTo = target
     if (this.warmed) this.warmRange(reserved, target)
@@ -560,6 +568,23 @@ export class MappedFile {
   exposedBuffer(): Buffer {
     if (this.cleanupOver) return EMPTY
     return this.sharedOut.view(this.fileName, this.fileSize).subarray(0, this.readPosition)
+  }
+
+  /**
+   * Reads [from, from + target.length) into `target` through a descriptor, not the mapping (zeros
+   * past the file's end), for scans of a file's unwritten rest: reading a hole through a mapping of
+   * a tmpfs file allocates a page (a SIGBUS once it is full); read(2) returns zeros.
+   */
+  readThroughDescriptor(from: number, target: Buffer): void {
+    let done = 0
+    descriptors.use(this.fileName, false, (fd) => {
+      while (done < target.length) {
+        const n = fs.readSync(fd, target, done, target.length - done, from + done)
+        if (n === 0) break
+        done += n
+      }
+    })
+    target.fill(0, done)
   }
 
   // ---- reference counting -------------------------------------------------------------------

@@ -30,10 +30,17 @@ import { QueueDirectories, type OwedSync } from './queue-directories.js'
 
 export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
 /**
- * Disk blocks of a consume-queue file are reserved this far ahead of the writer (3,276 units), so
- * a new queue takes 64 KiB, not a whole file.
+ * Disk blocks of a consume-queue file are reserved ahead of the writer, at most this far (3,276
+ * units), never a whole file at once.
  */
 export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
+/**
+ * A new queue's first reservation: one page (204 units), doubling with the queue up to the chunk,
+ * so that thousands of small queues take a page each, not a chunk each.
+ */
+export const CQ_RESERVE_FIRST_BYTES = 4096
+/** Bytes of whole units read at a time when recovery looks for units after a queue's end. */
+const UNITS_AFTER_CHUNK_BYTES = CQ_STORE_UNIT_SIZE * 3276
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -115,10 +122,11 @@ export class ConsumeQueue {
     this.directories = options.directories ?? new QueueDirectories()
     // Files are mapped on first use within the store's budget, and created without the fsync
     // chain: a consume queue is derived, and its files become durable with their first flush.
-    // Their blocks are reserved a chunk at a time, so a new queue takes a chunk of disk.
+    // Their blocks are reserved in steps that grow with the queue, so a new queue takes a page.
     this.mappedFileQueue = new MappedFileQueue(this.storePath, mappedFileSize, {
       readOnly: this.readOnly,
       reserveChunkBytes: CQ_RESERVE_CHUNK_BYTES,
+      reserveFirstBytes: CQ_RESERVE_FIRST_BYTES,
       budget: options.budget ?? null,
       syncOnFirstFlush: !this.readOnly,
     })
@@ -258,10 +266,19 @@ export class ConsumeQueue {
     const files = this.mappedFileQueue.mappedFiles
     const stop = `the units stop at queue offset ${queueOffsetAt(files[index].fileFromOffset + end)}`
     if (index + 1 < files.length) return `${stop} but ${files.length - index - 1} later file(s) follow`
-    const buffer = this.wholeFile(files[index])
+    const file = files[index]
+    const buffer = this.wholeFile(file)
     if (end < this.mappedFileSize && !isQuiet(buffer, end, end + CQ_STORE_UNIT_SIZE)) return `${stop}, at a unit that is not zeros`
-    const at = firstValidUnit(buffer, end + CQ_STORE_UNIT_SIZE, this.mappedFileSize)
-    return at < 0 ? null : `${stop} but a unit at queue offset ${queueOffsetAt(files[index].fileFromOffset + at)} follows`
+    // The rest of the file is mostly holes (its blocks are reserved as the queue grows): read it
+    // through the descriptor, a chunk of whole units at a time, not through the mapping.
+    const chunk = Buffer.allocUnsafe(UNITS_AFTER_CHUNK_BYTES)
+    for (let from = end + CQ_STORE_UNIT_SIZE; from < this.mappedFileSize; from += chunk.length) {
+      const length = Math.min(chunk.length, this.mappedFileSize - from)
+      file.readThroughDescriptor(from, chunk.subarray(0, length))
+      const at = firstValidUnit(chunk, 0, length)
+      if (at >= 0) return `${stop} but a unit at queue offset ${queueOffsetAt(file.fileFromOffset + from + at)} follows`
+    }
+    return null
   }
 
   /** The queue's data ends at `processOffset`: positions there, later files cut off. */
