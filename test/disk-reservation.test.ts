@@ -132,7 +132,9 @@ describe('a store that starts small', () => {
   it('a queue of a few messages takes a page of consume queue, not a chunk: 300 queues of 4 messages', async () => {
     const store = await MessageStore.open(dir)
     for (let round = 0; round < 4; round++) {
-      const results = await store.putMessages(Array.from({ length: 300 }, (_, q) => ({ topic: `t${q % 30}`, queueId: q % 10, body: 'small' })))
+      const results = await store.putMessages(
+        Array.from({ length: 300 }, (_, q) => ({ topic: `t${q % 30}`, queueId: q % 10, body: 'small' })),
+      )
       expect(results.every((r) => r.status === 'PUT_OK')).toBe(true)
     }
     await store.close()
