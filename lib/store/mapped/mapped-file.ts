@@ -242,13 +242,7 @@ export class MappedFile {
     return this.reservedTo
   }
 
-  /**
-   * Makes sure the blocks of [0, end) are reserved. When `end` comes within half a step of the
-   * reserved end, reserves through the step after the one holding `end`, so the writer reserves
-   * once per step. The step is the chunk, or with reserveFirstBytes what is reserved already
-   * (at least the first step, at most the chunk): a file's reservation grows with its data.
-   * Returns false when the file system refuses (`lastReserveError` says why).
-   */
+  /** Reserves [0, end): near the reserved end (half a step), through the step after `end`'s; the step grows from reserveFirstBytes to the chunk. False when refused (`lastReserveError`). */
   reserve(end: number): boolean {
     const reserved = this.reservedTo
     if (reserved >= this.fileSize) return true
@@ -568,23 +562,6 @@ export class MappedFile {
   exposedBuffer(): Buffer {
     if (this.cleanupOver) return EMPTY
     return this.sharedOut.view(this.fileName, this.fileSize).subarray(0, this.readPosition)
-  }
-
-  /**
-   * Reads [from, from + target.length) into `target` through a descriptor, not the mapping (zeros
-   * past the file's end), for scans of a file's unwritten rest: reading a hole through a mapping of
-   * a tmpfs file allocates a page (a SIGBUS once it is full); read(2) returns zeros.
-   */
-  readThroughDescriptor(from: number, target: Buffer): void {
-    let done = 0
-    descriptors.use(this.fileName, false, (fd) => {
-      while (done < target.length) {
-        const n = fs.readSync(fd, target, done, target.length - done, from + done)
-        if (n === 0) break
-        done += n
-      }
-    })
-    target.fill(0, done)
   }
 
   // ---- reference counting -------------------------------------------------------------------

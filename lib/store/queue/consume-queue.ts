@@ -20,7 +20,7 @@ import {
   readUnitOffset,
   readUnitSize,
   readUnitTagsCode,
-  firstValidUnit,
+  firstValidUnitInFile,
   isQuiet,
   STALE_UNITS_QUIET_BYTES,
   unitRunDamage,
@@ -34,13 +34,8 @@ export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
  * units), never a whole file at once.
  */
 export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
-/**
- * A new queue's first reservation: one page (204 units), doubling with the queue up to the chunk,
- * so that thousands of small queues take a page each, not a chunk each.
- */
+/** A new queue's first reservation: a page (204 units), doubling with the queue up to the chunk. */
 export const CQ_RESERVE_FIRST_BYTES = 4096
-/** Bytes of whole units read at a time when recovery looks for units after a queue's end. */
-const UNITS_AFTER_CHUNK_BYTES = CQ_STORE_UNIT_SIZE * 3276
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -269,16 +264,9 @@ export class ConsumeQueue {
     const file = files[index]
     const buffer = this.wholeFile(file)
     if (end < this.mappedFileSize && !isQuiet(buffer, end, end + CQ_STORE_UNIT_SIZE)) return `${stop}, at a unit that is not zeros`
-    // The rest of the file is mostly holes (its blocks are reserved as the queue grows): read it
-    // through the descriptor, a chunk of whole units at a time, not through the mapping.
-    const chunk = Buffer.allocUnsafe(UNITS_AFTER_CHUNK_BYTES)
-    for (let from = end + CQ_STORE_UNIT_SIZE; from < this.mappedFileSize; from += chunk.length) {
-      const length = Math.min(chunk.length, this.mappedFileSize - from)
-      file.readThroughDescriptor(from, chunk.subarray(0, length))
-      const at = firstValidUnit(chunk, 0, length)
-      if (at >= 0) return `${stop} but a unit at queue offset ${queueOffsetAt(file.fileFromOffset + from + at)} follows`
-    }
-    return null
+    // The rest is mostly holes (blocks are reserved as the queue grows): read, not mapped.
+    const at = firstValidUnitInFile(file.fileName, end + CQ_STORE_UNIT_SIZE, this.mappedFileSize)
+    return at < 0 ? null : `${stop} but a unit at queue offset ${queueOffsetAt(file.fileFromOffset + at)} follows`
   }
 
   /** The queue's data ends at `processOffset`: positions there, later files cut off. */
