@@ -34,6 +34,8 @@ import {
   type BenchConfig,
   type BigStoreResult,
   type EngineResult,
+  type PhaseWindow,
+  windowSince,
 } from './workload.js'
 
 const GROUP = 'bench'
@@ -62,7 +64,8 @@ function packageVersion(): string {
 }
 
 export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
-  const result: EngineResult = { engine: 'mqstore', version: packageVersion() }
+  const windows: PhaseWindow[] = []
+  const result: EngineResult = { engine: 'mqstore', version: packageVersion(), windows }
   const phases = config.phases
   const options: OpenOptions = { ...COMMON, flushDiskType: 'ASYNC_FLUSH' }
 
@@ -88,6 +91,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         // the key index), so the time covers everything a reader needs.
         const scanned = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
         const putSeconds = secondsSince(started)
+        windows.push(windowSince('put', started))
         check(scanned === scannedQueueSize(config.count), `queue holds ${scanned} messages after put`)
         result.put = {
           count: config.count,
@@ -103,6 +107,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const expected = scannedQueueSize(config.count)
           log(`mqstore: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const runs: number[] = []
+          const scanStarted = now()
           for (let run = 0; run < SCAN_RUNS; run++) {
             const t0 = now()
             let offset = 0
@@ -121,11 +126,13 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
             runs.push(secondsSince(t0))
             check(seen === expected && bytes === expected * BODY_SIZE, `scan saw ${seen} messages, ${bytes} bytes`)
           }
+          windows.push(windowSince('scan, getMessage', scanStarted))
           const seconds = median(runs)
           result.scan = { count: expected, runs, seconds, rate: expected / seconds }
 
           log(`mqstore: consume() ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const consumeRuns: number[] = []
+          const consumeStarted = now()
           for (let run = 0; run < SCAN_RUNS; run++) {
             const t0 = now()
             let seen = 0
@@ -139,6 +146,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
             consumeRuns.push(secondsSince(t0))
             check(seen === expected && bytes === expected * BODY_SIZE, `consume saw ${seen} messages, ${bytes} bytes`)
           }
+          windows.push(windowSince('scan, consume()', consumeStarted))
           const consumeSeconds = median(consumeRuns)
           result.scanConsume = { count: expected, runs: consumeRuns, seconds: consumeSeconds, rate: expected / consumeSeconds }
         }
@@ -162,6 +170,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
             if (got.messages.length === 1 && got.messages[0].body.readUInt32BE(0) === picks[j]) found++
           }
           const seconds = secondsSince(t0)
+          windows.push(windowSince('lookup', t0))
           check(found === n, `lookups found ${found} of ${n}`)
           result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency) }
         }
@@ -172,8 +181,10 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const t0 = now()
           await store.close()
           const t1 = now()
+          windows.push(windowSince('close', t0))
           store = await MessageStore.open(dir, options)
           const t2 = now()
+          windows.push(windowSince('open', t1))
           const size = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
           check(size === scannedQueueSize(config.count), `queue holds ${size} messages after reopen`)
           check(store.stats().lastExitOK, 'reopen did not see a clean shutdown')
@@ -197,10 +208,12 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
       try {
         const n = config.syncCount
         log(`mqstore: SYNC_FLUSH put of ${n} messages by ${SYNC_PRODUCERS} producers`)
+        const syncStarted = now()
         const { seconds, latencyNs } = await runProducers(n, SYNC_PRODUCERS, async (i) => {
           const put = await store.putMessage(message(i, makeBody(i)))
           if (put.status !== 'PUT_OK') throw new Error(`sync put ${i}: ${put.status}`)
         })
+        windows.push(windowSince('SYNC put', syncStarted))
         result.sync = {
           count: n,
           producers: SYNC_PRODUCERS,
@@ -217,7 +230,11 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     }
   }
   // (6) a store of about bigBytes: crash, recovery, clean reopen, disk per logical byte
-  if (phases.has('big')) result.big = await bigStore(config)
+  if (phases.has('big')) {
+    const bigStarted = now()
+    result.big = await bigStore(config)
+    windows.push(windowSince('big store', bigStarted))
+  }
   return result
 }
 

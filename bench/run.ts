@@ -1,16 +1,32 @@
 // mqstore vs lmdb vs SQLite on one workload: put, ordered scan of one queue, random lookups by key,
-// reopen, and durable puts from 64 concurrent producers. See bench/README.md.
+// reopen, and durable puts from 64 concurrent producers; three runs with the engines alternating,
+// each engine in its own child process, and the JS encode and memcpy limits measured alongside.
+// See bench/README.md.
 //
-//   npm run bench                                  # 1,000,000 messages, every engine
-//   npm run bench -- --count 100000 --json         # smaller, machine-readable
+//   npm run bench -- --count 400000 --phases put,scan,lookup,reopen
+//   npm run bench -- --count 100000 --json         # machine-readable
+//   npm run bench -- --cpu-prof                    # a CPU profile of each mqstore run, summarised
 //   node dist/bench/run.js --only mqstore          # one engine, in this process (for profiling)
 import { fork } from 'node:child_process'
 import * as fs from 'node:fs'
+import * as os from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { jsonReport, markdownReport, missedTargets, textReport } from './report.js'
-import { BenchError, ENGINES, log, PHASES, type BenchConfig, type EngineName, type EngineResult, type PhaseName } from './workload.js'
+import type { LimitsResult } from './limits.js'
+import { readProfile, summarizeProfile, type ProfileSummary } from './profile.js'
+import { jsonReport, markdownReport, MAX_LOAD, missedTargets, textReport, type BenchRuns } from './report.js'
+import {
+  BenchError,
+  ENGINES,
+  log,
+  PHASES,
+  rotation,
+  type BenchConfig,
+  type EngineName,
+  type EngineResult,
+  type PhaseName,
+} from './workload.js'
 
 const USAGE = `usage: node dist/bench/run.js [options]
 
@@ -20,17 +36,26 @@ const USAGE = `usage: node dist/bench/run.js [options]
   --big-mib N       MiB of commit log in the crash/reopen phase 'big' (default 1024; env BENCH_BIG_MIB)
   --out DIR         where the JSON and Markdown results go (default bench/results; env BENCH_OUT)
   --phases LIST     comma-separated subset of ${PHASES.join(',')} (scan, lookup and reopen imply put)
+  --runs N          runs, engines alternating from run to run; figures are medians (default 3;
+                    1 with --only)
   --only LIST       comma-separated subset of ${ENGINES.join(',')}, run in this process
-                    (default: every engine, each in its own child process)
+                    (default: every engine, each in its own child process per run)
+  --allow-load      run although the 1-minute load average is above ${MAX_LOAD} (ratios are then marked
+                    not valid; without it such a run is refused)
+  --cpu-prof        write a CPU profile of each mqstore child to <out>/prof and print its top
+                    self-time functions per phase
   --seed N          seed of the lookup key sample (default 42)
   --json            print the results as JSON on stdout (progress stays on stderr)
-  --strict          exit with status 2 when mqstore misses a target
+  --strict          exit with status 2 when mqstore misses a target (3 when ratios are not valid)
   --help            this text
 `
 
 interface Cli {
   config: BenchConfig
   engines: EngineName[]
+  runs: number
+  allowLoad: boolean
+  cpuProf: boolean
   inProcess: boolean
   json: boolean
   strict: boolean
@@ -68,6 +93,9 @@ function parseArgs(argv: string[]): Cli | null {
   let phases: PhaseName[] = [...PHASES]
   let engines: EngineName[] = [...ENGINES]
   let inProcess = false
+  let runs: number | undefined
+  let allowLoad = false
+  let cpuProf = false
   let seed = 42
   let json = false
   let strict = false
@@ -101,6 +129,15 @@ function parseArgs(argv: string[]): Cli | null {
         engines = parseList(value(), ENGINES, '--only')
         inProcess = true
         break
+      case '--runs':
+        runs = positiveInt(value(), '--runs')
+        break
+      case '--allow-load':
+        allowLoad = true
+        break
+      case '--cpu-prof':
+        cpuProf = true
+        break
       case '--seed':
         seed = positiveInt(value(), '--seed')
         break
@@ -121,11 +158,17 @@ function parseArgs(argv: string[]): Cli | null {
         throw new BenchError(`unknown argument '${arg}'\n\n${USAGE}`)
     }
   }
+  if (cpuProf && inProcess) {
+    throw new BenchError('--cpu-prof profiles the child processes; with --only, run node --cpu-prof --cpu-prof-dir=DIR dist/bench/run.js')
+  }
   const phaseSet = new Set<PhaseName>(phases)
   if (phaseSet.has('scan') || phaseSet.has('lookup') || phaseSet.has('reopen')) phaseSet.add('put')
   return {
     config: { count, lookups: Math.min(lookups, count), syncCount, bigBytes: bigMiB * 2 ** 20, phases: phaseSet, seed },
     engines,
+    runs: runs ?? (inProcess ? 1 : 3),
+    allowLoad,
+    cpuProf,
     out,
     inProcess,
     json,
@@ -145,8 +188,8 @@ async function runEngine(engine: EngineName, config: BenchConfig): Promise<Engin
   }
 }
 
-/** Runs one engine in a child process (same node flags), so engines share no heap, GC or caches. */
-function runEngineInChild(engine: EngineName, config: BenchConfig): Promise<EngineResult> {
+/** Runs one engine in a child process (same node flags, and `execArgv`), so engines share no heap, GC or caches. */
+function runEngineInChild(engine: EngineName, config: BenchConfig, execArgv: string[] = []): Promise<EngineResult> {
   const args = [
     '--child',
     '--only',
@@ -166,7 +209,10 @@ function runEngineInChild(engine: EngineName, config: BenchConfig): Promise<Engi
   ]
   return new Promise((resolve, reject) => {
     let result: EngineResult | null = null
-    const child = fork(fileURLToPath(import.meta.url), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    const child = fork(fileURLToPath(import.meta.url), args, {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      execArgv: [...process.execArgv, ...execArgv],
+    })
     child.on('message', (message) => {
       result = message as EngineResult
     })
@@ -176,6 +222,28 @@ function runEngineInChild(engine: EngineName, config: BenchConfig): Promise<Engi
       else reject(new BenchError(`${engine}: child exited with ${signal ?? `status ${code}`}`))
     })
   })
+}
+
+/** The JS encode and memcpy limits, measured in a child process of their own. */
+function measureLimitsInChild(): Promise<LimitsResult> {
+  return new Promise((resolve, reject) => {
+    let result: LimitsResult | null = null
+    const child = fork(fileURLToPath(new URL('./limits.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    child.on('message', (message) => {
+      result = message as LimitsResult
+    })
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      if (result !== null && code === 0) resolve(result)
+      else reject(new BenchError(`limits: child exited with ${signal ?? `status ${code}`}`))
+    })
+  })
+}
+
+/** Top self-time functions of a profile, over the whole run and per phase of `result`. */
+function profileSummaries(path: string, result: EngineResult | undefined): ProfileSummary[] {
+  const profile = readProfile(path)
+  return [summarizeProfile(profile), ...(result?.windows ?? []).map((w) => summarizeProfile(profile, w))]
 }
 
 // ---- main ----------------------------------------------------------------------------------------
@@ -191,28 +259,67 @@ async function main(): Promise<number> {
     return 0
   }
 
-  const results: Partial<Record<EngineName, EngineResult>> = {}
-  const errors: string[] = []
-  for (const engine of cli.engines) {
-    try {
-      results[engine] = cli.inProcess ? await runEngine(engine, config) : await runEngineInChild(engine, config)
-    } catch (error) {
-      const message = `${engine}: ${(error as Error)?.stack ?? String(error)}`
-      errors.push(message)
-      log(`FAILED ${message}`)
+  // Other work on the cores slows the engines unequally: ratios measured then do not hold.
+  const atStart = os.loadavg()
+  const loadValid = atStart[0] <= MAX_LOAD
+  if (!loadValid) {
+    const text = `load average ${atStart[0].toFixed(2)} at start is above ${MAX_LOAD}: ratios between engines would not be valid`
+    if (!cli.allowLoad && !cli.inProcess) {
+      log(`${text}; wait for a quiet machine, or pass --allow-load to run anyway (every ratio is then marked not valid)`)
+      return 3
     }
+    log(`${text}; running anyway, every ratio is marked not valid`)
+  }
+
+  const bench: BenchRuns = { config, runs: [], orders: [], limits: [], load: { atStart, valid: loadValid }, errors: [], profiles: [] }
+  const profDir = join(cli.out, 'prof')
+  for (let run = 0; run < cli.runs; run++) {
+    const order = rotation(cli.engines, run)
+    bench.orders.push(order)
+    log(`run ${run + 1} of ${cli.runs}: limits, then ${order.join(', ')}`)
+    try {
+      bench.limits.push(await measureLimitsInChild())
+    } catch (error) {
+      bench.limits.push(undefined)
+      bench.errors.push(`run ${run + 1}: ${(error as Error).message}`)
+    }
+    const results: Partial<Record<EngineName, EngineResult>> = {}
+    for (const engine of order) {
+      const profName = `mqstore-run${run + 1}.cpuprofile`
+      const profiled = cli.cpuProf && engine === 'mqstore'
+      try {
+        if (cli.inProcess) results[engine] = await runEngine(engine, config)
+        else {
+          const execArgv = profiled ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${profName}`] : []
+          results[engine] = await runEngineInChild(engine, config, execArgv)
+        }
+      } catch (error) {
+        const message = `run ${run + 1}, ${engine}: ${(error as Error)?.stack ?? String(error)}`
+        bench.errors.push(message)
+        log(`FAILED ${message}`)
+      }
+      if (profiled && fs.existsSync(join(profDir, profName))) {
+        bench.profiles.push({
+          run: run + 1,
+          file: join(profDir, profName),
+          summaries: profileSummaries(join(profDir, profName), results[engine]),
+        })
+      }
+    }
+    bench.runs.push(results)
   }
 
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const base = join(cli.out, `bench-${stamp}`)
   fs.mkdirSync(cli.out, { recursive: true })
-  fs.writeFileSync(`${base}.json`, `${JSON.stringify(jsonReport(config, results, errors), null, 2)}\n`)
-  fs.writeFileSync(`${base}.md`, markdownReport(config, results, errors))
+  fs.writeFileSync(`${base}.json`, `${JSON.stringify(jsonReport(bench), null, 2)}\n`)
+  fs.writeFileSync(`${base}.md`, markdownReport(bench))
   log(`results written to ${base}.json and ${base}.md`)
-  if (cli.json) process.stdout.write(`${JSON.stringify(jsonReport(config, results, errors), null, 2)}\n`)
-  else process.stdout.write(`\n${textReport(config, results, errors)}\n`)
-  if (errors.length > 0) return 1
-  if (cli.strict && missedTargets(results).length > 0) return 2
+  if (cli.json) process.stdout.write(`${JSON.stringify(jsonReport(bench), null, 2)}\n`)
+  else process.stdout.write(`\n${textReport(bench)}\n`)
+  if (bench.errors.length > 0) return 1
+  if (cli.strict && !loadValid) return 3
+  if (cli.strict && missedTargets(bench).length > 0) return 2
   return 0
 }
 

@@ -133,6 +133,41 @@ export function quantile(sorted: Float64Array, q: number): number {
   return sorted[rank]
 }
 
+/** The items in the order of run `run` (0-based): each run starts one item later (run 1 = b, c, a). */
+export function rotation<T>(items: readonly T[], run: number): T[] {
+  const n = items.length
+  if (n === 0) return []
+  const shift = ((run % n) + n) % n
+  return [...items.slice(shift), ...items.slice(0, shift)]
+}
+
+/** A figure over several runs: the median is what the report shows, min and max its spread. */
+export interface Spread {
+  median: number
+  min: number
+  max: number
+  values: number[]
+}
+
+/** The spread of the finite values, undefined when there are none. */
+export function spreadOf(values: readonly (number | undefined)[]): Spread | undefined {
+  const finite = values.filter((v): v is number => v !== undefined && Number.isFinite(v))
+  if (finite.length === 0) return undefined
+  return { median: median(finite), min: Math.min(...finite), max: Math.max(...finite), values: finite }
+}
+
+/** A phase's time window on the process.hrtime clock, in microseconds (the CPU profile's clock). */
+export interface PhaseWindow {
+  name: string
+  fromUs: number
+  toUs: number
+}
+
+/** The window from `started` (process.hrtime.bigint()) to now. */
+export function windowSince(name: string, started: bigint): PhaseWindow {
+  return { name, fromUs: Number(started / 1000n), toUs: Number(process.hrtime.bigint() / 1000n) }
+}
+
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = sorted.length >> 1
@@ -265,6 +300,8 @@ export interface EngineResult {
   reopen?: ReopenResult
   sync?: SyncResult
   big?: BigStoreResult
+  /** When each phase ran (for the per-phase CPU profile summaries). */
+  windows?: PhaseWindow[]
 }
 
 /** Records `latencyNs[k]` for each operation `op(k)` awaited by `producers` concurrent loops. */

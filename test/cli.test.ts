@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { Progress } from '../lib/cli/frame.js'
+import { COMMANDS } from '../lib/cli/main.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { repoRoot, tempDir } from './helpers/tmp.js'
 
@@ -13,10 +14,18 @@ const CLI = join(repoRoot, 'dist/lib/cli/main.js')
 const SMALL: OpenOptions = { mappedFileSizeCommitLog: 64 * 1024, mappedFileSizeConsumeQueue: 400, maxHashSlotNum: 64, maxIndexNum: 256 }
 const BINARY = Buffer.from([0xff, 0xfe, 0x00, 0x80])
 
-function cli(...args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 60_000 })
+type CliResult = { code: number | null; stdout: string; stderr: string }
+
+function runIn(cwd: string | undefined, args: string[]): CliResult {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 60_000, cwd })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
+
+function cli(...args: string[]): CliResult {
+  return runIn(undefined, args)
+}
+/** The command run with `cwd` as its working directory. */
+cli.at = (cwd: string, ...args: string[]): CliResult => runIn(cwd, args)
 
 function json<T = any>(...args: string[]): T {
   const r = cli(...args, '--json')
@@ -225,16 +234,23 @@ describe('mqstore stats', () => {
 })
 
 describe('the command frame', () => {
-  it('has --help for the command and for each subcommand', () => {
+  it('has --help and -h for the command and for every subcommand, which touch no directory', () => {
     const top = cli('--help')
     expect(top.code).toBe(0)
-    for (const name of ['inspect', 'tail', 'get', 'stats', 'verify', 'bench', 'demo']) {
+    const names = COMMANDS.map((c) => c.name)
+    expect(names).toEqual(expect.arrayContaining(['inspect', 'tail', 'get', 'stats', 'verify', 'clean', 'compact', 'bench', 'demo']))
+    // Run where a command that took '-h' for a store directory would leave one behind.
+    const cwd = tempDir('mqstore-cli-help-')
+    for (const name of names) {
       expect(top.stdout).toContain(`  ${name}`)
-      const help = cli(name, '--help')
-      expect(help.code, name).toBe(0)
-      expect(help.stdout, name).toMatch(new RegExp(`^usage: mqstore ${name}`))
+      for (const args of [['--help'], ['-h'], [join(cwd, 'store'), '--help']]) {
+        const help = cli.at(cwd, name, ...args)
+        expect(help.code, `${name} ${args.join(' ')}: ${help.stderr}`).toBe(0)
+        expect(help.stdout, name).toMatch(new RegExp(`^usage: mqstore ${name}`))
+      }
     }
-  })
+    expect(fs.readdirSync(cwd)).toEqual([])
+  }, 180_000)
 
   it('prints one line per error, a stack only with --debug, JSON with --json, and exit codes', () => {
     const missing = cli('inspect', join(dir, 'nope'))

@@ -57,10 +57,10 @@ describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
       },
     }
     let store = await MessageStore.open(dir, options)
-    // Each new queue reserves its first chunk; one put per queue until a queue finds no room.
+    // Each new queue reserves its first page; one put per queue until a queue finds no room.
     const statuses: string[] = []
     let reason = ''
-    for (let queueId = 0; queueId < 64; queueId++) {
+    for (let queueId = 0; queueId < 1024; queueId++) {
       const result = await store.putMessage({ topic: 't', queueId, body: `m${queueId}` })
       statuses.push(result.status)
       if (result.status !== 'PUT_OK') {

@@ -4,6 +4,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
+import { native } from '../lib/native.js'
 import { MappedFile } from '../lib/store/mapped/mapped-file.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore } from '../lib/store/message-store.js'
@@ -47,6 +48,30 @@ describe('chunked reservation of a mapped file', () => {
       expect(file.reservedPosition).toBe(7 * MiB)
       expect(file.reserve(8 * MiB)).toBe(true)
       expect(file.reservedPosition).toBe(8 * MiB)
+    } finally {
+      file.shutdown(0)
+    }
+  })
+
+  it('with a first step, the reservation starts at one page and doubles with the data up to the chunk', () => {
+    const page = native.pageSize
+    const file = MappedFile.create(join(dir, formatOffsetName(0)), 8 * MiB, { reserveChunkBytes: 16 * page, reserveFirstBytes: 1 })
+    try {
+      expect(file.reservedPosition).toBe(page)
+      expect(fs.statSync(file.fileName).blocks * 512).toBeLessThanOrEqual(page)
+      expect(file.reserve(page / 2)).toBe(true)
+      expect(file.reservedPosition).toBe(page)
+      // Each step is as large as what is reserved already: 1, 2, 4, 8, 16 pages, then 16 at a time.
+      const steps: number[] = []
+      for (let end = 0; end <= 64 * page; end += 20) {
+        const before = file.reservedPosition
+        expect(file.reserve(end)).toBe(true)
+        expect(file.reservedPosition).toBeGreaterThanOrEqual(end)
+        if (file.reservedPosition !== before) steps.push((file.reservedPosition - before) / page)
+      }
+      expect(steps.slice(0, 5)).toEqual([1, 2, 4, 8, 16])
+      expect(new Set(steps.slice(4))).toEqual(new Set([16]))
+      expect(fs.statSync(file.fileName).blocks * 512).toBeGreaterThanOrEqual(file.reservedPosition)
     } finally {
       file.shutdown(0)
     }
@@ -102,6 +127,22 @@ describe('a store that starts small', () => {
     await store.close()
     expect(fs.statSync(join(dir, 'commitlog', formatOffsetName(0))).size).toBe(1024 * MiB)
     expect(diskBytes(dir)).toBeLessThanOrEqual(16 * MiB)
+  })
+
+  it('a queue of a few messages takes a page of consume queue, not a chunk: 300 queues of 4 messages', async () => {
+    const store = await MessageStore.open(dir)
+    for (let round = 0; round < 4; round++) {
+      const results = await store.putMessages(
+        Array.from({ length: 300 }, (_, q) => ({ topic: `t${q % 30}`, queueId: q % 10, body: 'small' })),
+      )
+      expect(results.every((r) => r.status === 'PUT_OK')).toBe(true)
+    }
+    await store.close()
+    // One page of units per queue file (64 KiB each before), and the queue folders themselves.
+    const cq = join(dir, 'consumequeue')
+    expect(fs.readdirSync(cq)).toHaveLength(30)
+    const page = Math.max(native.pageSize, 4096)
+    expect(diskBytes(cq)).toBeLessThanOrEqual(300 * page)
   })
 
   it('disk use follows the data: 24 MB of messages take less than 24 MB plus 16 MB', async () => {

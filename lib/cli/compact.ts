@@ -27,13 +27,15 @@ interface Parsed {
   index: { maxHashSlotNum?: number; maxIndexNum?: number }
 }
 
-function parse(args: readonly string[]): Parsed | string {
+function parse(args: readonly string[]): Parsed | 'help' | string {
   let dir: string | undefined
   let topic: string | undefined
   let json = false
   const index: Parsed['index'] = {}
   for (let i = 0; i < args.length; i++) {
     const a = args[i]
+    // '-h' and any other '-x' are options, never a store directory to open (and so create).
+    if (a === '--help' || a === '-h') return 'help'
     if (a === '--json') json = true
     else if (a === '--max-hash-slot-num' || a === '--max-index-num') {
       const value = Number(args[++i])
@@ -43,7 +45,7 @@ function parse(args: readonly string[]): Parsed | string {
     } else if (a === '--topic') {
       topic = args[++i]
       if (topic === undefined) return '--topic needs a topic name'
-    } else if (a.startsWith('--')) return `unknown option ${a}`
+    } else if (a.startsWith('-') && a !== '-') return `unknown option ${a}`
     else if (dir === undefined) dir = a
     else return `unexpected argument ${a}`
   }
@@ -111,6 +113,10 @@ export function formatCompactReport(r: CompactReport): string {
 
 export async function runCompact(args: readonly string[], out: Output = process.stdout, err: Output = process.stderr): Promise<number> {
   const parsed = parse(args)
+  if (parsed === 'help') {
+    out.write(COMPACT_USAGE)
+    return 0
+  }
   if (typeof parsed === 'string') {
     err.write(`mqstore compact: ${parsed}\n${COMPACT_USAGE}`)
     return 2

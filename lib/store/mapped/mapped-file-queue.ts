@@ -41,6 +41,8 @@ export interface MappedFileQueueOptions {
   readOnly?: boolean
   /** Reserve each file's disk blocks in chunks of this size ahead of the writer (MappedFile). */
   reserveChunkBytes?: number
+  /** The first reservation step of each file, doubling up to reserveChunkBytes (MappedFile). */
+  reserveFirstBytes?: number
   /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
   budget?: MappingBudget | null
   /**
@@ -96,6 +98,7 @@ export class MappedFileQueue {
       transientStorePool: this.options.transientStorePool ?? null,
       readOnly: this.options.readOnly === true,
       reserveChunkBytes: this.options.reserveChunkBytes,
+      reserveFirstBytes: this.options.reserveFirstBytes,
       budget: oldOnly ? null : (this.options.budget ?? null),
       unmapOnlyFlushed: oldOnly,
       syncOnFirstFlush: this.options.syncOnFirstFlush === true,

@@ -66,6 +66,13 @@ export interface MappedFileOptions {
    */
   reserveChunkBytes?: number
   /**
+   * With reserveChunkBytes: the first reservation (at creation, or the first write of a reopened
+   * file) is this small, and each later step is as large as what is reserved already (doubling)
+   * up to reserveChunkBytes, so a file holding little takes little disk (a consume queue of a few
+   * messages, one page). Without it every step is a whole chunk.
+   */
+  reserveFirstBytes?: number
+  /**
    * Map on first use, not at open, and let this budget unmap the file while it is idle. Without
    * it the file is mapped from open to shutdown.
    */
@@ -100,4 +107,15 @@ export function reserveChunk(options: MappedFileOptions, fileSize: number): numb
   }
   const page = native.pageSize
   return Math.min(fileSize, Math.ceil(chunk / page) * page)
+}
+
+/** The first reservation step of a file: a page multiple, at most its chunk (see reserveFirstBytes). */
+export function reserveFirst(options: MappedFileOptions, chunk: number): number {
+  const first = options.reserveFirstBytes
+  if (first === undefined || options.readOnly === true) return chunk
+  if (!Number.isSafeInteger(first) || first <= 0) {
+    throw new RangeError(`reserveFirstBytes must be a positive integer, got ${first}`)
+  }
+  const page = native.pageSize
+  return Math.min(chunk, Math.ceil(first / page) * page)
 }

@@ -24,6 +24,7 @@ import { parseOffsetName } from './segment-name.js'
 import { staleRanges } from './stale-tail.js'
 import {
   reserveChunk,
+  reserveFirst,
   SelectMappedBufferResult,
   type AppendCallback,
   type AppendOutcome,
@@ -83,6 +84,8 @@ export class MappedFile {
   private reservedTo: number
   /** Bytes reserved per step; the file size when the whole file is reserved at creation. */
   readonly reserveChunkBytes: number
+  /** The first step; later steps double what is reserved, up to reserveChunkBytes. */
+  readonly reserveFirstBytes: number
   /** Why the last reservation failed (a NO_SPACE or IO_ERROR MQStoreError), for the caller's report. */
   lastReserveError: MQStoreError | null = null
 
@@ -99,6 +102,7 @@ export class MappedFile {
     this.unmapOnlyFlushed = options.unmapOnlyFlushed === true
     this.pool = this.readOnly ? null : (options.transientStorePool ?? null)
     this.reserveChunkBytes = reserveChunk(options, fileSize)
+    this.reserveFirstBytes = reserveFirst(options, this.reserveChunkBytes)
     this.reservedTo = this.readOnly ? fileSize : reservedTo
   }
 
@@ -166,7 +170,7 @@ export class MappedFile {
    */
   static create(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
     assertFileSize(fileSize)
-    const first = reserveChunk(options, fileSize)
+    const first = reserveFirst(options, reserveChunk(options, fileSize))
     const file = new MappedFile(fileName, fileSize, options, first)
     const cheap = options.syncOnFirstFlush === true
     const fd = createSegment(fileName, fileSize, first, cheap)
@@ -238,16 +242,14 @@ export class MappedFile {
     return this.reservedTo
   }
 
-  /**
-   * Makes sure the blocks of [0, end) are reserved. When `end` comes within half a chunk of the
-   * reserved end, reserves through the chunk after the one holding `end`, so the writer reserves
-   * once per chunk. Returns false when the file system refuses (`lastReserveError` says why).
-   */
+  /** Reserves [0, end): near the reserved end (half a step), through the step after `end`'s; the step grows from reserveFirstBytes to the chunk. False when refused (`lastReserveError`). */
   reserve(end: number): boolean {
     const reserved = this.reservedTo
-    if (reserved >= this.fileSize || end + (this.reserveChunkBytes >>> 1) <= reserved) return true
+    if (reserved >= this.fileSize) return true
     const chunk = this.reserveChunkBytes
-    const target = Math.min(this.fileSize, Math.ceil(end / chunk) * chunk + chunk)
+    const step = reserved >= chunk ? chunk : Math.max(this.reserveFirstBytes, reserved)
+    if (end + (step >>> 1) <= reserved) return true
+    const target = Math.min(this.fileSize, Math.ceil(end / step) * step + step)
     if (!this.reserveRange(reserved, target - reserved)) return false
     this.reservedTo = target
     if (this.warmed) this.warmRange(reserved, target)

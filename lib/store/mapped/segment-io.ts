@@ -71,3 +71,20 @@ export function createSegment(fileName: string, fileSize: number, reserveBytes: 
     throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
   }
 }
+
+/**
+ * Reads [from, from + target.length) of a file into `target` through a descriptor (zeros past its
+ * end), for scans of a segment's unwritten rest: reading a hole through a mapping of a tmpfs file
+ * allocates a page (a SIGBUS once it is full); read(2) returns zeros.
+ */
+export function readThroughDescriptor(fileName: string, from: number, target: Buffer): void {
+  let done = 0
+  descriptors.use(fileName, false, (fd) => {
+    while (done < target.length) {
+      const n = fs.readSync(fd, target, done, target.length - done, from + done)
+      if (n === 0) break
+      done += n
+    }
+  })
+  target.fill(0, done)
+}

@@ -20,7 +20,7 @@ import {
   readUnitOffset,
   readUnitSize,
   readUnitTagsCode,
-  firstValidUnit,
+  firstValidUnitInFile,
   isQuiet,
   STALE_UNITS_QUIET_BYTES,
   unitRunDamage,
@@ -30,10 +30,12 @@ import { QueueDirectories, type OwedSync } from './queue-directories.js'
 
 export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
 /**
- * Disk blocks of a consume-queue file are reserved this far ahead of the writer (3,276 units), so
- * a new queue takes 64 KiB, not a whole file.
+ * Disk blocks of a consume-queue file are reserved ahead of the writer, at most this far (3,276
+ * units), never a whole file at once.
  */
 export const CQ_RESERVE_CHUNK_BYTES = 64 * 1024
+/** A new queue's first reservation: a page (204 units), doubling with the queue up to the chunk. */
+export const CQ_RESERVE_FIRST_BYTES = 4096
 
 /** What a consume queue needs from the commit log. */
 export interface CommitLogView {
@@ -115,10 +117,11 @@ export class ConsumeQueue {
     this.directories = options.directories ?? new QueueDirectories()
     // Files are mapped on first use within the store's budget, and created without the fsync
     // chain: a consume queue is derived, and its files become durable with their first flush.
-    // Their blocks are reserved a chunk at a time, so a new queue takes a chunk of disk.
+    // Their blocks are reserved in steps that grow with the queue, so a new queue takes a page.
     this.mappedFileQueue = new MappedFileQueue(this.storePath, mappedFileSize, {
       readOnly: this.readOnly,
       reserveChunkBytes: CQ_RESERVE_CHUNK_BYTES,
+      reserveFirstBytes: CQ_RESERVE_FIRST_BYTES,
       budget: options.budget ?? null,
       syncOnFirstFlush: !this.readOnly,
     })
@@ -258,10 +261,12 @@ export class ConsumeQueue {
     const files = this.mappedFileQueue.mappedFiles
     const stop = `the units stop at queue offset ${queueOffsetAt(files[index].fileFromOffset + end)}`
     if (index + 1 < files.length) return `${stop} but ${files.length - index - 1} later file(s) follow`
-    const buffer = this.wholeFile(files[index])
+    const file = files[index]
+    const buffer = this.wholeFile(file)
     if (end < this.mappedFileSize && !isQuiet(buffer, end, end + CQ_STORE_UNIT_SIZE)) return `${stop}, at a unit that is not zeros`
-    const at = firstValidUnit(buffer, end + CQ_STORE_UNIT_SIZE, this.mappedFileSize)
-    return at < 0 ? null : `${stop} but a unit at queue offset ${queueOffsetAt(files[index].fileFromOffset + at)} follows`
+    // The rest is mostly holes (blocks are reserved as the queue grows): read, not mapped.
+    const at = firstValidUnitInFile(file.fileName, end + CQ_STORE_UNIT_SIZE, this.mappedFileSize)
+    return at < 0 ? null : `${stop} but a unit at queue offset ${queueOffsetAt(file.fileFromOffset + at)} follows`
   }
 
   /** The queue's data ends at `processOffset`: positions there, later files cut off. */

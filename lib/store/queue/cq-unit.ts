@@ -10,6 +10,7 @@
 // does not have queue offset 0; it counts as valid. The queue offset of a unit is its logic byte
 // offset (file start + position) divided by 20. The consume queue, the store's checks and
 // `mqstore verify` all decode units through these functions.
+import { readThroughDescriptor } from '../mapped/segment-io.js'
 import { readInt64BE, setInt64 } from '../bytes.js'
 
 export const CQ_STORE_UNIT_SIZE = 20
@@ -98,6 +99,24 @@ export function isQuiet(buf: Buffer, from: number, end: number): boolean {
 export function firstValidUnit(buf: Buffer, from: number, to: number): number {
   for (let at = from; at + CQ_STORE_UNIT_SIZE <= to; at += CQ_STORE_UNIT_SIZE) {
     if (isValidUnit(readUnitOffset(buf, at), readUnitSize(buf, at))) return at
+  }
+  return -1
+}
+
+/** Bytes of whole units read at a time by firstValidUnitInFile. */
+const UNIT_READ_CHUNK_BYTES = CQ_STORE_UNIT_SIZE * 3276
+
+/**
+ * firstValidUnit over bytes [from, to) of the file `fileName`, read a chunk at a time through a
+ * descriptor, not a mapping (see readThroughDescriptor: holes on a tmpfs).
+ */
+export function firstValidUnitInFile(fileName: string, from: number, to: number): number {
+  const chunk = Buffer.allocUnsafe(UNIT_READ_CHUNK_BYTES)
+  for (let at = from; at < to; at += chunk.length) {
+    const length = Math.min(chunk.length, to - at)
+    readThroughDescriptor(fileName, at, chunk.subarray(0, length))
+    const found = firstValidUnit(chunk, 0, length)
+    if (found >= 0) return at + found
   }
   return -1
 }

@@ -1,0 +1,168 @@
+// The two limits every row of the benchmark is read against, measured in a child process of their
+// own in the same run as the engines:
+// - the JS encode limit: the bench's message (256 B body, topic BenchTopic<n>, KEYS property
+//   k<i>) encoded as a RocketMQ 4.9 commit-log record into a pre-faulted Buffer with DataView and
+//   byte writes, as fast as plain JavaScript does it: what a put can reach if it does nothing else;
+// - the memcpy limit: records of the same size copied into a pre-faulted Buffer: what a read that
+//   copies what it serves can reach.
+//
+//   node dist/bench/limits.js            # prints the figures as JSON
+import { fileURLToPath } from 'node:url'
+
+import { BODY_SIZE, makeBodies, median, QUEUES, TOPICS } from './workload.js'
+
+/** Bytes of a record before its body: RocketMQ 4.9's fixed fields with IPv4 hosts. */
+export const RECORD_HEAD_BYTES = 88
+const MAGIC_V1 = -626843481 // 0xDAA320A7
+const TOPIC_BYTES = Array.from({ length: TOPICS }, (_, t) => Buffer.from(`BenchTopic${t}`, 'latin1'))
+/** 'KEYS' \u0001 'k': the key's digits follow (no separator after the last property, as mqstore writes it). */
+const KEYS_PREFIX = Buffer.from('KEYS\u0001k', 'latin1')
+const HOST = [127, 0, 0, 1]
+const PORT = 10911
+
+/** Records (and so bodies) kept in a ring the encoders cycle through. */
+const RING = 1024
+/** Bytes of the pre-faulted target. */
+const TARGET_BYTES = 64 * 1024 * 1024
+/** Records per timed pass, passes per figure (after one untimed pass); the median pass counts. */
+const PASS_RECORDS = 400_000
+const PASSES = 5
+
+export interface LimitsResult {
+  /** Bytes of the bench's record (message 1,000,000's key length). */
+  recordBytes: number
+  /** Records encoded per second by plain JavaScript (median pass). */
+  jsEncode: number
+  /** Records of recordBytes copied per second (median pass of the fastest of copyWithin, Buffer.copy, set). */
+  memcpy: number
+  /** Each pass, records/s. */
+  jsEncodeRuns: number[]
+  memcpyRuns: number[]
+}
+
+function decimalDigits(value: number): number {
+  let digits = 1
+  for (let v = value; v >= 10; v = (v / 10) | 0) digits++
+  return digits
+}
+
+/** The record's length for message `i`. */
+export function recordLength(i: number): number {
+  const props = KEYS_PREFIX.length + decimalDigits(i)
+  return RECORD_HEAD_BYTES + BODY_SIZE + 1 + TOPIC_BYTES[i % TOPICS].length + 2 + props
+}
+
+function setInt64(view: DataView, at: number, value: number): void {
+  view.setUint32(at, Math.floor(value / 0x1_0000_0000))
+  view.setUint32(at + 4, value >>> 0)
+}
+
+/**
+ * Encodes message `i` at `at` of `target` (viewed by `view`) and returns its length. The body CRC
+ * is written from `bodyCrc` (computing it is the store's native work, not the encode's), so this
+ * is the JavaScript part of a put: fields, body copy, topic and property bytes.
+ */
+export function encodeRecord(
+  target: Uint8Array,
+  view: DataView,
+  at: number,
+  i: number,
+  body: Uint8Array,
+  bodyCrc: number,
+  physicalOffset: number,
+  now: number,
+): number {
+  const topic = TOPIC_BYTES[i % TOPICS]
+  const digits = decimalDigits(i)
+  const propsLength = KEYS_PREFIX.length + digits
+  const total = RECORD_HEAD_BYTES + body.length + 1 + topic.length + 2 + propsLength
+  view.setInt32(at, total)
+  view.setInt32(at + 4, MAGIC_V1)
+  view.setInt32(at + 8, bodyCrc)
+  view.setInt32(at + 12, Math.floor(i / TOPICS) % QUEUES)
+  view.setInt32(at + 16, 0)
+  setInt64(view, at + 20, Math.floor(i / (TOPICS * QUEUES)))
+  setInt64(view, at + 28, physicalOffset)
+  view.setInt32(at + 36, 0)
+  setInt64(view, at + 40, now)
+  for (let k = 0; k < 4; k++) target[at + 48 + k] = HOST[k]
+  view.setInt32(at + 52, PORT)
+  setInt64(view, at + 56, now)
+  for (let k = 0; k < 4; k++) target[at + 64 + k] = HOST[k]
+  view.setInt32(at + 68, PORT)
+  view.setInt32(at + 72, 0)
+  setInt64(view, at + 76, 0)
+  view.setInt32(at + 84, body.length)
+  target.set(body, at + RECORD_HEAD_BYTES)
+  let p = at + RECORD_HEAD_BYTES + body.length
+  target[p++] = topic.length
+  for (let k = 0; k < topic.length; k++) target[p++] = topic[k]
+  view.setInt16(p, propsLength)
+  p += 2
+  for (let k = 0; k < KEYS_PREFIX.length; k++) target[p++] = KEYS_PREFIX[k]
+  for (let d = digits - 1, v = i; d >= 0; d--, v = (v / 10) | 0) target[p + d] = 48 + (v % 10)
+  return total
+}
+
+/** A Buffer whose every page has been written, so that no pass takes first-touch faults. */
+function prefaulted(bytes: number): Buffer {
+  return Buffer.allocUnsafe(bytes).fill(1)
+}
+
+function timePasses(pass: () => void): number[] {
+  pass()
+  const rates: number[] = []
+  for (let k = 0; k < PASSES; k++) {
+    const t0 = process.hrtime.bigint()
+    pass()
+    rates.push(PASS_RECORDS / (Number(process.hrtime.bigint() - t0) / 1e9))
+  }
+  return rates
+}
+
+export function measureLimits(): LimitsResult {
+  const target = prefaulted(TARGET_BYTES)
+  const view = new DataView(target.buffer, target.byteOffset, target.byteLength)
+  const bodies = makeBodies(0, RING)
+  const now = Date.now()
+  // Message numbers around 1,000,000 (7-digit keys), as in the put phase of a large run.
+  const first = 1_000_000
+  const recordBytes = recordLength(first)
+  const limit = TARGET_BYTES - 2 * recordBytes
+  let physical = 0
+  const jsEncodeRuns = timePasses(() => {
+    let at = 0
+    for (let n = 0; n < PASS_RECORDS; n++) {
+      if (at > limit) at = 0
+      at += encodeRecord(target, view, at, first + n, bodies[n % RING], 0x1234567, physical, now)
+    }
+    physical += at
+  })
+
+  // The copy source: a ring of encoded records at the start of the same ArrayBuffer, so that
+  // copyWithin (a memmove without a view allocated per record) can be timed too.
+  const ringBytes = RING * recordBytes
+  for (let k = 0; k < RING; k++) encodeRecord(target, view, k * recordBytes, first + k, bodies[k], 0, k * recordBytes, now)
+  const source = Buffer.from(target.subarray(0, ringBytes))
+  const copyPass = (copy: (from: number, at: number) => void) => () => {
+    let at = ringBytes
+    for (let n = 0; n < PASS_RECORDS; n++) {
+      if (at > limit) at = ringBytes
+      copy((n % RING) * recordBytes, at)
+      at += recordBytes
+    }
+  }
+  const variants = [
+    timePasses(copyPass((from, at) => target.copyWithin(at, from, from + recordBytes))),
+    timePasses(copyPass((from, at) => source.copy(target, at, from, from + recordBytes))),
+    timePasses(copyPass((from, at) => target.set(source.subarray(from, from + recordBytes), at))),
+  ]
+  const memcpyRuns = variants.reduce((best, runs) => (median(runs) > median(best) ? runs : best))
+  return { recordBytes, jsEncode: median(jsEncodeRuns), memcpy: median(memcpyRuns), jsEncodeRuns, memcpyRuns }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const result = measureLimits()
+  if (process.send !== undefined) process.send(result, () => process.exit(0))
+  else process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+}

@@ -1,0 +1,140 @@
+// The pure parts of the benchmark: run order, medians and spread, the limits' record encoder, the
+// report's ratios on a busy machine, and the CPU profile summariser.
+import { describe, expect, it } from 'vitest'
+
+import { encodeRecord, recordLength } from '../bench/limits.js'
+import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
+import { judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
+import { BODY_SIZE, makeBody, rotation, spreadOf, type EngineResult } from '../bench/workload.js'
+import { decodeMessage } from '../lib/store/commitlog/record.js'
+import { MessageStore } from '../lib/store/message-store.js'
+import { tempDir } from './helpers/tmp.js'
+
+function engine(name: 'mqstore' | 'lmdb', putRate: number, scanRate: number): EngineResult {
+  return {
+    engine: name,
+    version: '1',
+    put: { count: 1, seconds: 1, rate: putRate, diskBytes: 1, bodyBytes: 1, rssBytes: 1 },
+    scan: { count: 1, runs: [1], seconds: 1, rate: scanRate },
+  }
+}
+
+function bench(loadAtStart: number, runs: [number, number][]): BenchRuns {
+  return {
+    config: { count: 1, lookups: 1, syncCount: 1, bigBytes: 1, phases: new Set(['put', 'scan']), seed: 1 },
+    runs: runs.map(([mq, lm]) => ({ mqstore: engine('mqstore', mq, mq * 2), lmdb: engine('lmdb', lm, lm) })),
+    orders: runs.map((_, k) => rotation(['mqstore', 'lmdb'], k)),
+    limits: runs.map(() => ({ recordBytes: 372, jsEncode: 1000, memcpy: 4000, jsEncodeRuns: [], memcpyRuns: [] })),
+    load: { atStart: [loadAtStart, 0, 0], valid: loadAtStart <= 1 },
+    errors: [],
+    profiles: [],
+  }
+}
+
+describe('bench runs', () => {
+  it('rotates the engines run by run, so each starts once in three runs', () => {
+    const engines = ['mqstore', 'lmdb', 'sqlite']
+    expect([0, 1, 2, 3].map((run) => rotation(engines, run))).toEqual([
+      ['mqstore', 'lmdb', 'sqlite'],
+      ['lmdb', 'sqlite', 'mqstore'],
+      ['sqlite', 'mqstore', 'lmdb'],
+      ['mqstore', 'lmdb', 'sqlite'],
+    ])
+    expect(rotation([], 2)).toEqual([])
+  })
+
+  it('reports the median of the runs with their min and max, ignoring runs without the figure', () => {
+    expect(spreadOf([3, 1, 2])).toEqual({ median: 2, min: 1, max: 3, values: [3, 1, 2] })
+    expect(spreadOf([4, undefined, 1, Number.NaN])?.median).toBe(2.5)
+    expect(spreadOf([undefined])).toBeUndefined()
+  })
+
+  it('judges medians against lmdb and against the limits; on a busy machine every ratio says it is not valid', () => {
+    // put: mqstore 700, 800, 900 vs lmdb 100 each: 8x; against the JS encode limit (1000): 0.8.
+    const quiet = bench(0.5, [
+      [900, 100],
+      [700, 100],
+      [800, 100],
+    ])
+    const put = judgeTargets(quiet).find((t) => t.target === '>= 8x lmdb')
+    expect(put).toMatchObject({ ratio: '8.00x', result: 'PASS' })
+    const limit = judgeTargets(quiet).find((t) => t.target === '>= 0.6 of the limit')
+    expect(limit).toMatchObject({ ratio: '0.80 of the limit', result: 'PASS' })
+    // scan: mqstore 1,600 vs lmdb 100 (medians) is 16x, a pass; put at 7.9x misses.
+    expect(judgeTargets(quiet).find((t) => t.phase.includes('getMessage'))).toMatchObject({ ratio: '16.00x', result: 'PASS' })
+    const slower = bench(0.5, [[850, 100]])
+    expect(judgeTargets(slower).find((t) => t.target === '>= 8x lmdb')?.result).toBe('PASS')
+    expect(judgeTargets(bench(0.5, [[790, 100]])).find((t) => t.target === '>= 8x lmdb')?.result).toBe('MISS')
+
+    const busy = bench(3.25, [
+      [900, 100],
+      [700, 100],
+      [800, 100],
+    ])
+    expect(ratioText(2, busy)).toBe('2.00x (not valid: load average 3.25 at start)')
+    for (const t of judgeTargets(busy).filter((t) => t.ratio !== '-')) {
+      expect(t.ratio).toContain('not valid: load average 3.25 at start')
+      if (t.target.includes('lmdb') || t.target.includes('limit')) expect(t.result).toBe('not valid')
+    }
+    const text = textReport(busy)
+    expect(text).toContain('RATIOS NOT VALID')
+    expect(text).toContain('700 - 900')
+  })
+})
+
+describe('bench limits', () => {
+  it("encodes the bench's message as the record mqstore writes for it", async () => {
+    const i = 1_000_001
+    const body = makeBody(i)
+    const target = Buffer.alloc(1024)
+    const view = new DataView(target.buffer, target.byteOffset, target.byteLength)
+    const length = encodeRecord(target, view, 16, i, body, 0, 4096, 1_700_000_000_000)
+    expect(length).toBe(recordLength(i))
+    const decoded = decodeMessage(target, 16, true)
+    expect(decoded).toMatchObject({ topic: 'BenchTopic1', queueId: 0, queueOffset: 62_500, storeSize: length, keys: [`k${i}`] })
+    expect(decoded?.body.equals(body)).toBe(true)
+
+    // The store writes a record of the same length for the same message.
+    const store = await MessageStore.open(tempDir('mqstore-bench-limits-'), { messageIndexEnable: false })
+    try {
+      expect((await store.putMessage({ topic: 'BenchTopic1', queueId: 0, body, keys: `k${i}` })).status).toBe('PUT_OK')
+      const got = store.getMessage('g', 'BenchTopic1', 0, 0, 1)
+      expect(got.messages[0].storeSize).toBe(length)
+      expect(got.messages[0].body.length).toBe(BODY_SIZE)
+    } finally {
+      await store.close()
+    }
+  })
+})
+
+describe('bench profile summariser', () => {
+  // main -> encode (hot) and main -> (garbage collector); samples every 1 ms from t = 1000 us.
+  const profile: CpuProfile = {
+    nodes: [
+      { id: 1, callFrame: { functionName: '(root)', url: '', lineNumber: -1 } },
+      { id: 2, callFrame: { functionName: 'main', url: 'file:///x/dist/bench/run.js', lineNumber: 9 } },
+      { id: 3, callFrame: { functionName: 'encode', url: 'file:///x/dist/lib/store/a.js', lineNumber: 41 } },
+      { id: 4, callFrame: { functionName: '', url: 'file:///x/dist/lib/store/a.js', lineNumber: 99 } },
+      { id: 5, callFrame: { functionName: 'encode', url: 'file:///x/dist/lib/store/a.js', lineNumber: 41 } },
+    ],
+    startTime: 1000,
+    endTime: 9000,
+    samples: [2, 3, 3, 5, 4, 3, 2, 3],
+    timeDeltas: [1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000],
+  }
+
+  it('sums self time by function name and file:line, over the whole profile or a window', () => {
+    const whole = summarizeProfile(profile)
+    expect(whole.totalMs).toBe(8)
+    expect(whole.entries[0]).toEqual({ name: 'encode', location: 'dist/lib/store/a.js:42', selfMs: 5, share: 5 / 8 })
+    expect(whole.entries.map((e) => e.name)).toEqual(['encode', 'main', '(anonymous)'])
+    // Samples at 2000..9000 us; the window [4000, 6000] holds 4000 (id 5), 5000 (4), 6000 (3).
+    const window = summarizeProfile(profile, { name: 'put', fromUs: 4000, toUs: 6000 })
+    expect(window.window).toBe('put')
+    expect(window.totalMs).toBe(3)
+    expect(window.entries.find((e) => e.name === 'encode')?.selfMs).toBe(2)
+    expect(summarizeProfile(profile, undefined, 1).entries).toHaveLength(1)
+    expect(shortLocation('node:internal/buffer', 959)).toBe('node:internal/buffer:960')
+    expect(shortLocation('', -1)).toBe('')
+  })
+})
