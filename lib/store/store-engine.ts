@@ -23,7 +23,7 @@ import { ConsumeQueueTable } from './queue/queue-table.js'
 import { TopicRouter } from './topics/topic-router.js'
 import { ReadService } from './read/read-service.js'
 import { Subscriptions } from './read/subscriptions.js'
-import { syncRecoveredFiles } from './recovery/crash-sync.js'
+import { syncCommitLogAhead, syncRecoveredFiles } from './recovery/crash-sync.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
 import { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
@@ -79,6 +79,14 @@ export class StoreEngine {
   /** Set when open finds derived files to rebuild: dispatch then starts at the log's beginning. */
   rebuild = false
   recovery: RecoveryOutcome | null = null
+  /** After a crash: the commit-log write-back started before the scan (crash-sync.ts), or null. */
+  logSyncAhead: Promise<Error | null> | null = null
+  /**
+   * After a crash, whether the scan's records also go to the index: only when the index ends at
+   * or after the scan's first record (else the records between would be skipped for good); null
+   * until the first record.
+   */
+  private indexInScan: boolean | null = null
   closed = false
   statsAtClose: MessageStoreStats | null = null
   closing: Promise<void> | null = null
@@ -216,6 +224,7 @@ export class StoreEngine {
   load(): void {
     this.lastExitOK = !fs.existsSync(this.paths.abort)
     this.commitLog.load()
+    if (!this.lastExitOK) this.logSyncAhead = syncCommitLogAhead(this.commitLog.mappedFileQueue.mappedFiles.map((file) => file.fileName))
     if (this.checkpoint.recreated && this.commitLog.mappedFileQueue.mappedFiles.length > 0) {
       this.repair('recreated the checkpoint', 'it was missing or not 4096 bytes')
     }
@@ -244,7 +253,8 @@ export class StoreEngine {
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
       discardIndex: (reason) => this.discardIndex(reason),
       dispatchRecovered: (request) => {
-        this.targets.dispatch(request, false)
+        this.indexInScan ??= this.indexEndsBy(request.commitLogOffset)
+        this.targets.dispatch(request, this.indexInScan)
         this.compacted.dispatch(request)
       },
       progress,
@@ -255,6 +265,18 @@ export class StoreEngine {
   }
 
   /**
+   * True when the index holds every record before `offset` (its end is at or past it), so the
+   * crash scan starting there may index its records in the same pass: the index grows only in
+   * commit-log order and skips what is below its end, so the replay then has nothing left to add.
+   */
+  private indexEndsBy(offset: number): boolean {
+    if (!this.config.messageIndexEnable) return false
+    const files = this.index.current.getFiles()
+    const end = files.length === 0 ? Math.max(0, this.commitLog.getMinOffset()) : files[files.length - 1].getEndPhyOffset()
+    return end <= offset
+  }
+
+  /**
    * Between load() and start() after a crash: what recovery kept may be in the page cache only,
    * and is synced before open returns (crash-sync.ts). Nothing to do after a clean close.
    */
@@ -262,6 +284,8 @@ export class StoreEngine {
     const outcome = this.recovery
     if (this.lastExitOK || outcome === null) return
     const startedMs = Date.now()
+    const ahead = this.logSyncAhead === null ? null : await this.logSyncAhead
+    if (ahead !== null) throw ahead
     // The scan walked every byte from the start of its first file to where it stopped.
     const scanStart = outcome.processOffset - outcome.scannedBytes
     const figures = await syncRecoveredFiles({ paths: this.paths, commitLog: this.commitLog, queues: this.queues, scanStart })
