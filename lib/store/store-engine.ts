@@ -273,7 +273,7 @@ export class StoreEngine {
     if (!this.config.messageIndexEnable) return false
     const files = this.index.current.getFiles()
     const end = files.length === 0 ? Math.max(0, this.commitLog.getMinOffset()) : files[files.length - 1].getEndPhyOffset()
-    return end <= offset
+    return end >= offset
   }
 
   /**
