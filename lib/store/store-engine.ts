@@ -385,11 +385,13 @@ export class StoreEngine {
     if (this.flags.isSet('NOT_WRITEABLE')) return
     try {
       await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now())
+      // The index file being written too, so that a close after a burst has little left to sync.
+      if (this.config.messageIndexEnable) await this.index.current.flushCurrentAsync()
     } catch (error) {
       // As with the commit log (flusher.ts): a retried sync could succeed over lost pages.
       this.flags.set(
         'NOT_WRITEABLE',
-        `a consume-queue or checkpoint sync failed (${(error as Error)?.message ?? String(error)}); reopen the store to recover`,
+        `a consume-queue, index or checkpoint sync failed (${(error as Error)?.message ?? String(error)}); reopen the store to recover`,
       )
       throw error
     }

@@ -519,6 +519,16 @@ export class CommitLog {
     for (let i = 0; i < rounds && !this.mappedFileQueue.flush(0); i++);
   }
 
+  /**
+   * flushAll with msync on the libuv pool (close waits for it without blocking the thread). Only
+   * when nothing else flushes the log: the flusher's loops and group commits have stopped.
+   */
+  async flushAllAsync(): Promise<void> {
+    const rounds = this.mappedFileQueue.mappedFiles.length + 10
+    for (let i = 0; i < rounds && !this.mappedFileQueue.commit(0); i++);
+    for (let i = 0; i < rounds && !(await this.mappedFileQueue.flushAsync(0)); i++);
+  }
+
   shutdown(): void {
     this.views.clear()
     this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
