@@ -6,6 +6,9 @@
 // file fills up, it is flushed in the background and then `onRoll` reports its end time, which
 // the store records in the checkpoint as indexMsgTimestamp. After an abnormal exit, `load` drops
 // every file that ends after that time and the store's recovery dispatches those messages again.
+// The file being written is also written back in the background (periodically, and every so many
+// entries within a burst of puts), only so that close has little left to sync: it moves no
+// checkpoint time.
 //
 // Mapping: with the store's budget, files are opened without being mapped (their headers are read
 // at load) and mapped by the first query that walks them or the first put into them; the budget
@@ -433,7 +436,7 @@ export class IndexService {
    * (RocketMQ flushes an index file only when it rolls): run periodically, it leaves a close
    * little to sync. Recovery does not rely on it (after a crash the file being written is deleted
    * and rebuilt, I1), so it moves no checkpoint time. One at a time; a call while one runs waits
-   * for that one.
+   * for that one. Only a mapped file is flushed.
    */
   /**
    * Starts a write-back of `file` on the libuv pool without waiting for it (see
@@ -452,7 +455,11 @@ export class IndexService {
   flushCurrentAsync(): Promise<void> {
     if (this.periodicFlush !== null) return this.periodicFlush
     const file = this.lastFile()
-    if (this.closed || this.readOnly || file === null || !file.hasUnflushedChanges()) return Promise.resolve()
+    // A file the budget unmapped as idle is left to close: mapping it again only to flush it would
+    // keep it from ever being idle.
+    if (this.closed || this.readOnly || file === null || !file.hasUnflushedChanges() || !file.getMappedFile().isMapped) {
+      return Promise.resolve()
+    }
     const running = file.flushAsync().finally(() => {
       this.periodicFlush = null
     })
