@@ -225,7 +225,7 @@ export class CommitLogFlusher {
     this.deadlineTimer.unref()
   }
 
-  /** Stops the loops, lets group commits finish, then flushes everything on this thread. */
+  /** Stops the loops, lets group commits finish, then flushes everything (msync on the libuv pool). */
   async shutdown(): Promise<void> {
     if (this.stopped) return
     this.stopped = true
@@ -234,7 +234,7 @@ export class CommitLogFlusher {
     if (this.groupRunning !== null) await this.groupRunning
     if (this.failure === null) {
       try {
-        this.commitLog.flushAll()
+        await this.commitLog.flushAllAsync()
       } catch (error) {
         this.failStop('flush', error)
       }

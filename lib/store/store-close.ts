@@ -49,6 +49,8 @@ export interface ClosingStore {
 
 export function closeStore(store: ClosingStore): Promise<void> {
   const { commitLog, queues, checkpoint, dispatcher, paths } = store
+  /** What the sync of the consume queues and the index ended with (see stopServices); undefined until then. */
+  let derivedFlushed: Promise<unknown> | undefined
   return closeInSteps({
     log: (message) => store.logger('error', message),
     stopServices: async () => {
@@ -58,17 +60,20 @@ export function closeStore(store: ClosingStore): Promise<void> {
       dispatcher.doReput()
       dispatcher.stop()
       await store.compacted.close()
+      // Nothing is dispatched any more: the consume queues and the index are synced on the libuv
+      // pool while the commit log is (a burst leaves all three dirty; one after another, close
+      // waited for the sum). The checkpoint is written after all of them, in the flush step.
+      const derived = flushDerived(store)
+      derivedFlushed = derived
       await store.flusher.shutdown()
       await commitLog.mappedFileQueue.settle()
+      await derived
       await store.index.current.settle()
     },
     durable: () => !store.flags.isSet('NOT_WRITEABLE'),
     flush: async () => {
-      await queues.flushAllAsync(checkpoint)
-      // Rolled index files are held until their background flush ends: once it has, the flush
-      // below skips them and the unmap step releases them (none is left mapped after close).
-      await store.index.current.waitForRollFlushes()
-      store.index.current.flush()
+      const failure = await (derivedFlushed ?? flushDerived(store))
+      if (failure !== null) throw failure
       const logQueue = commitLog.mappedFileQueue
       if (logQueue.storeTimestamp > 0) checkpoint.physicMsgTimestamp = logQueue.storeTimestamp
       checkpoint.flush()
@@ -102,4 +107,18 @@ export function closeStore(store: ClosingStore): Promise<void> {
     releaseLock: () => store.lock.release(),
     forgetDescriptors: () => descriptors.forgetUnder(paths.root + sep),
   })
+}
+
+/**
+ * Syncs the consume queues and the index at once, msync on the libuv pool; resolves with the
+ * first failure, or null (never rejects: the flush step reports it). Rolled index files are held
+ * until their background flush ends: once it has, this skips them and the unmap step releases
+ * them (none is left mapped after close).
+ */
+async function flushDerived(store: ClosingStore): Promise<unknown> {
+  const index = store.index.current
+  const indexFlushed = index.waitForRollFlushes().then(() => index.flushAsync())
+  const results = await Promise.allSettled([store.queues.flushAllAsync(store.checkpoint), indexFlushed])
+  for (const result of results) if (result.status === 'rejected') return result.reason ?? new Error('a sync failed')
+  return null
 }

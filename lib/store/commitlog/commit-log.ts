@@ -29,6 +29,7 @@ import type { MessageStoreConfig } from '../config.js'
 import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
+import { readSegmentBytes } from '../mapped/segment-io.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
@@ -426,13 +427,13 @@ export class CommitLog {
     } else {
       const file = this.mappedFileQueue.findMappedFileByOffset(lastRecordOffset)
       if (file === null) return null
-      const buffer = file.readableBuffer()
-      const pos = lastRecordOffset - file.fileFromOffset
-      const request = checkRecord(buffer, pos, fileSize, this.config.checkCRCOnRecover)
+      // The record and the 8 bytes after it, read without mapping the file (see recordBytesAt).
+      const buffer = recordBytesAt(file, lastRecordOffset - file.fileFromOffset, END_FILE_MIN_BLANK_LENGTH)
+      const request = checkRecord(buffer, 0, buffer.length, this.config.checkCRCOnRecover)
       if (request.status !== 'OK') return null
       const end = lastRecordOffset + request.size
       // The record ends at the recorded end, or a blank closes its file and the end is the next file.
-      const blankCloses = checkRecord(buffer, pos + request.size, fileSize, false).status === 'BLANK'
+      const blankCloses = checkRecord(buffer, request.size, buffer.length, false).status === 'BLANK'
       if (end !== endOffset && !(blankCloses && endOffset === this.rollNextFile(end))) return null
     }
     this.lastRecordOffset = lastRecordOffset
@@ -449,7 +450,7 @@ export class CommitLog {
     for (let at = offset, hops = 0; hops < 2; hops++) {
       const file = this.mappedFileQueue.findMappedFileByOffset(at)
       if (file === null) return false
-      const request = checkRecord(file.readableBuffer(), at - file.fileFromOffset, fileSize, false)
+      const request = checkRecord(recordBytesAt(file, at - file.fileFromOffset, 0), 0, fileSize, false)
       if (request.status === 'OK') return request.commitLogOffset === at
       if (request.status !== 'BLANK') return false
       at = this.rollNextFile(at)
@@ -490,13 +491,18 @@ export class CommitLog {
     return storeTimestamp <= minTimestamp
   }
 
-  /** Cuts the log at `offset`: positions in the file holding it, later files deleted. */
-  truncateTo(offset: number): void {
+  /**
+   * Cuts the log at `offset`: positions in the file holding it, later files deleted. `erase` is
+   * false only where nothing is cut: a clean open at the end the last clean close recorded (C1).
+   */
+  truncateTo(offset: number, erase = true): void {
     this.mappedFileQueue.flushedWhere = offset
     this.mappedFileQueue.committedWhere = offset
     // Records past the end are erased for good: after a power cut, a page of new appends that was
-    // not synced yet would otherwise bring them back, valid and chained to the new records.
-    this.mappedFileQueue.truncateDirtyFiles(offset, this.config.maxMessageSize + MIN_RECORD_SIZE_FOR_ERASE)
+    // not synced yet would otherwise bring them back, valid and chained to the new records. A
+    // clean close leaves only zeros there (every truncation before it erased and synced its
+    // tail), so a clean open does not read the megabytes of zeros that would prove it again.
+    this.mappedFileQueue.truncateDirtyFiles(offset, erase ? this.config.maxMessageSize + MIN_RECORD_SIZE_FOR_ERASE : -1)
   }
 
   /**
@@ -511,10 +517,37 @@ export class CommitLog {
     for (let i = 0; i < rounds && !this.mappedFileQueue.flush(0); i++);
   }
 
+  /**
+   * flushAll with msync on the libuv pool (close waits for it without blocking the thread). Only
+   * when nothing else flushes the log: the flusher's loops and group commits have stopped.
+   */
+  async flushAllAsync(): Promise<void> {
+    const rounds = this.mappedFileQueue.mappedFiles.length + 10
+    for (let i = 0; i < rounds && !this.mappedFileQueue.commit(0); i++);
+    for (let i = 0; i < rounds && !(await this.mappedFileQueue.flushAsync(0)); i++);
+  }
+
   shutdown(): void {
     this.views.clear()
     this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
   }
+}
+
+/**
+ * The bytes of the record at `pos` of a file and `extra` bytes after it (fewer at the end of what
+ * the file holds; at least its 8-byte header when there is room). A clean open checks one or two
+ * records: through the mapping when the file is mapped, else by a positioned read, so that open
+ * maps nothing for them (a 128 MiB mapping made every open pay a garbage collection).
+ */
+function recordBytesAt(file: MappedFile, pos: number, extra: number): Buffer {
+  const readable = file.readPosition
+  if (pos < 0 || pos >= readable) return Buffer.alloc(0)
+  if (file.isMapped) return file.readableBuffer().subarray(pos, readable)
+  const head = readSegmentBytes(file.fileName, pos, Math.min(END_FILE_MIN_BLANK_LENGTH, readable - pos))
+  if (head.length < END_FILE_MIN_BLANK_LENGTH) return head
+  const total = head.readInt32BE(0)
+  if (total <= END_FILE_MIN_BLANK_LENGTH || total > readable - pos) return head
+  return readSegmentBytes(file.fileName, pos, Math.min(total + extra, readable - pos))
 }
 
 /** Slack over maxMessageSize for a record's header, topic and properties. */

@@ -92,6 +92,11 @@ export function storeHostLength(sysFlag: number): number {
   return (sysFlag & SysFlag.STOREHOST_V6) !== 0 ? IPV6_HOST_LENGTH : IPV4_HOST_LENGTH
 }
 
+/** Offset of the body inside a record with this sysFlag (BODYLENGTH is the 4 bytes before it). */
+export function bodyOffset(sysFlag: number): number {
+  return OFFSET_BORNHOST + bornHostLength(sysFlag) + REL_STOREHOST + storeHostLength(sysFlag) + REL_BODY
+}
+
 /** Offset of STORETIMESTAMP inside a record with this sysFlag: 48 + born host length. */
 export function storeTimestampOffset(sysFlag: number): number {
   return OFFSET_BORNHOST + bornHostLength(sysFlag) + REL_STORETIMESTAMP
@@ -677,7 +682,9 @@ const SCHEDULE_TOPIC_LENGTH = SCHEDULE_TOPIC.length
  * field past `limit`, a negative topic length, a body CRC mismatch (only when checkCRC), and an
  * unparsable DELAY on the schedule topic. A record whose fields add up to a length other than
  * TOTALSIZE is LENGTH_MISMATCH. `delayLevelTable` holds milliseconds per delay level (level - 1
- * indexes it); the default is DEFAULT_MESSAGE_DELAY_LEVEL.
+ * indexes it); the default is DEFAULT_MESSAGE_DELAY_LEVEL. `bodyCrc`, when not negative, is the
+ * CRC of this record's body computed ahead (a scan checks a whole chunk's bodies in one native
+ * call, see crc-prefetch.ts): it is compared instead of computing the CRC again.
  */
 export function checkRecord(
   buf: Buffer,
@@ -686,6 +693,7 @@ export function checkRecord(
   checkCRC: boolean,
   delayLevelTable: readonly number[] = DEFAULT_DELAY_TABLE,
   views?: DataViewCache,
+  bodyCrc = -1,
 ): DispatchRequest {
   const end = limit < buf.length ? limit : buf.length
   if (!Number.isInteger(pos) || pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > end) {
@@ -722,7 +730,7 @@ export function checkRecord(
   if (bodyLength > 0) {
     bodyEnd = bodyAt + bodyLength
     if (bodyEnd > end) return failed('BAD', -1, 'bounds: body runs past the limit')
-    if (checkCRC && bodyCrcAt(buf, bodyAt, bodyEnd - bodyAt) !== bodyCRC) {
+    if (checkCRC && (bodyCrc >= 0 ? bodyCrc : bodyCrcAt(buf, bodyAt, bodyEnd - bodyAt)) !== bodyCRC) {
       return failed('BAD', -1, 'crc: body CRC does not match BODYCRC')
     }
   }
@@ -751,11 +759,9 @@ export function checkRecord(
   if (propsLength > 0) {
     const propsEnd = propsAt + propsLength
     if (propsEnd > end) return failed('BAD', -1, 'bounds: properties run past the limit')
-    if (checkCRC) {
-      const nul = buf.indexOf(0, propsAt)
-      if (nul >= 0 && nul < propsEnd) return failed('BAD', -1, 'properties: a NUL byte (zeros of a torn write)')
-      if (!propertiesAreWellFormed(buf, propsAt, propsEnd)) return failed('BAD', -1, 'properties: a pair without 0x01, or not UTF-8')
-    }
+    // The checks of a scan (NUL bytes, pairs without 0x01, UTF-8) fold into the walk below; the
+    // rare property string that may fail one is judged by the full checks after it.
+    let suspect = false
     // Scan the bytes for the four names the store needs, without decoding the whole string. The
     // separators are ASCII, so byte positions give the same pairs as RocketMQ's parse of the text.
     let keysAt = -1
@@ -779,7 +785,9 @@ export function checkRecord(
         if (c === PROPERTY_SEPARATOR_BYTE) break
         bits |= c
         if (c === NAME_VALUE_SEPARATOR_BYTE && sep < 0) sep = j
+        else if (c === 0) suspect = true
       }
+      if (bits >= 0x80 || (j > i && sep < 0)) suspect = true
       // A pair needs a non-empty name and a non-empty value.
       if (sep > i && sep < j - 1) {
         const nameLength = sep - i
@@ -808,6 +816,11 @@ export function checkRecord(
         }
       }
       i = j + 1
+    }
+    if (checkCRC && suspect) {
+      const nul = buf.indexOf(0, propsAt)
+      if (nul >= 0 && nul < propsEnd) return failed('BAD', -1, 'properties: a NUL byte (zeros of a torn write)')
+      if (!propertiesAreWellFormed(buf, propsAt, propsEnd)) return failed('BAD', -1, 'properties: a pair without 0x01, or not UTF-8')
     }
     if (keysAt >= 0) keys = readText(buf, keysAt, keysEnd, keysAscii)
     if (uniqAt >= 0) uniqKey = readText(buf, uniqAt, uniqEnd, uniqAscii)

@@ -15,7 +15,8 @@
 // end of its file and through every later file, and that extent hides no valid record: the tail
 // of an append a crash cut short. Anything else is corruption; the corruption policy decides.
 import { MESSAGE_MAGIC_CODE, MIN_RECORD_LENGTH, checkRecord, type DispatchRequest } from './record.js'
-import type { DataViewCache } from '../bytes.js'
+import { dataViewOf, type DataViewCache } from '../bytes.js'
+import { CrcPrefetch } from './crc-prefetch.js'
 
 /** Where a recovery scan met a record that failed its checks. */
 export interface RecoveryDamage {
@@ -66,8 +67,16 @@ export type ScanStep = { kind: 'record'; request: DispatchRequest } | { kind: 'b
  * starts at commit-log offset `fileStart`, up to at least the end of the record there (or the end
  * of the file). `limit` is the end of the file in buf's coordinates.
  */
-export function scanStep(buf: Buffer, pos: number, limit: number, atOffset: number, checkCRC: boolean, views?: DataViewCache): ScanStep {
-  const request = checkRecord(buf, pos, limit, checkCRC, undefined, views)
+export function scanStep(
+  buf: Buffer,
+  pos: number,
+  limit: number,
+  atOffset: number,
+  checkCRC: boolean,
+  views?: DataViewCache,
+  bodyCrc = -1,
+): ScanStep {
+  const request = checkRecord(buf, pos, limit, checkCRC, undefined, views, bodyCrc)
   if (request.status === 'OK') {
     if (request.commitLogOffset !== atOffset) {
       return { kind: 'bad', reason: `header: physical offset ${request.commitLogOffset} at position ${atOffset}` }
@@ -165,15 +174,19 @@ export function scanRecords(
   const totalBytes = (src.fileCount - startIndex) * fileSize
   let index = startIndex
   let buf = src.read(index, 0, fileSize)
+  let dv = dataViewOf(buf, views)
   let pos = 0
   let scannedBytes = 0
   let nextReport = PROGRESS_STEP_BYTES
   let lastRecordOffset = -1
   let damage: RecoveryDamage | null = null
+  // Body CRCs a chunk of records at a time (one native call each), not one call per record.
+  const prefetch = checkCRC ? new CrcPrefetch() : null
   onProgress?.(0, totalBytes)
   for (;;) {
     const at = src.fileStart(index) + pos
-    const step = scanStep(buf, pos, fileSize, at, checkCRC, views)
+    const bodyCrc = prefetch === null ? -1 : prefetch.crcAt(buf, pos, fileSize, dv)
+    const step = scanStep(buf, pos, fileSize, at, checkCRC, views, bodyCrc)
     if (step.kind === 'record') {
       if (onRecord !== null) onRecord(step.request)
       lastRecordOffset = at
@@ -190,6 +203,7 @@ export function scanRecords(
       if (index + 1 >= src.fileCount) break
       index += 1
       buf = src.read(index, 0, fileSize)
+      dv = dataViewOf(buf, views)
       pos = 0
       continue
     }

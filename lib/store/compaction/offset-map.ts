@@ -21,7 +21,8 @@ export class OffsetMap {
   readonly slots: number
   /** Distinct keys the map takes before it counts as full: floor(slots × load factor). */
   readonly usableFill: number
-  private readonly table: Buffer
+  /** Allocated on first use: a store opens with the map unused (16 MiB zero-filled by default). */
+  private tableBytes: Buffer | null = null
   private entries = 0
   /** The highest offset this map covers (set by the builder, -1 when nothing was mapped). */
   latestOffset = -1
@@ -33,7 +34,11 @@ export class OffsetMap {
     if (!(loadFactor > 0 && loadFactor <= 1)) throw new RangeError(`load factor must be in (0, 1], got ${loadFactor}`)
     this.slots = Math.floor(memoryBytes / SLOT_BYTES)
     this.usableFill = Math.max(1, Math.min(this.slots - 1, Math.floor(this.slots * loadFactor)))
-    this.table = Buffer.alloc(this.slots * SLOT_BYTES)
+  }
+
+  private get table(): Buffer {
+    this.tableBytes ??= Buffer.alloc(this.slots * SLOT_BYTES)
+    return this.tableBytes
   }
 
   get size(): number {
@@ -50,7 +55,7 @@ export class OffsetMap {
   }
 
   clear(): void {
-    this.table.fill(0)
+    this.tableBytes?.fill(0)
     this.entries = 0
     this.latestOffset = -1
   }

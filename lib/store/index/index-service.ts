@@ -6,6 +6,9 @@
 // file fills up, it is flushed in the background and then `onRoll` reports its end time, which
 // the store records in the checkpoint as indexMsgTimestamp. After an abnormal exit, `load` drops
 // every file that ends after that time and the store's recovery dispatches those messages again.
+// The file being written is also written back in the background (periodically, and every so many
+// entries within a burst of puts), only so that close has little left to sync: it moves no
+// checkpoint time.
 //
 // Mapping: with the store's budget, files are opened without being mapped (their headers are read
 // at load) and mapped by the first query that walks them or the first put into them; the budget
@@ -32,6 +35,12 @@ export const MAX_MSGS_NUM_BATCH = 64
 
 /** Attempts at creating a new index file before giving up. */
 const CREATE_ATTEMPTS = 3
+/**
+ * Entries between two write-backs of the file being written, started from the put itself: a burst
+ * of puts that never yields to the event loop starves the timed flush, and its slot pages (random
+ * writes) were then all synced by close.
+ */
+const WRITEBACK_KICK_ENTRIES = 65_536
 /** Forced interval when an expired file is destroyed while something still holds it. */
 const EXPIRED_DESTROY_INTERVAL = 3000
 
@@ -100,6 +109,10 @@ export class IndexService {
   private readonly rollFlushes = new Set<Promise<void>>()
   private rollChain: Promise<void> = Promise.resolve()
   private closed = false
+  /** The flush of flushCurrentAsync in flight, or null. */
+  private periodicFlush: Promise<void> | null = null
+  /** Entries put since the last write-back kicked by puts. */
+  private putsSinceKick = 0
   /** The key hashes of the record being indexed (one array, reused). */
   /** The key hashes of the record being indexed (most records have a few keys). */
   private readonly keyHashes = new Int32Array(16)
@@ -228,6 +241,8 @@ export class IndexService {
     // lose the ones in the newer file when a crash drops it.
     if (count <= this.indexNum - 1 && file.getIndexCount() + count > this.indexNum) file = this.roll()
     for (let k = 0; k < count; k++) file = this.putKeyHash(file, hashes[k], phyOffset, storeTimestamp)
+    this.putsSinceKick += count
+    if (this.putsSinceKick >= WRITEBACK_KICK_ENTRIES) this.kickWriteback(file)
   }
 
   /** Puts one key, rolling to a new file as long as the current one is full. */
@@ -405,6 +420,54 @@ export class IndexService {
   flush(): void {
     if (this.closed || this.readOnly) return
     for (const file of this.files) file.flush()
+  }
+
+  /**
+   * The same with msync on the libuv pool (close waits for it without blocking the thread), after
+   * the periodic flush in flight, if any. Files are flushed one after another, oldest first.
+   */
+  async flushAsync(): Promise<void> {
+    await this.periodicFlush
+    for (const file of [...this.files]) {
+      if (this.closed || this.readOnly) return
+      await file.flushAsync()
+    }
+  }
+
+  /**
+   * Writes back the dirty pages of the file being written, on the libuv pool, while puts go on
+   * (RocketMQ flushes an index file only when it rolls): run periodically, it leaves a close
+   * little to sync. Recovery does not rely on it (after a crash the file being written is deleted
+   * and rebuilt, I1), so it moves no checkpoint time. One at a time; a call while one runs waits
+   * for that one. Only a mapped file is flushed.
+   */
+  /**
+   * Starts a write-back of `file` on the libuv pool without waiting for it (see
+   * WRITEBACK_KICK_ENTRIES). Its completion is not needed to start the next one: within a burst
+   * that never yields, none completes in JavaScript's eyes. A failure is kept like a roll's, and
+   * close's flush of the file reports it again.
+   */
+  private kickWriteback(file: IndexFile): void {
+    this.putsSinceKick = 0
+    if (this.closed || this.readOnly) return
+    file.flushAsync().catch((error: unknown) => {
+      this.lastFlushError ??= error
+    })
+  }
+
+  flushCurrentAsync(): Promise<void> {
+    if (this.periodicFlush !== null) return this.periodicFlush
+    const file = this.lastFile()
+    // A file the budget unmapped as idle is left to close: mapping it again only to flush it would
+    // keep it from ever being idle.
+    if (this.closed || this.readOnly || file === null || !file.hasUnflushedChanges() || !file.getMappedFile().isMapped) {
+      return Promise.resolve()
+    }
+    const running = file.flushAsync().finally(() => {
+      this.periodicFlush = null
+    })
+    this.periodicFlush = running
+    return running
   }
 
   getFileCount(): number {

@@ -21,6 +21,18 @@ export function reserveBlocks(fd: number, fileName: string, fileSize: number): v
   }
 }
 
+/** Bytes [pos, pos + length) of a segment by a positioned read (fewer at its end), without mapping it. */
+export function readSegmentBytes(fileName: string, pos: number, length: number): Buffer {
+  const bytes = Buffer.alloc(length)
+  let got = 0
+  try {
+    got = descriptors.use(fileName, false, (fd) => fs.readSync(fd, bytes, 0, length, pos))
+  } catch (cause) {
+    throw ioError(`cannot read ${fileName}`, cause)
+  }
+  return got === length ? bytes : bytes.subarray(0, got)
+}
+
 /** mmap of a whole segment, failures named after the file. */
 export function mapSegment(fd: number, fileName: string, fileSize: number, writable: boolean): MapHandle {
   try {

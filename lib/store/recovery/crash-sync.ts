@@ -55,6 +55,39 @@ export interface CrashSyncFigures {
   directories: number
 }
 
+/**
+ * Starts writing back every commit-log file as soon as open knows the last run crashed, before the
+ * recovery scan: the fdatasyncs are all queued on the libuv pool at once, so they run while the
+ * scan keeps the JavaScript thread busy, and the crash sync after it finds clean pages. Writing
+ * back bytes that the scan then drops does no harm (a truncation erases and syncs them). Resolves
+ * with the first failure, or null; never rejects (open may fail before it waits for this).
+ */
+export function syncCommitLogAhead(fileNames: readonly string[]): Promise<Error | null> {
+  if (fileNames.length === 0) return Promise.resolve(null)
+  return new Promise((resolve) => {
+    let pending = fileNames.length
+    let failure: Error | null = null
+    const done = (error: Error | null): void => {
+      if (error !== null && failure === null) failure = error
+      if (--pending === 0) resolve(failure)
+    }
+    for (const fileName of fileNames) {
+      let fd: number
+      try {
+        fd = fs.openSync(fileName, 'r')
+      } catch (cause) {
+        done(ioError(`cannot open ${fileName} to sync it after a crash`, cause))
+        continue
+      }
+      fs.fdatasync(fd, (err) => {
+        fs.close(fd, () =>
+          done(err === null ? null : ioError(`cannot sync ${fileName}, which the recovery after a crash found in the page cache`, err)),
+        )
+      })
+    }
+  })
+}
+
 /** Forces what a recovery after a crash keeps (see above); resolves with what it synced. */
 export async function syncRecoveredFiles(input: CrashSyncInput): Promise<CrashSyncFigures> {
   const { paths, commitLog, queues, scanStart } = input

@@ -113,7 +113,7 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
   const decision = judgeDamage(outcome.damage, host.config.corruptionPolicy)
   if (decision !== null && 'refuse' in decision) throw new MQStoreError('CORRUPTION', decision.refuse)
   if (decision !== null) host.repair(decision.repair.action, decision.repair.reason)
-  commitLog.truncateTo(outcome.processOffset)
+  commitLog.truncateTo(outcome.processOffset, dispatchedTo === null)
   if (lastExitOK) {
     // A clean close left every queue within the log: a unit past its end now is damage, and
     // cutting it (Q2) would lose its record for good (dispatch resumes past it): rebuild instead.
@@ -212,10 +212,15 @@ export function replayDerivedFiles(host: ReplayHost): ReplayOutcome {
   const { commitLog, queues, dispatcher, targets } = host
   const minOffset = Math.max(0, commitLog.getMinOffset())
   const files = host.indexFiles
+  let indexEnd = files === null ? null : files.length === 0 ? minOffset : files[files.length - 1].getEndPhyOffset()
+  // The index's end names the last record it saw; when that is the log's last record, the index
+  // needs nothing from the log (a clean open then reads, and maps, no commit-log file).
+  if (indexEnd !== null && files !== null && files.length > 0 && indexEnd === commitLog.lastRecordOffset)
+    indexEnd = commitLog.getMaxOffset()
   dispatcher.reputFromOffset = reputStart({
     commitLogMinOffset: minOffset,
     queuesMaxPhyOffset: queues.maxPhysicOffset(),
-    indexEnd: files === null ? null : files.length === 0 ? minOffset : files[files.length - 1].getEndPhyOffset(),
+    indexEnd,
     rebuild: host.rebuild,
   })
   // Records the index replays below the clean close's end are in every queue already.
