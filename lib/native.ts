@@ -57,6 +57,14 @@ export interface NativeBinding {
    * outside `bytes` or the arrays are shorter than `count`.
    */
   crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array): void
+  /**
+   * For k < count: copies src[ranges[2k] .. ranges[2k] + ranges[2k+1]) to dst at dstOffsets[k],
+   * and when crcOut is given sets crcOut[k] to the BODYCRC (crc32 & 0x7fffffff) of those bytes,
+   * computed in the same pass. Throws, writing nothing, a TypeError for a wrong argument type and
+   * a RangeError when count runs past an array, a range lies outside src or dst, a position is not
+   * a non-negative integer, or a destination overlaps its source.
+   */
+  copyCrcRanges(src: Uint8Array, ranges: Float64Array, count: number, dst: Uint8Array, dstOffsets: Float64Array, crcOut: Int32Array | null): void
   /** out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1; out must be long enough. */
   crc32Each(bodies: readonly unknown[], out: Int32Array): void
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */
@@ -107,6 +115,7 @@ export const native: NativeBinding = {
   errnoName: binding.errnoName,
   crc32Ranges: binding.crc32Ranges,
   crc32Each: binding.crc32Each,
+  copyCrcRanges: binding.copyCrcRanges,
   pageSize: binding.pageSize,
   platform: binding.platform,
 }
