@@ -64,7 +64,14 @@ export interface NativeBinding {
    * a RangeError when count runs past an array, a range lies outside src or dst, a position is not
    * a non-negative integer, or a destination overlaps its source.
    */
-  copyCrcRanges(src: Uint8Array, ranges: Float64Array, count: number, dst: Uint8Array, dstOffsets: Float64Array, crcOut: Int32Array | null): void
+  copyCrcRanges(
+    src: Uint8Array,
+    ranges: Float64Array,
+    count: number,
+    dst: Uint8Array,
+    dstOffsets: Float64Array,
+    crcOut: Int32Array | null,
+  ): void
   /** out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1; out must be long enough. */
   crc32Each(bodies: readonly unknown[], out: Int32Array): void
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */

@@ -68,7 +68,14 @@ describe('copyCrcRanges', () => {
 
   it('copies only, leaving no CRC, when crcOut is null', () => {
     const src = noise(1000, 5)
-    const { dst } = packed(src, [[10, 300], [500, 17]], false)
+    const { dst } = packed(
+      src,
+      [
+        [10, 300],
+        [500, 17],
+      ],
+      false,
+    )
     expect(dst.equals(Buffer.concat([src.subarray(10, 310), src.subarray(500, 517)]))).toBe(true)
   })
 
@@ -82,7 +89,10 @@ describe('copyCrcRanges', () => {
     fs.closeSync(fd)
     try {
       const src = new Uint8Array(handle.buffer)
-      const { dst, crcs } = packed(src, [[60_000, 5536], [1, 255]])
+      const { dst, crcs } = packed(src, [
+        [60_000, 5536],
+        [1, 255],
+      ])
       expect(dst.equals(Buffer.concat([bytes.subarray(60_000), bytes.subarray(1, 256)]))).toBe(true)
       expect(crcs![0]).toBe(bodyCrc(bytes.subarray(60_000)))
       handle.close()
