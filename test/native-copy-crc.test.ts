@@ -143,7 +143,7 @@ describe('copyCrcRanges', () => {
       [4, [0]],
       [5, new Uint32Array(1)],
     ] as [number, unknown][]) {
-      const args = [...ok]
+      const args: unknown[] = [...ok]
       args[index] = bad
       expect(() => f(args), `argument ${index}`).toThrow(TypeError)
     }
