@@ -32,6 +32,12 @@ import { ReadBytes, StoredMessage } from './stored-message.js'
 
 const EMPTY = Buffer.alloc(0)
 const INITIAL_RECORDS = 32
+/**
+ * The private copies of records are cut from slabs of this size, so a read allocates one buffer
+ * (its bodies) rather than two: an ArrayBuffer costs more than reading a record. A message kept
+ * keeps its slab alive (at most this many bytes more than its read's own).
+ */
+const RECORD_SLAB_BYTES = 64 * 1024
 
 export interface ReadBatchOptions {
   /** copyMessageBody: false hands out views of the private mapping. */
@@ -72,6 +78,11 @@ export class ReadBatch {
   /** The source of each run of queued records, and where the run ends (reads rarely span two files). */
   private sources: Buffer[] = []
   private runEnds: number[] = []
+  /** The slab the private record copies are cut from, and how much of it is used. */
+  private slab: Buffer = EMPTY
+  private slabView: DataView = new DataView(new ArrayBuffer(0))
+  private slabUsed = 0
+  private runCount = 0
   // Zero-copy mode: messages decoded as they come.
   private decoded: DecodedMessage[] = []
   private decodedBytes = 0
@@ -93,8 +104,7 @@ export class ReadBatch {
     this.queued = 0
     this.recordBytes = 0
     this.bodyBytes = 0
-    this.sources.length = 0
-    this.runEnds.length = 0
+    this.runCount = 0
     this.decoded = []
     this.decodedBytes = 0
     this.zeroCopyBad = []
@@ -124,10 +134,11 @@ export class ReadBatch {
     const k = this.queued
     if (k === this.expected.length) this.grow()
     const source = this.source
-    const runs = this.sources.length
+    const runs = this.runCount
     if (runs === 0 || this.sources[runs - 1] !== source) {
-      if (runs > 0) this.runEnds.push(k)
-      this.sources.push(source)
+      if (runs > 0) this.runEnds[runs - 1] = k
+      this.sources[runs] = source
+      this.runCount = runs + 1
     }
     const fields = this.fields
     const at = this.sourceAt
@@ -204,22 +215,25 @@ export class ReadBatch {
     const messages: MessageExt[] = []
     const badBodies: number[] = []
     if (count === 0) return this.done(messages, 0, badBodies)
-    // Exactly the bytes copied into them: nothing to zero first (allocUnsafeSlow: not the shared pool).
-    const records = Buffer.allocUnsafeSlow(this.recordBytes)
+    // The bodies' buffer holds exactly the bytes copied into it: nothing to zero first
+    // (allocUnsafeSlow: its own ArrayBuffer, not the shared pool).
     const bodies = Buffer.allocUnsafeSlow(this.bodyBytes)
+    const base = this.reserveRecords(this.recordBytes)
+    const records = this.slab
+    const recordTo = this.recordTo
+    if (base > 0) for (let k = 0; k < count; k++) recordTo[k] += base
     const crcs = this.verify ? this.actual : null
-    const runs = this.sources.length
+    const runs = this.runCount
     if (runs === 1) {
       this.copyRun(this.sources[0], 0, count, records, bodies, crcs)
     } else {
       for (let r = 0, first = 0; r < runs; r++) {
-        const end = r < this.runEnds.length ? this.runEnds[r] : count
+        const end = r < runs - 1 ? this.runEnds[r] : count
         this.copyRun(this.sources[r], first, end, records, bodies, crcs)
         first = end
       }
     }
-    const bytes = new ReadBytes(records, new DataView(records.buffer, records.byteOffset, records.byteLength), bodies)
-    const recordTo = this.recordTo
+    const bytes = new ReadBytes(records, this.slabView, bodies)
     const bodyTo = this.bodyTo
     const bodyRanges = this.bodyRanges
     const expected = this.expected
@@ -243,6 +257,18 @@ export class ReadBatch {
     return this.done(messages, served, badBodies)
   }
 
+  /** Where `size` bytes of private record copies start in `slab` (a new slab when it is full). */
+  private reserveRecords(size: number): number {
+    if (this.slabUsed + size > this.slab.length) {
+      this.slab = Buffer.allocUnsafeSlow(Math.max(RECORD_SLAB_BYTES, size))
+      this.slabView = new DataView(this.slab.buffer, this.slab.byteOffset, this.slab.byteLength)
+      this.slabUsed = 0
+    }
+    const at = this.slabUsed
+    this.slabUsed = at + size
+    return at
+  }
+
   /** Copies queued records [first, end), all from `source`, in two native calls. */
   private copyRun(source: Buffer, first: number, end: number, records: Buffer, bodies: Buffer, crcs: Int32Array | null): void {
     if (first === 0) {
@@ -264,8 +290,9 @@ export class ReadBatch {
 
   private done(messages: MessageExt[], bytes: number, badBodies: number[]): BatchOutcome {
     this.queued = 0
-    this.sources.length = 0
-    this.runEnds.length = 0
+    // The mappings read are not kept reachable past the read.
+    for (let r = 0; r < this.runCount; r++) this.sources[r] = EMPTY
+    this.runCount = 0
     this.source = EMPTY
     return { messages, bytes, badBodies }
   }
