@@ -21,12 +21,11 @@ struct View {
 
 // The typed array at args[index] when it has `type`; false (and a TypeError thrown) otherwise.
 bool TypedArrayArg(napi_env env, napi_value value, napi_typedarray_type type, const char* message, View* out) {
-  bool is_typed = false;
   napi_typedarray_type actual;
   void* data = nullptr;
   size_t length = 0;
-  if (napi_is_typedarray(env, value, &is_typed) != napi_ok || !is_typed ||
-      napi_get_typedarray_info(env, value, &actual, &length, &data, nullptr, nullptr) != napi_ok || actual != type) {
+  // napi_get_typedarray_info answers napi_invalid_arg (throwing nothing) for anything else.
+  if (napi_get_typedarray_info(env, value, &actual, &length, &data, nullptr, nullptr) != napi_ok || actual != type) {
     napi_throw_type_error(env, nullptr, message);
     return false;
   }

@@ -50,20 +50,6 @@ function text(bytes: Buffer, from: number, to: number): string {
   return bytes.toString(isAscii(bytes, from, to) ? 'latin1' : 'utf8', from, to)
 }
 
-/**
- * The class of body views: a Uint8Array whose prototype chain holds Buffer.prototype, so a body
- * is a Buffer to every method, `instanceof Buffer` and Buffer.isBuffer, but is made by a plain
- * typed-array construction (Buffer's own subarray costs several times that, per message).
- */
-class BodyView extends Uint8Array {}
-Object.setPrototypeOf(BodyView.prototype, Buffer.prototype)
-Object.defineProperty(BodyView, 'name', { value: 'Buffer' })
-
-/** A Buffer over bytes[at, at + length) (a view, like subarray). */
-export function bodyView(bytes: Buffer, at: number, length: number): Buffer {
-  return new BodyView(bytes.buffer as ArrayBuffer, bytes.byteOffset + at, length) as unknown as Buffer
-}
-
 /** The bytes of one read, shared by its messages. */
 export class ReadBytes {
   /**
@@ -102,7 +88,9 @@ export class StoredMessage implements DecodedMessage {
   get body(): Buffer {
     let body = this.#body
     if (body === undefined) {
-      body = bodyView(this.#bytes.bodies, this.#bodyAt, this.#bodyLength)
+      const bodies = this.#bytes.bodies
+      // Buffer.from over the ArrayBuffer: the same view as subarray, made with fewer steps.
+      body = Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
       this.#body = body
     }
     return body
