@@ -72,6 +72,12 @@ export interface NativeBinding {
     dstOffsets: Float64Array,
     crcOut: Int32Array | null,
   ): void
+  /**
+   * Asks the CPU to load the cache lines of src[ranges[2k] .. ranges[2k] + ranges[2k+1]) for
+   * k < count, all at once: reads of records scattered over a file then wait for their misses
+   * together. A hint; ranges outside src are skipped. TypeError / RangeError on bad arguments.
+   */
+  prefetchRanges(src: Uint8Array, ranges: Float64Array, count: number): void
   /** out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1; out must be long enough. */
   crc32Each(bodies: readonly unknown[], out: Int32Array): void
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */
@@ -123,6 +129,7 @@ export const native: NativeBinding = {
   crc32Ranges: binding.crc32Ranges,
   crc32Each: binding.crc32Each,
   copyCrcRanges: binding.copyCrcRanges,
+  prefetchRanges: binding.prefetchRanges,
   pageSize: binding.pageSize,
   platform: binding.platform,
 }

@@ -676,6 +676,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   NAPI_THROW_IF_FAILED(env, napi_create_function(env, "copyCrcRanges", NAPI_AUTO_LENGTH, CopyCrcRanges, nullptr, &copy_crc),
                        exports);
   exports.Set("copyCrcRanges", Napi::Value(env, copy_crc));
+  napi_value prefetch;
+  NAPI_THROW_IF_FAILED(env, napi_create_function(env, "prefetchRanges", NAPI_AUTO_LENGTH, PrefetchRanges, nullptr, &prefetch),
+                       exports);
+  exports.Set("prefetchRanges", Napi::Value(env, prefetch));
   exports.Set("pageSize", Napi::Number::New(env, static_cast<double>(PageSize())));
   exports.Set("platform", Napi::String::New(env,
 #if defined(__APPLE__)

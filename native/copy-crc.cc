@@ -115,4 +115,41 @@ napi_value CopyCrcRanges(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
+napi_value PrefetchRanges(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value args[3];
+  if (napi_get_cb_info(env, info, &argc, args, nullptr, nullptr) != napi_ok) return nullptr;
+  if (argc < 3) {
+    napi_throw_type_error(env, nullptr, "prefetchRanges takes 3 arguments");
+    return nullptr;
+  }
+  View src, ranges;
+  if (!TypedArrayArg(env, args[0], napi_uint8_array, "src must be a Uint8Array", &src) ||
+      !TypedArrayArg(env, args[1], napi_float64_array, "ranges must be a Float64Array", &ranges)) {
+    return nullptr;
+  }
+  double count_value = 0;
+  if (napi_get_value_double(env, args[2], &count_value) != napi_ok) {
+    napi_throw_type_error(env, nullptr, "count must be a number");
+    return nullptr;
+  }
+  if (!IsPosition(count_value) || count_value * 2 > static_cast<double>(ranges.length)) {
+    napi_throw_range_error(env, nullptr, "count does not fit the arrays");
+    return nullptr;
+  }
+  const size_t count = static_cast<size_t>(count_value);
+  const auto* pairs = reinterpret_cast<const double*>(ranges.data);
+  // A hint only: ranges outside src are skipped, never touched.
+  for (size_t k = 0; k < count; k++) {
+    const double start = pairs[2 * k];
+    const double length = pairs[2 * k + 1];
+    if (!IsPosition(start) || !IsPosition(length) || start + length > static_cast<double>(src.length)) continue;
+    const uint8_t* from_at = src.data + static_cast<size_t>(start);
+    const size_t n = static_cast<size_t>(length);
+    for (size_t line = 0; line < n; line += kCacheLine) __builtin_prefetch(from_at + line);
+    if (n > 0) __builtin_prefetch(from_at + n - 1);
+  }
+  return nullptr;
+}
+
 }  // namespace mqnative

@@ -14,4 +14,11 @@ namespace mqnative {
 // dst, a position that is not a non-negative integer, or a destination that overlaps its source.
 napi_value CopyCrcRanges(napi_env env, napi_callback_info info);
 
+// prefetchRanges(src: Uint8Array, ranges: Float64Array, count: number)
+// Asks the CPU to load the cache lines of src[ranges[2k], ranges[2k] + ranges[2k+1]) for k < count,
+// all at once, so that reads of scattered records then wait for their misses together. A hint:
+// nothing is read into JavaScript or written, and ranges outside src are skipped. Wrong types are
+// a TypeError, a count past the array a RangeError.
+napi_value PrefetchRanges(napi_env env, napi_callback_info info);
+
 }  // namespace mqnative

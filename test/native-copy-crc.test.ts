@@ -150,3 +150,33 @@ describe('copyCrcRanges', () => {
     expect(() => f(ok.slice(0, 5))).toThrow(TypeError)
   })
 })
+
+describe('prefetchRanges', () => {
+  it('is a hint: it changes nothing, skips ranges outside the bytes, and reads from a closed mapping safely', () => {
+    const src = noise(4096, 3)
+    const before = Buffer.from(src)
+    native.prefetchRanges(src, new Float64Array([0, 4096, 4000, 500, -1, 10, 0.5, 3, Number.NaN, 1]), 5)
+    expect(src.equals(before)).toBe(true)
+    const dir = tempDir()
+    const file = join(dir, 'f')
+    fs.writeFileSync(file, before)
+    const fd = fs.openSync(file, 'r')
+    const handle = native.map(fd, 4096, false)
+    fs.closeSync(fd)
+    const mapped = new Uint8Array(handle.buffer)
+    native.prefetchRanges(mapped, new Float64Array([0, 4096]), 1)
+    handle.close()
+    // Closed: the view is empty, so every range is outside it and skipped.
+    native.prefetchRanges(mapped, new Float64Array([0, 4096]), 1)
+  })
+
+  it('wrong types are TypeErrors and a count past the array a RangeError', () => {
+    const f = native.prefetchRanges as (...a: unknown[]) => void
+    expect(() => f(Buffer.alloc(8), new Float64Array([0, 4]), 2)).toThrow(RangeError)
+    expect(() => f(Buffer.alloc(8), new Float64Array([0, 4]), -1)).toThrow(RangeError)
+    expect(() => f(new Uint16Array(4), new Float64Array([0, 4]), 1)).toThrow(TypeError)
+    expect(() => f(Buffer.alloc(8), new Int32Array([0, 4]), 1)).toThrow(TypeError)
+    expect(() => f(Buffer.alloc(8), new Float64Array([0, 4]), '1')).toThrow(TypeError)
+    expect(() => f(Buffer.alloc(8), new Float64Array([0, 4]))).toThrow(TypeError)
+  })
+})
