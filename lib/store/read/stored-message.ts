@@ -89,8 +89,13 @@ export class StoredMessage implements DecodedMessage {
     let body = this.#body
     if (body === undefined) {
       const bodies = this.#bytes.bodies
-      // Buffer.from over the ArrayBuffer: the same view as subarray, made with fewer steps.
-      body = Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
+      const end = this.#bodyAt + this.#bodyLength
+      // Buffer.from over the ArrayBuffer: the same view as subarray, made with fewer steps. Once
+      // the consumer transferred the buffer away (bodies.length is 0): empty, as every view of it.
+      body =
+        end <= bodies.length
+          ? Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
+          : Buffer.alloc(0)
       this.#body = body
     }
     return body
