@@ -58,18 +58,20 @@ export interface NativeBinding {
    */
   crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array): void
   /**
-   * For k < count: copies src[ranges[2k] .. ranges[2k] + ranges[2k+1]) to dst at dstOffsets[k],
-   * and when crcOut is given sets crcOut[k] to the BODYCRC (crc32 & 0x7fffffff) of those bytes,
-   * computed in the same pass. Throws, writing nothing, a TypeError for a wrong argument type and
-   * a RangeError when count runs past an array, a range lies outside src or dst, a position is not
-   * a non-negative integer, or a destination overlaps its source.
+   * Six table entries per k < count: [wholeStart, wholeLength, wholeAt, partStart, partLength,
+   * partAt]. Copies src[wholeStart, +wholeLength) to `whole` at wholeAt (unless whole is null)
+   * and src[partStart, +partLength) to `part` at partAt, setting crcOut[k] (when given) to the
+   * BODYCRC (crc32 & 0x7fffffff) of those bytes, computed in the same pass: a read's records and
+   * bodies in one call. Throws, writing nothing, a TypeError for a wrong argument type and a
+   * RangeError when count runs past an array, a range lies outside src or its destination, a
+   * position is not a non-negative integer, or a destination overlaps its source.
    */
   copyCrcRanges(
     src: Uint8Array,
-    ranges: Float64Array,
+    table: Float64Array,
     count: number,
-    dst: Uint8Array,
-    dstOffsets: Float64Array,
+    whole: Uint8Array | null,
+    part: Uint8Array,
     crcOut: Int32Array | null,
   ): void
   /**

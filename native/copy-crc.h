@@ -1,17 +1,21 @@
-// Copies many byte ranges into one buffer and checksums each, in one call (a read's records).
+// Copies many byte ranges out of one buffer into two, and checksums the ones a read serves, in one
+// call (a read's records and their bodies).
 #pragma once
 
 #include <napi.h>
 
 namespace mqnative {
 
-// copyCrcRanges(src: Uint8Array, ranges: Float64Array, count: number, dst: Uint8Array,
-//               dstOffsets: Float64Array, crcOut: Int32Array | null)
-// For k < count: copies src[ranges[2k], ranges[2k] + ranges[2k+1]) to dst at dstOffsets[k] and,
-// when crcOut is given, sets crcOut[k] = crc32 of those bytes & 0x7fffffff (RocketMQ's BODYCRC),
-// from the same pass over memory. Every argument is checked before anything is written: a
-// TypeError for a wrong type, a RangeError for a count past the arrays, a range outside src or
-// dst, a position that is not a non-negative integer, or a destination that overlaps its source.
+// copyCrcRanges(src: Uint8Array, table: Float64Array, count: number, whole: Uint8Array | null,
+//               part: Uint8Array, crcOut: Int32Array | null)
+// Six table entries per k < count: [wholeStart, wholeLength, wholeAt, partStart, partLength,
+// partAt]. Copies src[wholeStart, +wholeLength) to `whole` at wholeAt (unless whole is null), and
+// src[partStart, +partLength) to `part` at partAt, setting crcOut[k] (when given) to crc32 of
+// those bytes & 0x7fffffff (RocketMQ's BODYCRC) from the same pass over memory: a read's records
+// and their bodies in one call. Every argument is checked before anything is written: a TypeError
+// for a wrong type, a RangeError for a count past the arrays, a range outside src or its
+// destination, a position that is not a non-negative integer, or a destination overlapping its
+// source.
 napi_value CopyCrcRanges(napi_env env, napi_callback_info info);
 
 // prefetchRanges(src: Uint8Array, ranges: Float64Array, count: number)

@@ -22,33 +22,44 @@ function noise(length: number, seed = 0x12345678): Buffer {
   return bytes
 }
 
-/** Copies `pairs` ([start, length]) of src packed one after another; returns dst, CRCs and offsets. */
-function packed(src: Uint8Array, pairs: number[][], withCrc = true) {
-  const offsets = new Float64Array(pairs.length)
-  let total = 0
-  pairs.forEach(([, n], k) => {
-    offsets[k] = total
-    total += n
+/** One table row per [start, length] pair: the whole range to `whole`, packed; the part (the
+ * range without its first `skip` bytes) to `part`, packed, with its CRC. */
+function packed(src: Uint8Array, pairs: number[][], options: { skip?: number; withWhole?: boolean; withCrc?: boolean } = {}) {
+  const { skip = 0, withWhole = true, withCrc = true } = options
+  const table = new Float64Array(6 * pairs.length)
+  let wholeBytes = 0
+  let partBytes = 0
+  pairs.forEach(([at, n], k) => {
+    const cut = Math.min(skip, n)
+    table.set([at, n, wholeBytes, at + cut, n - cut, partBytes], 6 * k)
+    wholeBytes += n
+    partBytes += n - cut
   })
-  const dst = Buffer.alloc(total, 0xee)
+  const whole = Buffer.alloc(wholeBytes, 0xee)
+  const part = Buffer.alloc(partBytes, 0xee)
   const crcs = withCrc ? new Int32Array(pairs.length).fill(-7) : null
-  native.copyCrcRanges(src, new Float64Array(pairs.flat()), pairs.length, dst, offsets, crcs)
-  return { dst, crcs, offsets }
+  native.copyCrcRanges(src, table, pairs.length, withWhole ? whole : null, part, crcs)
+  return { whole, part, crcs, table }
 }
 
 describe('copyCrcRanges', () => {
-  it("copies each range and gives zlib's CRC-32 & 0x7fffffff of it, at every length 0..600 and alignment", () => {
+  it("copies each range whole and its part, and gives zlib's CRC-32 & 0x7fffffff of the part, at every length 0..600 and alignment", () => {
     const src = noise(80_000)
     const pairs: number[][] = []
     for (let n = 0; n <= 600; n++) pairs.push([(n * 7) % 16, n])
     for (const n of [1023, 1024, 4096 + 7, 65_536]) for (let at = 0; at < 16; at += 5) pairs.push([at + 3, n])
-    const { dst, crcs, offsets } = packed(src, pairs)
-    const wrongCopies = pairs.filter(([at, n], k) => !dst.subarray(offsets[k], offsets[k] + n).equals(src.subarray(at, at + n)))
-    const wrongCrcs = pairs.filter(([at, n], k) => crcs![k] !== bodyCrc(src.subarray(at, at + n)))
-    expect(wrongCopies).toEqual([])
-    expect(wrongCrcs).toEqual([])
-    // Every destination byte was written (the ranges are packed end to end).
-    expect(dst.length).toBe(pairs.reduce((s, [, n]) => s + n, 0))
+    for (const skip of [0, 5, 92]) {
+      const { whole, part, crcs, table } = packed(src, pairs, { skip })
+      const wrongWhole = pairs.filter(
+        ([at, n], k) => !whole.subarray(table[6 * k + 2], table[6 * k + 2] + n).equals(src.subarray(at, at + n)),
+      )
+      const wrongPart = pairs.filter((_, k) => {
+        const [, , , from, n, to] = table.subarray(6 * k, 6 * k + 6)
+        return !part.subarray(to, to + n).equals(src.subarray(from, from + n))
+      })
+      const wrongCrcs = pairs.filter((_, k) => crcs![k] !== bodyCrc(src.subarray(table[6 * k + 3], table[6 * k + 3] + table[6 * k + 4])))
+      expect([skip, wrongWhole, wrongPart, wrongCrcs]).toEqual([skip, [], [], []])
+    }
   })
 
   it('agrees with crc32Ranges over the same bytes', () => {
@@ -66,17 +77,18 @@ describe('copyCrcRanges', () => {
     expect([...crcs!]).toEqual([...out])
   })
 
-  it('copies only, leaving no CRC, when crcOut is null', () => {
+  it('copies parts only when whole is null, and gives no CRC when crcOut is null', () => {
     const src = noise(1000, 5)
-    const { dst } = packed(
+    const { whole, part } = packed(
       src,
       [
         [10, 300],
         [500, 17],
       ],
-      false,
+      { skip: 2, withWhole: false, withCrc: false },
     )
-    expect(dst.equals(Buffer.concat([src.subarray(10, 310), src.subarray(500, 517)]))).toBe(true)
+    expect(part.equals(Buffer.concat([src.subarray(12, 310), src.subarray(502, 517)]))).toBe(true)
+    expect(whole.every((b) => b === 0xee)).toBe(true)
   })
 
   it('reads from a real mapping of a file', () => {
@@ -89,57 +101,70 @@ describe('copyCrcRanges', () => {
     fs.closeSync(fd)
     try {
       const src = new Uint8Array(handle.buffer)
-      const { dst, crcs } = packed(src, [
-        [60_000, 5536],
-        [1, 255],
-      ])
-      expect(dst.equals(Buffer.concat([bytes.subarray(60_000), bytes.subarray(1, 256)]))).toBe(true)
-      expect(crcs![0]).toBe(bodyCrc(bytes.subarray(60_000)))
+      const { whole, part, crcs } = packed(
+        src,
+        [
+          [60_000, 5536],
+          [1, 255],
+        ],
+        { skip: 16 },
+      )
+      expect(whole.equals(Buffer.concat([bytes.subarray(60_000), bytes.subarray(1, 256)]))).toBe(true)
+      expect(part.equals(Buffer.concat([bytes.subarray(60_016), bytes.subarray(17, 256)]))).toBe(true)
+      expect(crcs![0]).toBe(bodyCrc(bytes.subarray(60_016)))
       handle.close()
       // A closed mapping's buffer is empty: any range is outside it.
-      expect(() => native.copyCrcRanges(src, new Float64Array([0, 1]), 1, dst, new Float64Array([0]), null)).toThrow(RangeError)
+      expect(() => native.copyCrcRanges(src, new Float64Array([0, 1, 0, 0, 1, 0]), 1, whole, part, null)).toThrow(RangeError)
     } finally {
       handle.close()
     }
   })
 
-  it('a range outside src or dst, a bad position, an overlap or a count past the arrays is a RangeError, and nothing is written', () => {
+  it('a range outside src or its destination, a bad position, an overlap or a count past the arrays is a RangeError, and nothing is written', () => {
     const src = Buffer.alloc(100, 1)
-    const dst = Buffer.alloc(50, 0)
+    const whole = Buffer.alloc(60, 0)
+    const part = Buffer.alloc(50, 0)
     const crcs = new Int32Array([11, 22])
-    const call = (ranges: number[], count: number, offsets: number[], target: Uint8Array = dst, from: Uint8Array = src) =>
-      native.copyCrcRanges(from, new Float64Array(ranges), count, target, new Float64Array(offsets), crcs)
-    // The first range is fine; the second is bad: neither is written.
-    expect(() => call([0, 10, 95, 6], 2, [0, 10])).toThrow(RangeError)
-    expect(() => call([0, 10, 0, 10], 2, [0, 45])).toThrow(RangeError)
-    expect(() => call([-1, 10], 1, [0])).toThrow(RangeError)
-    expect(() => call([0.5, 10], 1, [0])).toThrow(RangeError)
-    expect(() => call([0, Number.NaN], 1, [0])).toThrow(RangeError)
-    expect(() => call([0, 10], 1, [Number.POSITIVE_INFINITY])).toThrow(RangeError)
-    expect(() => call([0, 10], 1, [-3])).toThrow(RangeError)
-    expect(() => call([0, 10], 2, [0, 0])).toThrow(RangeError)
-    expect(() => call([0, 10, 0, 10], 2, [0])).toThrow(RangeError)
-    expect(() => call([0, 10, 0, 10, 0, 10], 3, [0, 0, 0])).toThrow(RangeError)
-    expect(() => call([0, 10], -1, [0])).toThrow(RangeError)
-    expect(() => call([0, 10], 1.5, [0])).toThrow(RangeError)
-    // Overlapping source and destination in one buffer.
-    expect(() => call([0, 20], 1, [10], src, src)).toThrow(RangeError)
-    expect(dst.every((b) => b === 0)).toBe(true)
+    const ok = [0, 10, 0, 0, 10, 0]
+    const call = (rows: number[], count: number, from: Uint8Array = src, w: Uint8Array | null = whole, p: Uint8Array = part) =>
+      native.copyCrcRanges(from, new Float64Array(rows), count, w, p, crcs)
+    // The first row is fine; the second is bad: neither is written.
+    expect(() => call([...ok, 95, 6, 10, 0, 1, 10], 2)).toThrow(RangeError)
+    expect(() => call([...ok, 0, 10, 55, 0, 1, 10], 2)).toThrow(RangeError)
+    expect(() => call([...ok, 0, 1, 10, 0, 10, 45], 2)).toThrow(RangeError)
+    expect(() => call([...ok, 0, 1, 10, 99, 2, 0], 2)).toThrow(RangeError)
+    for (const bad of [-1, 0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      for (let field = 0; field < 6; field++) {
+        const row = [...ok]
+        row[field] = bad
+        expect(() => call(row, 1), `field ${field} = ${bad}`).toThrow(RangeError)
+      }
+    }
+    expect(() => call(ok, 2)).toThrow(RangeError)
+    expect(() => call([...ok, ...ok], -1)).toThrow(RangeError)
+    expect(() => call([...ok, ...ok], 1.5)).toThrow(RangeError)
+    expect(() => native.copyCrcRanges(src, new Float64Array([...ok, ...ok, ...ok]), 3, whole, part, crcs)).toThrow(RangeError)
+    // A destination overlapping its source (one buffer for both).
+    expect(() => call([0, 20, 10, 0, 1, 99], 1, src, src, part)).toThrow(RangeError)
+    expect(() => call([0, 1, 50, 0, 20, 10], 1, src, whole, src)).toThrow(RangeError)
+    expect(whole.every((b) => b === 0)).toBe(true)
+    expect(part.every((b) => b === 0)).toBe(true)
     expect([...crcs]).toEqual([11, 22])
     // Disjoint ranges of one buffer are fine.
-    call([0, 20], 1, [50], src, src)
+    call([0, 20, 50, 0, 1, 99], 1, src, src, src)
   })
 
   it('wrong argument types are TypeErrors', () => {
     const f = (args: unknown[]) => (native.copyCrcRanges as (...a: unknown[]) => void)(...args)
-    const ok = [Buffer.alloc(8), new Float64Array([0, 4]), 1, Buffer.alloc(8), new Float64Array([0]), new Int32Array(1)]
+    const ok = [Buffer.alloc(8), new Float64Array([0, 4, 0, 0, 4, 0]), 1, Buffer.alloc(8), Buffer.alloc(8), new Int32Array(1)]
     f(ok)
     for (const [index, bad] of [
       [0, new Uint16Array(4)],
       [0, 'bytes'],
-      [1, new Int32Array([0, 4])],
+      [1, new Int32Array(6)],
       [2, '1'],
       [3, new ArrayBuffer(8)],
+      [4, null],
       [4, [0]],
       [5, new Uint32Array(1)],
     ] as [number, unknown][]) {

@@ -3,7 +3,7 @@
 // Default (copying) mode, one pass: each record is located and checked where it lies (identity,
 // the read's own filter), its positions queued; finish() then copies every queued record in one
 // native call per commit-log file: whole records into a private buffer the messages' fields are
-// read from, and bodies into the buffer the bodies are views of, with each body's CRC computed in
+// read from, and bodies into the buffer the bodies are views of, each body's CRC computed in
 // the same pass as its copy (the bytes checked are the bytes served). Both buffers are exactly
 // the size of what is copied into them, so they are not zero-filled first: every byte is written.
 // `body.buffer` reaches the bodies of this read and nothing else; a body that fails its CRC is
@@ -32,6 +32,12 @@ import { ReadBytes, StoredMessage } from './stored-message.js'
 
 const EMPTY = Buffer.alloc(0)
 const INITIAL_RECORDS = 32
+/** Entries per record in the copy table: record start, size, place; body start, length, place. */
+const ROW = 6
+const ROW_SIZE = 1
+const ROW_RECORD_TO = 2
+const ROW_BODY_LENGTH = 4
+const ROW_BODY_TO = 5
 /**
  * The private copies of records are cut from slabs of this size, so a read allocates one buffer
  * (its bodies) rather than two: an ArrayBuffer costs more than reading a record. A message kept
@@ -64,13 +70,11 @@ export class ReadBatch {
   source: Buffer = EMPTY
   private sourceAt = 0
   private taken = 0
-  // Copying mode, per record queued (k < queued): [start, size] of the record and [start, length]
-  // of its body in its source, where they go in the two buffers, and the body's stored CRC.
+  // Copying mode, per record queued (k < queued): a row of copyCrcRanges' table (the record's
+  // start, size and place in the private buffer; its body's start, length and place in the
+  // bodies), and the body's stored CRC.
   private queued = 0
-  private recordRanges = new Float64Array(2 * INITIAL_RECORDS)
-  private bodyRanges = new Float64Array(2 * INITIAL_RECORDS)
-  private recordTo = new Float64Array(INITIAL_RECORDS)
-  private bodyTo = new Float64Array(INITIAL_RECORDS)
+  private table = new Float64Array(ROW * INITIAL_RECORDS)
   private expected = new Int32Array(INITIAL_RECORDS)
   private actual = new Int32Array(INITIAL_RECORDS)
   private recordBytes = 0
@@ -144,12 +148,14 @@ export class ReadBatch {
     const at = this.sourceAt
     const size = fields.totalSize
     const bodyLength = fields.bodyLength
-    this.recordRanges[2 * k] = at
-    this.recordRanges[2 * k + 1] = size
-    this.bodyRanges[2 * k] = fields.bodyAt
-    this.bodyRanges[2 * k + 1] = bodyLength
-    this.recordTo[k] = this.recordBytes
-    this.bodyTo[k] = this.bodyBytes
+    const row = this.table
+    const r = ROW * k
+    row[r] = at
+    row[r + ROW_SIZE] = size
+    row[r + ROW_RECORD_TO] = this.recordBytes
+    row[r + 3] = fields.bodyAt
+    row[r + ROW_BODY_LENGTH] = bodyLength
+    row[r + ROW_BODY_TO] = this.bodyBytes
     this.expected[k] = reader.views.of(source).getInt32(at + OFFSET_BODYCRC)
     this.recordBytes += size
     this.bodyBytes += bodyLength
@@ -163,16 +169,12 @@ export class ReadBatch {
 
   private grow(): void {
     const n = this.expected.length * 2
-    const bigger = <T extends Float64Array | Int32Array>(from: T, length: number): T => {
-      const to = (from instanceof Float64Array ? new Float64Array(length) : new Int32Array(length)) as T
-      to.set(from)
-      return to
-    }
-    this.recordRanges = bigger(this.recordRanges, 2 * n)
-    this.bodyRanges = bigger(this.bodyRanges, 2 * n)
-    this.recordTo = bigger(this.recordTo, n)
-    this.bodyTo = bigger(this.bodyTo, n)
-    this.expected = bigger(this.expected, n)
+    const table = new Float64Array(ROW * n)
+    table.set(this.table)
+    const expected = new Int32Array(n)
+    expected.set(this.expected)
+    this.table = table
+    this.expected = expected
     this.actual = new Int32Array(n)
   }
 
@@ -220,8 +222,8 @@ export class ReadBatch {
     const bodies = Buffer.allocUnsafeSlow(this.bodyBytes)
     const base = this.reserveRecords(this.recordBytes)
     const records = this.slab
-    const recordTo = this.recordTo
-    if (base > 0) for (let k = 0; k < count; k++) recordTo[k] += base
+    const table = this.table
+    if (base > 0) for (let k = 0; k < count; k++) table[ROW * k + ROW_RECORD_TO] += base
     const crcs = this.verify ? this.actual : null
     const runs = this.runCount
     if (runs === 1) {
@@ -234,16 +236,16 @@ export class ReadBatch {
       }
     }
     const bytes = new ReadBytes(records, this.slabView, bodies)
-    const bodyTo = this.bodyTo
-    const bodyRanges = this.bodyRanges
     const expected = this.expected
     const actual = this.actual
     let served = 0
     for (let k = 0; k < count; k++) {
-      const bodyAt = bodyTo[k]
-      const bodyLength = bodyRanges[2 * k + 1]
+      const r = ROW * k
+      const bodyAt = table[r + ROW_BODY_TO]
+      const bodyLength = table[r + ROW_BODY_LENGTH]
+      const recordAt = table[r + ROW_RECORD_TO]
       if (crcs !== null && actual[k] !== expected[k]) {
-        badBodies.push(getInt64(bytes.dv, recordTo[k] + OFFSET_PHYSICALOFFSET))
+        badBodies.push(getInt64(bytes.dv, recordAt + OFFSET_PHYSICALOFFSET))
         bodies.fill(0, bodyAt, bodyAt + bodyLength)
         continue
       }
@@ -251,8 +253,8 @@ export class ReadBatch {
         bodies.fill(0, bodyAt, bodyAt + bodyLength)
         continue
       }
-      messages.push(new StoredMessage(bytes, recordTo[k], bodyAt, bodyLength))
-      served += this.recordRanges[2 * k + 1]
+      messages.push(new StoredMessage(bytes, recordAt, bodyAt, bodyLength))
+      served += table[r + ROW_SIZE]
     }
     return this.done(messages, served, badBodies)
   }
@@ -269,23 +271,14 @@ export class ReadBatch {
     return at
   }
 
-  /** Copies queued records [first, end), all from `source`, in two native calls. */
+  /** Copies queued records [first, end), all from `source`, and their bodies, in one native call. */
   private copyRun(source: Buffer, first: number, end: number, records: Buffer, bodies: Buffer, crcs: Int32Array | null): void {
     if (first === 0) {
-      native.copyCrcRanges(source, this.recordRanges, end, records, this.recordTo, null)
-      native.copyCrcRanges(source, this.bodyRanges, end, bodies, this.bodyTo, crcs)
+      native.copyCrcRanges(source, this.table, end, records, bodies, crcs)
       return
     }
-    const n = end - first
-    native.copyCrcRanges(source, this.recordRanges.subarray(2 * first), n, records, this.recordTo.subarray(first), null)
-    native.copyCrcRanges(
-      source,
-      this.bodyRanges.subarray(2 * first),
-      n,
-      bodies,
-      this.bodyTo.subarray(first),
-      crcs === null ? null : crcs.subarray(first),
-    )
+    const rows = this.table.subarray(ROW * first)
+    native.copyCrcRanges(source, rows, end - first, records, bodies, crcs === null ? null : crcs.subarray(first))
   }
 
   private done(messages: MessageExt[], bytes: number, badBodies: number[]): BatchOutcome {
