@@ -216,4 +216,30 @@ describe('consume()', () => {
     expect(next.value?.body.equals(bodyOf(2))).toBe(true)
     await iterator.return?.()
   })
+
+  it('over every queue of a topic: hands out what the queues already read without waiting, queues in turn', async () => {
+    const store = await openStore()
+    await store.createTopic('multi', { queues: 2 })
+    for (let i = 0; i < 8; i++) await store.putMessage({ topic: 'multi', queueId: i % 2, body: bodyOf(i) })
+    const iterator = store.consume({ group: 'g', topic: 'multi', from: 'earliest' })[Symbol.asyncIterator]()
+    const seen: string[] = []
+    const first = await iterator.next()
+    seen.push(`${first.value?.queueId}:${first.value?.queueOffset}`)
+    // The first next() read both queues' batches: the other seven are settled at once.
+    let settled = 0
+    for (let i = 1; i < 8; i++) {
+      void iterator.next().then((r) => {
+        settled++
+        seen.push(`${r.value?.queueId}:${r.value?.queueOffset}`)
+      })
+      await Promise.resolve()
+    }
+    await Promise.resolve()
+    expect(settled).toBe(7)
+    // Queues take turns: neither batch is handed out whole before the other's.
+    const queues = seen.map((s) => s.split(':')[0])
+    expect(queues.every((q, i) => i === 0 || q !== queues[i - 1])).toBe(true)
+    expect([...seen].sort()).toEqual(['0:0', '0:1', '0:2', '0:3', '1:0', '1:1', '1:2', '1:3'])
+    await iterator.return?.()
+  })
 })
