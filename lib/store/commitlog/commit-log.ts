@@ -153,7 +153,7 @@ export class CommitLogReader {
   private file: MappedFile | null = null
   /** The readable bytes of the held file; record positions from locate() index into it. */
   data: Buffer = EMPTY
-  /** The DataView of `data` for the record decoders; dropped with the file at close(). */
+  /** The DataView of `data` for the record decoders (kept with the last file's view, below). */
   readonly views = new DataViewCache()
   private exposedOf: MappedFile | null = null
   private exposedData: Buffer = EMPTY
@@ -221,14 +221,6 @@ export class CommitLogReader {
     this.data = EMPTY
     this.exposedOf = null
     this.exposedData = EMPTY
-  }
-
-  /** Drops every view kept (the views cache and the last file's): for a reader no longer used. */
-  forget(): void {
-    this.close()
-    this.views.clear()
-    this.lastFile = null
-    this.lastData = EMPTY
   }
 }
 
