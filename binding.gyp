@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "mqstore",
-      "sources": ["native/addon.cc", "native/crc.cc", "native/errno-name.cc", "native/mapping.cc"],
+      "sources": ["native/addon.cc", "native/copy-crc.cc", "native/crc.cc", "native/errno-name.cc", "native/mapping.cc"],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
       "defines": ["NAPI_VERSION=8"],
       "cflags_cc": ["-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter"],

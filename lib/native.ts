@@ -57,6 +57,29 @@ export interface NativeBinding {
    * outside `bytes` or the arrays are shorter than `count`.
    */
   crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array): void
+  /**
+   * Six table entries per k < count: [wholeStart, wholeLength, wholeAt, partStart, partLength,
+   * partAt]. Copies src[wholeStart, +wholeLength) to `whole` at wholeAt (unless whole is null)
+   * and src[partStart, +partLength) to `part` at partAt, setting crcOut[k] (when given) to the
+   * BODYCRC (crc32 & 0x7fffffff) of those bytes, computed in the same pass: a read's records and
+   * bodies in one call. Throws, writing nothing, a TypeError for a wrong argument type and a
+   * RangeError when count runs past an array, a range lies outside src or its destination, a
+   * position is not a non-negative integer, or a destination overlaps its source.
+   */
+  copyCrcRanges(
+    src: Uint8Array,
+    table: Float64Array,
+    count: number,
+    whole: Uint8Array | null,
+    part: Uint8Array,
+    crcOut: Int32Array | null,
+  ): void
+  /**
+   * Asks the CPU to load the cache lines of src[ranges[2k] .. ranges[2k] + ranges[2k+1]) for
+   * k < count, all at once: reads of records scattered over a file then wait for their misses
+   * together. A hint; ranges outside src are skipped. TypeError / RangeError on bad arguments.
+   */
+  prefetchRanges(src: Uint8Array, ranges: Float64Array, count: number): void
   /** out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1; out must be long enough. */
   crc32Each(bodies: readonly unknown[], out: Int32Array): void
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */
@@ -107,6 +130,8 @@ export const native: NativeBinding = {
   errnoName: binding.errnoName,
   crc32Ranges: binding.crc32Ranges,
   crc32Each: binding.crc32Each,
+  copyCrcRanges: binding.copyCrcRanges,
+  prefetchRanges: binding.prefetchRanges,
   pageSize: binding.pageSize,
   platform: binding.platform,
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "errno-name.h"
+#include "copy-crc.h"
 #include "crc.h"
 #include "mapping.h"
 
@@ -670,6 +671,15 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("errnoName", Napi::Function::New(env, ErrnoNameOf, "errnoName"));
   exports.Set("crc32Ranges", Napi::Function::New(env, Crc32Ranges, "crc32Ranges"));
   exports.Set("crc32Each", Napi::Function::New(env, Crc32Each, "crc32Each"));
+  // A plain Node-API function (no wrapper): it runs once per read, often for one record.
+  napi_value copy_crc;
+  NAPI_THROW_IF_FAILED(env, napi_create_function(env, "copyCrcRanges", NAPI_AUTO_LENGTH, CopyCrcRanges, nullptr, &copy_crc),
+                       exports);
+  exports.Set("copyCrcRanges", Napi::Value(env, copy_crc));
+  napi_value prefetch;
+  NAPI_THROW_IF_FAILED(env, napi_create_function(env, "prefetchRanges", NAPI_AUTO_LENGTH, PrefetchRanges, nullptr, &prefetch),
+                       exports);
+  exports.Set("prefetchRanges", Napi::Value(env, prefetch));
   exports.Set("pageSize", Napi::Number::New(env, static_cast<double>(PageSize())));
   exports.Set("platform", Napi::String::New(env,
 #if defined(__APPLE__)

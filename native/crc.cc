@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -29,37 +30,51 @@ namespace {
 
 MQ_PCLMUL_TARGET inline __m128i Load(const uint8_t* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); }
 
+// Loads 16 bytes at p + at, and with kCopy stores them at out + at.
+template <bool kCopy>
+MQ_PCLMUL_TARGET inline __m128i Take(const uint8_t* p, uint8_t* out, size_t at) {
+  const __m128i v = Load(p + at);
+  if (kCopy) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + at), v);
+  return v;
+}
+
 // a.low * k.low ^ a.high * k.high: folds `a` forward by the distance `k` encodes.
 MQ_PCLMUL_TARGET inline __m128i Fold(__m128i a, __m128i k) {
   return _mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11));
 }
 
-MQ_PCLMUL_TARGET uint32_t CrcFold(uint32_t crc, const uint8_t* p, size_t length) {
+// With kCopy, each 16 bytes loaded is also stored to `out`: a copy and its CRC in one pass over
+// the source (what a read serves is what was checked).
+template <bool kCopy>
+MQ_PCLMUL_TARGET uint32_t CrcFold(uint32_t crc, const uint8_t* p, size_t length, uint8_t* out) {
   const __m128i fold512 = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);
   const __m128i fold128 = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);
   const __m128i fold64 = _mm_set_epi64x(0, 0x163cd6124);
   const __m128i barrett = _mm_set_epi64x(0x1f7011641, 0x1db710641);
   const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-  __m128i x1 = _mm_xor_si128(Load(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
-  __m128i x2 = Load(p + 16);
-  __m128i x3 = Load(p + 32);
-  __m128i x4 = Load(p + 48);
+  __m128i x1 = _mm_xor_si128(Take<kCopy>(p, out, 0), _mm_cvtsi32_si128(static_cast<int>(crc)));
+  __m128i x2 = Take<kCopy>(p, out, 16);
+  __m128i x3 = Take<kCopy>(p, out, 32);
+  __m128i x4 = Take<kCopy>(p, out, 48);
   p += 64;
+  if (kCopy) out += 64;
   length -= 64;
   while (length >= 64) {
-    x1 = _mm_xor_si128(Fold(x1, fold512), Load(p));
-    x2 = _mm_xor_si128(Fold(x2, fold512), Load(p + 16));
-    x3 = _mm_xor_si128(Fold(x3, fold512), Load(p + 32));
-    x4 = _mm_xor_si128(Fold(x4, fold512), Load(p + 48));
+    x1 = _mm_xor_si128(Fold(x1, fold512), Take<kCopy>(p, out, 0));
+    x2 = _mm_xor_si128(Fold(x2, fold512), Take<kCopy>(p, out, 16));
+    x3 = _mm_xor_si128(Fold(x3, fold512), Take<kCopy>(p, out, 32));
+    x4 = _mm_xor_si128(Fold(x4, fold512), Take<kCopy>(p, out, 48));
     p += 64;
+    if (kCopy) out += 64;
     length -= 64;
   }
   x1 = _mm_xor_si128(Fold(x1, fold128), x2);
   x1 = _mm_xor_si128(Fold(x1, fold128), x3);
   x1 = _mm_xor_si128(Fold(x1, fold128), x4);
   while (length >= 16) {
-    x1 = _mm_xor_si128(Fold(x1, fold128), Load(p));
+    x1 = _mm_xor_si128(Fold(x1, fold128), Take<kCopy>(p, out, 0));
     p += 16;
+    if (kCopy) out += 16;
     length -= 16;
   }
   // 128 -> 64 bits.
@@ -86,13 +101,38 @@ uint32_t Crc32(const uint8_t* p, size_t length) {
 #if defined(MQ_CRC_PCLMUL)
   if (kHasPclmul && length >= 64) {
     const size_t bulk = length & ~static_cast<size_t>(15);
-    const uint32_t reg = CrcFold(0xffffffffu, p, bulk);
+    const uint32_t reg = CrcFold<false>(0xffffffffu, p, bulk, nullptr);
     if (bulk == length) return ~reg;
     return static_cast<uint32_t>(crc32(~reg, p + bulk, static_cast<uInt>(length - bulk)));
   }
 #endif
   return length == 0 ? 0 : static_cast<uint32_t>(crc32(0L, p, static_cast<uInt>(length)));
 }
+
+}  // namespace
+
+uint32_t CopyCrc32(const uint8_t* src, uint8_t* dst, size_t length) {
+#if defined(MQ_CRC_PCLMUL)
+  if (kHasPclmul && length >= 64) {
+    const size_t bulk = length & ~static_cast<size_t>(15);
+    const uint32_t reg = CrcFold<true>(0xffffffffu, src, bulk, dst);
+    if (bulk == length) return ~reg;
+    memcpy(dst + bulk, src + bulk, length - bulk);
+    return static_cast<uint32_t>(crc32(~reg, dst + bulk, static_cast<uInt>(length - bulk)));
+  }
+#endif
+  // The CRC runs over the copy, still in the cache: the bytes checked are the bytes served.
+  memcpy(dst, src, length);
+  return Crc32(dst, length);
+}
+
+void EnsureCrcReady() {
+  // Chromium's zlib picks its SIMD code on a crc32(0, NULL, 0) call; make sure one happened.
+  static const bool simd_checked = (crc32(0L, Z_NULL, 0), true);
+  (void)simd_checked;
+}
+
+namespace {
 
 bool TypedArrayOf(const Napi::CallbackInfo& info, size_t index, napi_typedarray_type type, const char* name,
                   Napi::TypedArray* out) {

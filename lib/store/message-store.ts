@@ -18,6 +18,7 @@ import {
   checkOffset,
   checkPositive,
   checkQuery,
+  checkQueryArguments,
   checkQueue,
   filterTags,
 } from './message-validation.js'
@@ -221,8 +222,13 @@ export class MessageStore implements AsyncDisposable {
    * first (commit-log order). For the newest alone, see getLatestByKey.
    */
   queryMessage(topic: string, key: string, maxNum: number, begin?: number, end?: number): QueryMessageResult {
-    const range = checkQuery(topic, key, maxNum, begin, end, Date.now())
-    return this.reading(() => this.e.reads.queryMessage(topic, key, maxNum, range.begin, range.end))
+    // reading()'s steps written out: no closure or range object per lookup.
+    const from = begin ?? 0
+    const to = end ?? Date.now()
+    checkQueryArguments(topic, key, maxNum, from, to)
+    this.assertOpen()
+    this.e.catchUp()
+    return this.e.reads.queryMessage(topic, key, maxNum, from, to)
   }
 
   /** The newest message of `topic` with `key` (in KEYS or as UNIQ_KEY), or null. */

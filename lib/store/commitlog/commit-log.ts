@@ -145,6 +145,8 @@ export class QueueOffsetTable {
 }
 
 const EMPTY = Buffer.alloc(0)
+/** Holds of one file a reader serves from the view it kept before taking a fresh one. */
+const REUSE_LIMIT = 256
 
 /**
  * Reads many records with one hold per file instead of one per record: the reader keeps the file
@@ -154,10 +156,18 @@ export class CommitLogReader {
   private file: MappedFile | null = null
   /** The readable bytes of the held file; record positions from locate() index into it. */
   data: Buffer = EMPTY
-  /** The DataView of `data` for the record decoders; dropped with the file at close(). */
+  /** The DataView of `data` for the record decoders (kept with the last file's view, below). */
   readonly views = new DataViewCache()
   private exposedOf: MappedFile | null = null
   private exposedData: Buffer = EMPTY
+  // The last file's readable view, kept across close() so that a reader used for one read after
+  // another does not make a view (and tell the mapping budget) per read: reused while the file is
+  // mapped by the same map and its readable end has not moved, and retaken every REUSE_LIMIT holds
+  // (so the budget still sees the file used).
+  private lastFile: MappedFile | null = null
+  private lastGeneration = -1
+  private lastData: Buffer = EMPTY
+  private reuses = 0
 
   constructor(private readonly queue: MappedFileQueue) {}
 
@@ -169,10 +179,29 @@ export class CommitLogReader {
       file = this.queue.findMappedFileByOffset(offset)
       if (file === null || !file.hold()) return -1
       this.file = file
-      this.data = file.readableBuffer()
+      this.data = this.readableOf(file)
     }
     const pos = offset - file.fileFromOffset
     return pos >= 0 && size >= 0 && pos + size <= this.data.length ? pos : -1
+  }
+
+  private readableOf(file: MappedFile): Buffer {
+    const last = this.lastData
+    if (
+      file === this.lastFile &&
+      file.mapGeneration === this.lastGeneration &&
+      last.length === file.readPosition &&
+      last.byteLength > 0 &&
+      ++this.reuses < REUSE_LIMIT
+    ) {
+      return last
+    }
+    const data = file.readableBuffer()
+    this.lastFile = file
+    this.lastGeneration = file.mapGeneration
+    this.lastData = data
+    this.reuses = 0
+    return data
   }
 
   /**
@@ -193,7 +222,6 @@ export class CommitLogReader {
     if (this.file !== null) this.file.release()
     this.file = null
     this.data = EMPTY
-    this.views.clear()
     this.exposedOf = null
     this.exposedData = EMPTY
   }

@@ -41,8 +41,11 @@ import {
 export * from './index-layout.js'
 
 const INT_MAX = 0x7fffffff
+const TWO_POW_32 = 4294967296
 /** Puts between two reports of the file being written to the mapping budget. */
 const WRITER_TOUCH_EVERY = 1024
+/** Walks between two reports of the file being read to the mapping budget (see readView). */
+const READER_TOUCH_EVERY = 256
 
 export interface IndexFileOpenOptions {
   readOnly?: boolean
@@ -68,6 +71,8 @@ export class IndexFile {
   private flushedChanges = 0
   /** Puts since the budget was last told of a use (see writeView). */
   private untouchedWrites = 0
+  /** Walks since the budget was last told of a use (see readView). */
+  private untouchedReads = 0
   /** Blocks are reserved as pages are first written (null for a read-only file). */
   private readonly reservation: IndexReservation | null
 
@@ -123,6 +128,18 @@ export class IndexFile {
     const view = this.view
     if (view !== null && this.viewGeneration === this.mappedFile.mapGeneration && ++this.untouchedWrites < WRITER_TOUCH_EVERY) return view
     this.untouchedWrites = 0
+    return this.mapping()
+  }
+
+  /**
+   * The mapping for a walk (the file is held): the cached view while the file stays mapped,
+   * telling the budget of the use once per READER_TOUCH_EVERY walks, as writeView does for puts
+   * (a lookup is a few memory reads; the budget's bookkeeping per walk cost as much).
+   */
+  private readView(): DataView {
+    const view = this.view
+    if (view !== null && this.viewGeneration === this.mappedFile.mapGeneration && ++this.untouchedReads < READER_TOUCH_EVERY) return view
+    this.untouchedReads = 0
     return this.mapping()
   }
 
@@ -396,11 +413,44 @@ export class IndexFile {
   }
 
   selectPhyOffsetByHash(out: number[], keyHash: number, maxNum: number, begin: number, end: number): void {
-    if (out.length >= maxNum) return
-    this.walkByHash(keyHash, begin, end, (phyOffset) => {
-      out.push(phyOffset)
-      return out.length >= maxNum
-    })
+    out.length = this.collectByHash(keyHash, begin, end, out, out.length, maxNum)
+  }
+
+  /**
+   * The walk of selectPhyOffsetByHash without objects or callbacks: writes the matching phyOffsets
+   * to out[count], out[count + 1], ... until `limit` are there; returns the new count.
+   */
+  collectByHash(keyHash: number, begin: number, end: number, out: number[], count: number, limit: number): number {
+    if (count >= limit) return count
+    const mapped = this.mappedFile
+    if (!mapped.hold()) return count
+    try {
+      const indexCount = this.indexCount
+      // Nothing to read in an empty file: it is not mapped for it.
+      if (indexCount <= 1) return count
+      const v = this.readView()
+      let cur = v.getInt32(hashSlotPosition(keyHash, this.hashSlotNum))
+      // Entry numbers run from 1 to indexCount - 1; anything else is a damaged slot.
+      if (cur <= INVALID_INDEX || cur >= indexCount) return count
+      const entries = this.entriesStart
+      const beginTimestamp = this.beginTimestamp
+      for (;;) {
+        const pos = entries + cur * INDEX_ENTRY_SIZE
+        const timeDiff = v.getInt32(pos + ENTRY_TIME_DIFF_OFFSET)
+        if (timeDiff < 0) return count
+        const prev = v.getInt32(pos + ENTRY_PREV_INDEX_OFFSET)
+        const time = beginTimestamp + timeDiff * 1000
+        if (v.getInt32(pos + ENTRY_KEY_HASH_OFFSET) === keyHash && time >= begin && time <= end) {
+          out[count++] = v.getInt32(pos + ENTRY_PHY_OFFSET_OFFSET) * TWO_POW_32 + v.getUint32(pos + ENTRY_PHY_OFFSET_OFFSET + 4)
+          if (count >= limit) return count
+        }
+        // As walkByHash: a valid chain only goes to older entries.
+        if (prev <= INVALID_INDEX || prev >= cur || time < begin) return count
+        cur = prev
+      }
+    } finally {
+      mapped.release()
+    }
   }
 
   /**

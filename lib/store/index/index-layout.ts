@@ -16,7 +16,7 @@
 //
 // The file is named by its creation time in local time, `yyyyMMddHHmmssSSS`. An indexCount of 0 or
 // less reads as 1 (a fresh file); entry numbers in use run from 1 to indexCount - 1.
-import { getInt64, javaStringHashCode } from '../bytes.js'
+import { continueJavaStringHash, getInt64, javaStringHashCode } from '../bytes.js'
 
 export const INDEX_HEADER_SIZE = 40
 export const HASH_SLOT_SIZE = 4
@@ -69,6 +69,12 @@ export function toIndexKeyHash(javaHash: number): number {
 
 export function indexKeyHash(key: string): number {
   return toIndexKeyHash(javaStringHashCode(key))
+}
+
+/** indexKeyHash(`${topic}#${key}`), the hash a key is indexed under, without building the string. */
+export function topicKeyHash(topic: string, key: string): number {
+  const prefix = continueJavaStringHash(javaStringHashCode(topic), '#', 0, 1)
+  return toIndexKeyHash(continueJavaStringHash(prefix, key, 0, key.length))
 }
 
 /** `yyyyMMddHHmmssSSS` in local time. */

@@ -22,8 +22,8 @@ import {
   indexCoverageBreak,
   IndexFile,
   indexFileSize,
-  indexKeyHash,
   isIndexFileName,
+  topicKeyHash,
   parseIndexFileName,
 } from './index-file.js'
 import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
@@ -349,25 +349,42 @@ export class IndexService {
    * hash matches too; the caller reads the messages and may check.
    */
   queryOffset(topic: string, key: string, maxNum: number, begin: number, end: number): QueryOffsetResult {
+    const out: number[] = []
+    out.length = this.collectOffsets(topic, key, maxNum, begin, end, out)
+    return { phyOffsets: out, indexLastUpdateTimestamp: this.lastUpdateTimestamp(), indexLastUpdatePhyoffset: this.lastUpdatePhyOffset() }
+  }
+
+  /**
+   * queryOffset without a result object: writes the offsets to out[0], out[1], ... and returns how
+   * many (out may hold more, left from an earlier call). The key's hash is computed without
+   * building `topic#key`.
+   */
+  collectOffsets(topic: string, key: string, maxNum: number, begin: number, end: number, out: number[]): number {
     this.assertOpen()
-    const phyOffsets: number[] = []
-    let indexLastUpdateTimestamp = 0
-    let indexLastUpdatePhyoffset = 0
     const limit = Math.min(maxNum, MAX_MSGS_NUM_BATCH)
     const files = this.files
-    if (files.length > 0) {
-      const keyHash = indexKeyHash(`${topic}#${key}`)
-      const newest = files[files.length - 1]
-      indexLastUpdateTimestamp = newest.getEndTimestamp()
-      indexLastUpdatePhyoffset = newest.getEndPhyOffset()
-      for (let i = files.length - 1; i >= 0; i--) {
-        const file = files[i]
-        if (file.isTimeMatched(begin, end)) file.selectPhyOffsetByHash(phyOffsets, keyHash, limit, begin, end)
-        if (file.getBeginTimestamp() < begin) break
-        if (phyOffsets.length >= limit) break
-      }
+    if (files.length === 0) return 0
+    const keyHash = topicKeyHash(topic, key)
+    let count = 0
+    for (let i = files.length - 1; i >= 0; i--) {
+      const file = files[i]
+      if (file.isTimeMatched(begin, end)) count = file.collectByHash(keyHash, begin, end, out, count, limit)
+      if (file.getBeginTimestamp() < begin) break
+      if (count >= limit) break
     }
-    return { phyOffsets, indexLastUpdateTimestamp, indexLastUpdatePhyoffset }
+    return count
+  }
+
+  /** endTimestamp of the newest file (0 without files): RocketMQ's indexLastUpdateTimestamp. */
+  lastUpdateTimestamp(): number {
+    const files = this.files
+    return files.length === 0 ? 0 : files[files.length - 1].getEndTimestamp()
+  }
+
+  /** endPhyOffset of the newest file (0 without files). */
+  lastUpdatePhyOffset(): number {
+    const files = this.files
+    return files.length === 0 ? 0 : files[files.length - 1].getEndPhyOffset()
   }
 
   /**
@@ -377,7 +394,7 @@ export class IndexService {
    */
   findNewest(topic: string, key: string, accept: (phyOffset: number) => boolean): number {
     this.assertOpen()
-    const keyHash = indexKeyHash(`${topic}#${key}`)
+    const keyHash = topicKeyHash(topic, key)
     let found = -1
     for (let i = this.files.length - 1; i >= 0 && found < 0; i--) {
       this.files[i].walkByHash(keyHash, 0, Number.MAX_SAFE_INTEGER, (phyOffset) => {

@@ -1,11 +1,13 @@
 // The messages of one read, built so that nothing a consumer does with them reaches the store.
 //
-// Default (copying) mode: every record served is copied out of the mapping into one zero-filled
-// ArrayBuffer per read, its body CRC is checked on that copy (so the bytes checked are the bytes
-// served), and messages are lazy views of it (stored-message.ts). A consumer may write into a
-// body, keep it, or transfer its ArrayBuffer: only its own copy changes. `body.buffer` reaches the
-// records of this read and nothing else: records that are not served (a CRC failure, a tag-hash
-// collision) are zeroed before the read returns.
+// Default (copying) mode, one pass: each record is located and checked where it lies (identity,
+// the read's own filter), its positions queued; finish() then copies every queued record in one
+// native call per commit-log file: whole records into a private buffer the messages' fields are
+// read from, and bodies into the buffer the bodies are views of, each body's CRC computed in
+// the same pass as its copy (the bytes checked are the bytes served). Both buffers are exactly
+// the size of what is copied into them, so they are not zero-filled first: every byte is written.
+// `body.buffer` reaches the bodies of this read and nothing else; a body that fails its CRC is
+// zeroed before the read returns. Messages are lazy views (stored-message.ts).
 //
 // Zero-copy mode (copyMessageBody: false): bodies are views of a private copy-on-write mapping of
 // the commit-log file (MappedFile.exposedBuffer). Writing through one changes a private copy of
@@ -16,18 +18,32 @@ import type { CommitLogReader } from '../commitlog/commit-log.js'
 import {
   decodeMessage,
   emptyRecordFields,
-  locateRecordFields,
   MIN_RECORD_LENGTH,
   OFFSET_BODYCRC,
+  OFFSET_PHYSICALOFFSET,
   type DecodedMessage,
 } from '../commitlog/record.js'
 import type { MessageExt } from '../types.js'
-import { BodyCrcBatch, bodyCrcOf } from '../commitlog/body-crc.js'
-import { StoredMessage } from './stored-message.js'
+import { bodyCrcOf } from '../commitlog/body-crc.js'
+import { getInt64 } from '../bytes.js'
+import { native } from '../../native.js'
+import { identifyRecord, type QueuePlace } from './record-identity.js'
+import { ReadBytes, StoredMessage } from './stored-message.js'
 
-/** The smallest batch buffer: below this, growing would cost more than the bytes it saves. */
-const MIN_BATCH_BYTES = 1024
 const EMPTY = Buffer.alloc(0)
+const INITIAL_RECORDS = 32
+/** Entries per record in the copy table: record start, size, place; body start, length, place. */
+const ROW = 6
+const ROW_SIZE = 1
+const ROW_RECORD_TO = 2
+const ROW_BODY_LENGTH = 4
+const ROW_BODY_TO = 5
+/**
+ * The private copies of records are cut from slabs of this size, so a read allocates one buffer
+ * (its bodies) rather than two: an ArrayBuffer costs more than reading a record. A message kept
+ * keeps its slab alive (at most this many bytes more than its read's own).
+ */
+const RECORD_SLAB_BYTES = 64 * 1024
 
 export interface ReadBatchOptions {
   /** copyMessageBody: false hands out views of the private mapping. */
@@ -48,18 +64,29 @@ export interface BatchOutcome {
 export class ReadBatch {
   private readonly zeroCopy: boolean
   private readonly verify: boolean
-  private readonly fields = emptyRecordFields()
-  private readonly crc = new BodyCrcBatch()
-  // Copying mode: the batch buffer and where each record starts in it.
-  private bytes: Buffer = EMPTY
-  private dv = new DataView(this.bytes.buffer)
-  private used = 0
-  private source: Buffer = EMPTY
-  private sourceDv: DataView = new DataView(new ArrayBuffer(0))
-  /** Per record taken: where it starts, and where its body starts and ends, in `bytes`. */
-  private starts: number[] = []
-  private bodyStarts: number[] = []
-  private bodyEnds: number[] = []
+  /** The positions of the record last located (locate()), in `source`. */
+  readonly fields = emptyRecordFields()
+  /** The bytes the record last located lies in (the reader's held file). */
+  source: Buffer = EMPTY
+  private sourceAt = 0
+  private taken = 0
+  // Copying mode, per record queued (k < queued): a row of copyCrcRanges' table (the record's
+  // start, size and place in the private buffer; its body's start, length and place in the
+  // bodies), and the body's stored CRC.
+  private queued = 0
+  private table = new Float64Array(ROW * INITIAL_RECORDS)
+  private expected = new Int32Array(INITIAL_RECORDS)
+  private actual = new Int32Array(INITIAL_RECORDS)
+  private recordBytes = 0
+  private bodyBytes = 0
+  /** The source of each run of queued records, and where the run ends (reads rarely span two files). */
+  private sources: Buffer[] = []
+  private runEnds: number[] = []
+  /** The slab the private record copies are cut from, and how much of it is used. */
+  private slab: Buffer = EMPTY
+  private slabView: DataView = new DataView(new ArrayBuffer(0))
+  private slabUsed = 0
+  private runCount = 0
   // Zero-copy mode: messages decoded as they come.
   private decoded: DecodedMessage[] = []
   private decodedBytes = 0
@@ -70,72 +97,88 @@ export class ReadBatch {
     this.verify = options.verify
   }
 
-  /** Records taken so far (served or still to be checked). */
+  /** Records taken so far (served, refused by the read's filter, or still to be checked). */
   get count(): number {
-    return this.zeroCopy ? this.decoded.length + this.zeroCopyBad.length : this.starts.length
+    return this.taken
   }
 
-  /** Starts a batch expected to take about `estimateBytes` (it grows if needed). */
-  begin(estimateBytes: number): void {
-    this.used = 0
-    this.starts = []
-    this.bodyStarts = []
-    this.bodyEnds = []
-    this.crc.reset()
+  /** Starts a batch. */
+  begin(): void {
+    this.taken = 0
+    this.queued = 0
+    this.recordBytes = 0
+    this.bodyBytes = 0
+    this.runCount = 0
     this.decoded = []
     this.decodedBytes = 0
     this.zeroCopyBad = []
-    if (!this.zeroCopy) {
-      this.bytes = Buffer.alloc(Math.max(MIN_BATCH_BYTES, estimateBytes))
-      this.dv = new DataView(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength)
-    }
   }
 
   /**
-   * Takes the record at `at` of the reader's held file. False when the bytes there are not a
-   * complete message record (the caller skips it, as decodeMessage's null always meant).
+   * Locates the record at `at` of the reader's held file and checks that it is the record at
+   * commit-log offset `offset` (and of `place`, when given): see record-identity.ts. On success
+   * `fields` and `source` describe it, and the caller takes it (take()), takes it without serving
+   * it (takeRefused(), the read's filter said no), or leaves it. False when it is not that record.
    */
-  add(reader: CommitLogReader, at: number): boolean {
+  locate(reader: CommitLogReader, at: number, offset: number, place: QueuePlace | null): boolean {
     const source = reader.data
     if (at < 0 || at + MIN_RECORD_LENGTH > source.length) return false
-    return this.zeroCopy ? this.addView(reader, at) : this.addCopy(source, at)
+    this.source = source
+    this.sourceAt = at
+    return identifyRecord(source, reader.views.of(source), at, offset, place, this.fields)
   }
 
-  /** A DataView over the reader's bytes, made once per file the reader holds. */
-  private sourceView(source: Buffer): DataView {
-    if (source !== this.source) {
-      this.source = source
-      this.sourceDv = new DataView(source.buffer, source.byteOffset, source.byteLength)
+  /** Takes the record locate() found (and serves it, unless its body fails its CRC). */
+  take(reader: CommitLogReader): void {
+    this.taken++
+    if (this.zeroCopy) {
+      this.takeView(reader, this.sourceAt)
+      return
     }
-    return this.sourceDv
-  }
-
-  private addCopy(source: Buffer, at: number): boolean {
-    // Checked where it lies, so a damaged length never sizes a copy.
+    const k = this.queued
+    if (k === this.expected.length) this.grow()
+    const source = this.source
+    const runs = this.runCount
+    if (runs === 0 || this.sources[runs - 1] !== source) {
+      if (runs > 0) this.runEnds[runs - 1] = k
+      this.sources[runs] = source
+      this.runCount = runs + 1
+    }
     const fields = this.fields
-    if (!locateRecordFields(this.sourceView(source), at, source.length, fields)) return false
+    const at = this.sourceAt
     const size = fields.totalSize
-    if (this.used + size > this.bytes.length) this.grow(this.used + size)
-    const start = this.used
-    source.copy(this.bytes, start, at, at + size)
-    const bodyAt = start + (fields.bodyAt - at)
-    this.used = start + size
-    this.starts.push(start)
-    this.bodyStarts.push(bodyAt)
-    this.bodyEnds.push(bodyAt + fields.bodyLength)
-    // The CRC runs on the copy at finish(): the bytes checked are the bytes served.
-    if (this.verify) this.crc.add(bodyAt, fields.bodyLength, this.dv.getInt32(start + OFFSET_BODYCRC))
-    return true
+    const bodyLength = fields.bodyLength
+    const row = this.table
+    const r = ROW * k
+    row[r] = at
+    row[r + ROW_SIZE] = size
+    row[r + ROW_RECORD_TO] = this.recordBytes
+    row[r + 3] = fields.bodyAt
+    row[r + ROW_BODY_LENGTH] = bodyLength
+    row[r + ROW_BODY_TO] = this.bodyBytes
+    this.expected[k] = reader.views.of(source).getInt32(at + OFFSET_BODYCRC)
+    this.recordBytes += size
+    this.bodyBytes += bodyLength
+    this.queued = k + 1
   }
 
-  private grow(needed: number): void {
-    const bigger = Buffer.alloc(Math.max(needed, this.bytes.length * 2))
-    this.bytes.copy(bigger, 0, 0, this.used)
-    this.bytes = bigger
-    this.dv = new DataView(bigger.buffer, bigger.byteOffset, bigger.byteLength)
+  /** Counts the record locate() found as taken (for the read's limits) without serving it. */
+  takeRefused(): void {
+    this.taken++
   }
 
-  private addView(reader: CommitLogReader, at: number): boolean {
+  private grow(): void {
+    const n = this.expected.length * 2
+    const table = new Float64Array(ROW * n)
+    table.set(this.table)
+    const expected = new Int32Array(n)
+    expected.set(this.expected)
+    this.table = table
+    this.expected = expected
+    this.actual = new Int32Array(n)
+  }
+
+  private takeView(reader: CommitLogReader, at: number): void {
     const exposed = reader.exposed()
     let message = exposed.length > at ? decodeMessage(exposed, at, false) : null
     if (message !== null && this.verify && bodyCrcOf(message.body) !== message.bodyCRC) message = null
@@ -143,62 +186,107 @@ export class ReadBatch {
       // Not what the file holds (a write through an earlier view of the page, or a page copied
       // before the writer reached it): judge and serve the stored bytes, as a copy.
       message = decodeMessage(reader.data, at, true)
-      if (message === null) return false
+      if (message === null) return
       if (this.verify && bodyCrcOf(message.body) !== message.bodyCRC) {
         this.zeroCopyBad.push(message.commitLogOffset)
-        return true
+        return
       }
     }
     this.decoded.push(message)
     this.decodedBytes += message.storeSize
-    return true
   }
 
   /**
-   * Checks the CRCs and makes the messages. `keep` (the exact-tag check) may refuse a message;
-   * a refused or failing record is zeroed, so no served body's buffer reaches it.
+   * Copies and checks what was taken, and makes the messages: the first `limit` whose bodies pass
+   * (the rest are zeroed like failing ones, so no served body's buffer reaches them).
    */
-  finish(keep?: (message: MessageExt) => boolean): BatchOutcome {
+  finish(limit: number = Number.MAX_SAFE_INTEGER): BatchOutcome {
     if (this.zeroCopy) {
-      const messages = keep === undefined ? this.decoded : this.decoded.filter(keep)
+      let messages = this.decoded
       let bytes = this.decodedBytes
-      if (messages.length !== this.decoded.length) bytes = messages.reduce((sum, m) => sum + m.storeSize, 0)
+      if (messages.length > limit) {
+        messages = messages.slice(0, limit)
+        bytes = messages.reduce((sum, m) => sum + m.storeSize, 0)
+      }
       const outcome = { messages, bytes, badBodies: this.zeroCopyBad }
       this.decoded = []
       this.zeroCopyBad = []
       return outcome
     }
-    const starts = this.starts
-    const bodyStarts = this.bodyStarts
-    const bodyEnds = this.bodyEnds
-    const dv = this.dv
-    const bytes = this.bytes
-    const end = this.used
-    const crc = this.crc
-    if (this.verify) crc.run(bytes)
+    const count = this.queued
     const messages: MessageExt[] = []
     const badBodies: number[] = []
-    let served = 0
-    for (let k = 0; k < starts.length; k++) {
-      const at = starts[k]
-      const recordEnd = k + 1 < starts.length ? starts[k + 1] : end
-      const message = new StoredMessage(bytes, dv, at, bodyStarts[k], bodyEnds[k])
-      if (this.verify && crc.failed(k)) {
-        badBodies.push(message.commitLogOffset)
-        bytes.fill(0, at, recordEnd)
-      } else if (keep !== undefined && !keep(message)) {
-        bytes.fill(0, at, recordEnd)
-      } else {
-        messages.push(message)
-        served += recordEnd - at
+    if (count === 0) return this.done(messages, 0, badBodies)
+    // The bodies' buffer holds exactly the bytes copied into it: nothing to zero first
+    // (allocUnsafeSlow: its own ArrayBuffer, not the shared pool).
+    const bodies = Buffer.allocUnsafeSlow(this.bodyBytes)
+    const base = this.reserveRecords(this.recordBytes)
+    const records = this.slab
+    const table = this.table
+    if (base > 0) for (let k = 0; k < count; k++) table[ROW * k + ROW_RECORD_TO] += base
+    const crcs = this.verify ? this.actual : null
+    const runs = this.runCount
+    if (runs === 1) {
+      this.copyRun(this.sources[0], 0, count, records, bodies, crcs)
+    } else {
+      for (let r = 0, first = 0; r < runs; r++) {
+        const end = r < runs - 1 ? this.runEnds[r] : count
+        this.copyRun(this.sources[r], first, end, records, bodies, crcs)
+        first = end
       }
     }
-    this.starts = []
-    this.bodyStarts = []
-    this.bodyEnds = []
-    this.bytes = EMPTY
+    const bytes = new ReadBytes(records, this.slabView, bodies)
+    const expected = this.expected
+    const actual = this.actual
+    let served = 0
+    for (let k = 0; k < count; k++) {
+      const r = ROW * k
+      const bodyAt = table[r + ROW_BODY_TO]
+      const bodyLength = table[r + ROW_BODY_LENGTH]
+      const recordAt = table[r + ROW_RECORD_TO]
+      if (crcs !== null && actual[k] !== expected[k]) {
+        badBodies.push(getInt64(bytes.dv, recordAt + OFFSET_PHYSICALOFFSET))
+        bodies.fill(0, bodyAt, bodyAt + bodyLength)
+        continue
+      }
+      if (messages.length >= limit) {
+        bodies.fill(0, bodyAt, bodyAt + bodyLength)
+        continue
+      }
+      messages.push(new StoredMessage(bytes, recordAt, bodyAt, bodyLength))
+      served += table[r + ROW_SIZE]
+    }
+    return this.done(messages, served, badBodies)
+  }
+
+  /** Where `size` bytes of private record copies start in `slab` (a new slab when it is full). */
+  private reserveRecords(size: number): number {
+    if (this.slabUsed + size > this.slab.length) {
+      this.slab = Buffer.allocUnsafeSlow(Math.max(RECORD_SLAB_BYTES, size))
+      this.slabView = new DataView(this.slab.buffer, this.slab.byteOffset, this.slab.byteLength)
+      this.slabUsed = 0
+    }
+    const at = this.slabUsed
+    this.slabUsed = at + size
+    return at
+  }
+
+  /** Copies queued records [first, end), all from `source`, and their bodies, in one native call. */
+  private copyRun(source: Buffer, first: number, end: number, records: Buffer, bodies: Buffer, crcs: Int32Array | null): void {
+    if (first === 0) {
+      native.copyCrcRanges(source, this.table, end, records, bodies, crcs)
+      return
+    }
+    const rows = this.table.subarray(ROW * first)
+    native.copyCrcRanges(source, rows, end - first, records, bodies, crcs === null ? null : crcs.subarray(first))
+  }
+
+  private done(messages: MessageExt[], bytes: number, badBodies: number[]): BatchOutcome {
+    this.queued = 0
+    // The mappings read are not kept reachable past the read.
+    for (let r = 0; r < this.runCount; r++) this.sources[r] = EMPTY
+    this.runCount = 0
     this.source = EMPTY
-    crc.reset()
-    return { messages, bytes: served, badBodies }
+    return { messages, bytes, badBodies }
   }
 }

@@ -3,20 +3,54 @@
 import * as os from 'node:os'
 
 import type { CommitLog } from '../commitlog/commit-log.js'
-import { tagsMatch } from '../commitlog/record.js'
+import { javaStringHashCode } from '../bytes.js'
+import { native } from '../../native.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { IndexService } from '../index/index-service.js'
 import { ConsumeQueue, CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.js'
+import type { CommitLogReader } from '../commitlog/commit-log.js'
 import { ReadBatch, type BatchOutcome } from './read-batch.js'
-import { isRecordAt, type QueuePlace } from './record-identity.js'
+import { hasKey, hasTagIn, isAsciiText, textEquals } from './record-bytes.js'
+import type { QueuePlace } from './record-identity.js'
 
 /** A GetMessageResult while it is being filled in (callers get it read-only). */
 type GetMessageResultDraft = { -readonly [K in keyof GetMessageResult]: GetMessageResult[K] } & { messages: MessageExt[] }
 
 /** Units read from a consume queue per pull at the least (RocketMQ reads 16,000 bytes of units). */
 const MIN_UNIT_BYTES_PER_PULL = 16_000
+const TWO_POW_32 = 4294967296
+/** Records of a pull whose cache lines are asked for up front (see prefetchRecords). */
+const PREFETCH_RECORDS = 64
+
+/**
+ * The hashes a unit's tag code is compared with (RocketMQ's tag filter, as tagsMatch): one per
+ * trimmed, non-empty tag, computed once per read; null when every unit matches.
+ */
+function tagCodesOf(tags: readonly string[] | undefined): number[] | null {
+  if (tags === undefined || tags.length === 0) return null
+  const codes: number[] = []
+  for (const raw of tags) {
+    const tag = raw.trim()
+    if (tag === '*') return null
+    if (tag !== '') codes.push(javaStringHashCode(tag))
+  }
+  return codes
+}
+
+function matchesTagCode(codes: readonly number[], tagsCode: number): boolean {
+  const code = tagsCode | 0
+  for (let i = 0; i < codes.length; i++) if (codes[i] === code) return true
+  return false
+}
+
+/** Whether candidates[c] already came earlier in the list (an index may list an offset twice). */
+function isRepeated(candidates: readonly number[], c: number): boolean {
+  const offset = candidates[c]
+  for (let i = 0; i < c; i++) if (candidates[i] === offset) return true
+  return false
+}
 
 export interface ReadServiceDeps {
   commitLog: CommitLog
@@ -39,6 +73,12 @@ export class ReadService {
   private readonly onBadBody: (commitLogOffset: number) => void
   /** Records not served because their body failed its CRC, since open. */
   bodyCrcFailures = 0
+  /** A reader kept between reads (closed: it holds no file while idle). */
+  private idleReader: CommitLogReader | null = null
+  private readonly place: QueuePlace = { topic: '', topicBytes: Buffer.alloc(0), queueId: 0, queueOffset: 0 }
+  private readonly prefetch = new Float64Array(2 * PREFETCH_RECORDS)
+  /** The commit-log offsets a query's index walk found. */
+  private readonly candidates: number[] = []
 
   constructor(deps: ReadServiceDeps) {
     this.commitLog = deps.commitLog
@@ -118,17 +158,21 @@ export class ReadService {
     // Bytes taken so far, for the transfer limits; the batch's own count stands for the messages.
     let taken = 0
     const batch = this.batch
-    const reader = this.commitLog.openReader()
-    const place: QueuePlace = { topic: queue.topic, topicBytes: Buffer.from(queue.topic), queueId: queue.queueId, queueOffset: offset }
+    const reader = this.reader()
+    const place = this.placeOf(queue.topic, queue.queueId)
     let removing = false
+    let outcome: BatchOutcome
     try {
       const view = units.buffer
       const limit = Math.min(units.size, Math.max(MIN_UNIT_BYTES_PER_PULL, maxMsgNums * CQ_STORE_UNIT_SIZE))
-      batch.begin(this.estimateBytes(view, limit, maxMsgNums))
+      const dv = new DataView(view.buffer, view.byteOffset, view.byteLength)
+      const tagCodes = tagCodesOf(tags)
+      this.prefetchRecords(reader, dv, Math.min(limit, maxMsgNums * CQ_STORE_UNIT_SIZE))
+      batch.begin()
       for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit; i += CQ_STORE_UNIT_SIZE) {
-        const phy = ConsumeQueue.readOffset(view, i)
-        const size = ConsumeQueue.readSize(view, i)
-        const tagsCode = ConsumeQueue.readTagsCode(view, i)
+        // A unit: commit-log offset (int64), size (int32), tag hash (int64), big-endian.
+        const phy = dv.getInt32(i) * TWO_POW_32 + dv.getUint32(i + 4)
+        const size = dv.getInt32(i + 8)
         lastPhy = phy
         if (skipUntil >= 0 && phy < skipUntil) {
           consumed++
@@ -139,7 +183,7 @@ export class ReadService {
         consumed++
         // A blank stands for a record a rebuild found lost (damage in the log): nothing to serve.
         if (phy === 0 && size === CQ_BLANK_UNIT_SIZE) continue
-        if (!tagsMatch(tags, tagsCode)) continue
+        if (tagCodes !== null && !matchesTagCode(tagCodes, ConsumeQueue.readTagsCode(view, i))) continue
         const at = reader.locate(phy, size)
         if (at < 0) {
           if (batch.count === 0) removing = true
@@ -148,17 +192,22 @@ export class ReadService {
         }
         // A unit damaged in a file recovery does not scan may point at another record: not served.
         place.queueOffset = offset + i / CQ_STORE_UNIT_SIZE
-        if (!isRecordAt(reader, at, phy, place) || !batch.add(reader, at)) continue
+        if (!batch.locate(reader, at, phy, place)) continue
+        // The unit matched by hash; the tag itself must match too (hash collisions).
+        const fields = batch.fields
+        if (tags !== undefined && !hasTagIn(batch.source, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, tags)) {
+          batch.takeRefused()
+        } else {
+          batch.take(reader)
+        }
         taken += size
         skipUntil = -1
       }
+      outcome = batch.finish()
     } finally {
-      reader.close()
+      this.releaseReader(reader)
       units.release()
     }
-    // The unit matched by hash; the tag itself must match too (hash collisions).
-    const keep = tags === undefined ? undefined : (m: MessageExt) => m.tags !== undefined && tags.includes(m.tags)
-    const outcome = batch.finish(keep)
     result.messages = outcome.messages
     result.bufferTotalSize = outcome.bytes
     result.bodyCrcFailures = this.noteBadBodies(outcome)
@@ -169,18 +218,47 @@ export class ReadService {
   }
 
   /**
-   * Bytes the records of the next pull are likely to take: the sizes of its first units, within
-   * the in-memory transfer limit (the batch grows past this if it must).
+   * Has the CPU load the records the first units point at (those in the file of the first), all
+   * at once: the records of one queue lie kilobytes apart in the log, and locating and copying
+   * them one after another would otherwise wait for each one's cache misses in turn.
    */
-  private estimateBytes(view: Buffer, limit: number, maxMsgNums: number): number {
-    const cap = this.config.maxTransferBytesOnMessageInMemory
-    let total = 0
+  private prefetchRecords(reader: CommitLogReader, units: DataView, limit: number): void {
+    if (limit < CQ_STORE_UNIT_SIZE) return
+    const first = units.getInt32(0) * TWO_POW_32 + units.getUint32(4)
+    const at = reader.locate(first, 0)
+    if (at < 0) return
+    const base = first - at
+    const ranges = this.prefetch
     let n = 0
-    for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit && n < maxMsgNums && total < cap; i += CQ_STORE_UNIT_SIZE, n++) {
-      total += ConsumeQueue.readSize(view, i)
+    for (let i = 0; i + CQ_STORE_UNIT_SIZE <= limit && n < PREFETCH_RECORDS; i += CQ_STORE_UNIT_SIZE, n++) {
+      ranges[2 * n] = units.getInt32(i) * TWO_POW_32 + units.getUint32(i + 4) - base
+      ranges[2 * n + 1] = units.getInt32(i + 8)
     }
-    // A blank's size (2 GiB) or a damaged one must not size the batch's buffer.
-    return Math.min(total, cap)
+    native.prefetchRanges(reader.data, ranges, n)
+  }
+
+  /** The reader of this service (one read runs at a time: reads are synchronous). */
+  private reader(): CommitLogReader {
+    const reader = this.idleReader ?? this.commitLog.openReader()
+    this.idleReader = null
+    return reader
+  }
+
+  /** Lets go of the file a read held and keeps the reader for the next read. */
+  private releaseReader(reader: CommitLogReader): void {
+    reader.close()
+    this.idleReader = reader
+  }
+
+  /** The place a read's records must name; the topic's bytes are encoded once per topic. */
+  private placeOf(topic: string, queueId: number): QueuePlace {
+    const place = this.place
+    if (place.topic !== topic) {
+      place.topic = topic
+      place.topicBytes = Buffer.from(topic)
+    }
+    place.queueId = queueId
+    return place
   }
 
   private isTheBatchFull(size: number, maxMsgNums: number, count: number, total: number, inDisk: boolean): boolean {
@@ -194,56 +272,73 @@ export class ReadService {
 
   /** The message whose record starts at `commitLogOffset`, or null (also when its body fails). */
   lookMessageByOffset(commitLogOffset: number): MessageExt | null {
-    const batch = this.batch
-    const reader = this.commitLog.openReader()
-    batch.begin(0)
-    try {
-      const at = reader.locate(commitLogOffset, 0)
-      if (at >= 0 && isRecordAt(reader, at, commitLogOffset, null)) batch.add(reader, at)
-    } finally {
-      reader.close()
-    }
-    const outcome = batch.finish()
+    const outcome = this.readAt(commitLogOffset, null, '', false)
     this.noteBadBodies(outcome)
     return outcome.messages.length === 0 ? null : outcome.messages[0]
   }
 
   /**
+   * The record at `commitLogOffset` as a batch of one; with `topic`, only when it is that topic's
+   * and holds `key` (checked on the stored bytes, before anything is copied).
+   */
+  private readAt(commitLogOffset: number, topic: string | null, key: string, keyIsAscii: boolean): BatchOutcome {
+    const batch = this.batch
+    const reader = this.reader()
+    try {
+      batch.begin()
+      const at = reader.locate(commitLogOffset, 0)
+      if (at >= 0 && batch.locate(reader, at, commitLogOffset, null) && (topic === null || this.isKeyOf(topic, key, keyIsAscii))) {
+        batch.take(reader)
+      }
+      return batch.finish()
+    } finally {
+      this.releaseReader(reader)
+    }
+  }
+
+  /** Whether the record the batch located is `topic`'s and holds `key` (KEYS or UNIQ_KEY). */
+  private isKeyOf(topic: string, key: string, keyIsAscii: boolean): boolean {
+    const fields = this.batch.fields
+    const source = this.batch.source
+    if (!textEquals(source, fields.topicAt, fields.topicAt + fields.topicLength, topic)) return false
+    return hasKey(source, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, key, keyIsAscii)
+  }
+
+  /**
    * Messages of `topic` with `key` (in KEYS or as UNIQ_KEY) stored between `begin` and `end` (ms),
    * newest index files first, at most min(maxNum, maxMsgsNumBatch). Hash collisions are filtered
-   * out by comparing the keys of each message found.
+   * out by comparing the topic and keys of each record found, on its stored bytes.
    */
   queryMessage(topic: string, key: string, maxNum: number, begin: number, end: number): QueryMessageResult {
     // Ask the index for a full batch: other keys with the same hash are filtered out below, and
     // must not use up maxNum. The newest matches are kept, returned in commit-log order.
-    const found = this.index().queryOffset(topic, key, this.config.maxMsgsNumBatch, begin, end)
-    const candidates = [...new Set(found.phyOffsets)]
+    const index = this.index()
+    const candidates = this.candidates
+    const found = index.collectOffsets(topic, key, this.config.maxMsgsNumBatch, begin, end, candidates)
+    const keyIsAscii = isAsciiText(key)
     const batch = this.batch
-    const reader = this.commitLog.openReader()
-    batch.begin(0)
+    const reader = this.reader()
+    let outcome: BatchOutcome
     try {
-      for (const offset of candidates) {
+      batch.begin()
+      for (let c = 0; c < found; c++) {
+        const offset = candidates[c]
+        if (isRepeated(candidates, c)) continue
         const at = reader.locate(offset, 0)
-        if (at >= 0 && isRecordAt(reader, at, offset, null)) batch.add(reader, at)
+        if (at >= 0 && batch.locate(reader, at, offset, null) && this.isKeyOf(topic, key, keyIsAscii)) batch.take(reader)
       }
+      // Only matches use up maxNum (a record whose body fails is not one).
+      outcome = batch.finish(maxNum)
     } finally {
-      reader.close()
+      this.releaseReader(reader)
     }
-    // Only matches use up maxNum; the rest are zeroed in the batch's buffer.
-    let kept = 0
-    const outcome = batch.finish((m) => {
-      if (kept >= maxNum || m.topic !== topic) return false
-      if (!m.keys.includes(key) && m.properties.UNIQ_KEY !== key) return false
-      kept++
-      return true
-    })
     const messages = outcome.messages
     const bodyCrcFailures = this.noteBadBodies(outcome)
-    messages.sort((a, b) => a.commitLogOffset - b.commitLogOffset)
+    if (messages.length > 1) messages.sort((a, b) => a.commitLogOffset - b.commitLogOffset)
     return {
       messages,
-      indexLastUpdateTimestamp: found.indexLastUpdateTimestamp,
-      indexLastUpdatePhyoffset: found.indexLastUpdatePhyoffset,
+      indexLastUpdateTimestamp: index.lastUpdateTimestamp(),
+      indexLastUpdatePhyoffset: index.lastUpdatePhyOffset(),
       bodyCrcFailures,
     }
   }
@@ -255,12 +350,13 @@ export class ReadService {
    */
   getLatestByKey(topic: string, key: string): MessageExt | null {
     let latest: MessageExt | null = null
+    const keyIsAscii = isAsciiText(key)
     this.index().findNewest(topic, key, (offset) => {
-      // Each candidate is read (and its body checked) as lookMessageByOffset reads it.
-      const message = this.lookMessageByOffset(offset)
-      if (message === null || message.topic !== topic) return false
-      if (!message.keys.includes(key) && message.properties.UNIQ_KEY !== key) return false
-      latest = message
+      // Each candidate is checked on its stored bytes, then read (and its body checked).
+      const outcome = this.readAt(offset, topic, key, keyIsAscii)
+      this.noteBadBodies(outcome)
+      if (outcome.messages.length === 0) return false
+      latest = outcome.messages[0]
       return true
     })
     return latest

@@ -12,6 +12,7 @@ import {
   OFFSET_QUEUEID,
   OFFSET_QUEUEOFFSET,
   propertiesAreWellFormed,
+  type RecordFields,
 } from '../commitlog/record.js'
 import { getInt64 } from '../bytes.js'
 
@@ -33,13 +34,32 @@ const fields = emptyRecordFields()
  */
 export function isRecordAt(reader: CommitLogReader, at: number, offset: number, place: QueuePlace | null): boolean {
   const data = reader.data
-  const dv = reader.views.of(data)
-  if (!locateRecordFields(dv, at, data.length, fields)) return false
+  return identifyRecord(data, reader.views.of(data), at, offset, place, fields)
+}
+
+/**
+ * isRecordAt over `data` (`dv` a view of the same bytes), leaving the record's field positions in
+ * `out`: a read locates and checks a record in one pass, then copies it by those positions.
+ */
+export function identifyRecord(
+  data: Buffer,
+  dv: DataView,
+  at: number,
+  offset: number,
+  place: QueuePlace | null,
+  out: RecordFields,
+): boolean {
+  if (!locateRecordFields(dv, at, data.length, out)) return false
   if (getInt64(dv, at + OFFSET_PHYSICALOFFSET) !== offset) return false
-  if (!propertiesAreWellFormed(data, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength)) return false
+  if (!propertiesAreWellFormed(data, out.propertiesAt, out.propertiesAt + out.propertiesLength)) return false
   if (place === null) return true
   if (dv.getInt32(at + OFFSET_QUEUEID) !== place.queueId) return false
   if (getInt64(dv, at + OFFSET_QUEUEOFFSET) !== place.queueOffset) return false
   const topic = place.topicBytes
-  return fields.topicLength === topic.length && data.compare(topic, 0, topic.length, fields.topicAt, fields.topicAt + topic.length) === 0
+  const length = topic.length
+  if (out.topicLength !== length) return false
+  // Topics are short: a loop beats a call into Buffer.compare.
+  const topicAt = out.topicAt
+  for (let i = 0; i < length; i++) if (data[topicAt + i] !== topic[i]) return false
+  return true
 }

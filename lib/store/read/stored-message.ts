@@ -1,11 +1,15 @@
-// A message served by a read: a view of its record with the body sliced out; every other field of
-// RocketMQ's MessageExt is read from the record when asked for (the text ones, topic, properties,
-// tags, keys, hosts and msgId, are decoded once and kept). Most consumers read the body and an
-// offset or two; decoding every field of every message was the read path's largest cost.
+// A message served by a read: a view of its record, created with no per-field work; every field
+// of RocketMQ's MessageExt is read from the record when first asked for (the text ones, topic,
+// properties, tags, keys, hosts and msgId, and the body view, are made once and kept). Most
+// consumers read the body and an offset or two; decoding every field of every message was the
+// read path's largest cost.
 //
-// The bytes are the reader's own copy by default (see read-batch.ts), so a lazy field decodes the
-// same bytes whenever it is asked for. In zero-copy mode the message is decoded eagerly instead
-// (decodeMessage), because the mapping under it may be unmapped or scribbled on later.
+// A read copies its records twice in one native pass (read-batch.ts): whole records into a
+// private buffer no consumer can reach, which the fields are read from, and bodies into the
+// buffer the bodies are views of. So a consumer may write into a body (or the whole buffer behind
+// it) or transfer that buffer away, and every other field still reads what was stored. In
+// zero-copy mode the message is decoded eagerly instead (decodeMessage), because the mapping
+// under it may be unmapped or scribbled on later.
 import {
   bornHostLength,
   decodeMessage,
@@ -29,80 +33,110 @@ import {
 const TWO_POW_32 = 4294967296
 /** The store host follows the born host and the 8-byte store timestamp. */
 const STORE_HOST_AT = 8
+/** After the store host: reconsumeTimes (4), preparedTransactionOffset (8), BODYLENGTH (4), body. */
+const BODY_AFTER_STORE_HOST = 16
 
 function getLong(dv: DataView, at: number): number {
   return dv.getInt32(at) * TWO_POW_32 + dv.getUint32(at + 4)
 }
 
 function isAscii(bytes: Buffer, from: number, to: number): boolean {
-  for (let i = from; i < to; i++) if (bytes[i] >= 0x80) return false
-  return true
+  let high = 0
+  for (let i = from; i < to; i++) high |= bytes[i]
+  return high < 0x80
 }
 
 function text(bytes: Buffer, from: number, to: number): string {
   return bytes.toString(isAscii(bytes, from, to) ? 'latin1' : 'utf8', from, to)
 }
 
-export class StoredMessage implements DecodedMessage {
-  readonly body: Buffer
+/** The bytes of one read, shared by its messages. */
+export class ReadBytes {
+  /**
+   * @param records whole records, private to the store's messages (never handed out)
+   * @param bodies the bodies, which messages hand out views of
+   */
+  constructor(
+    readonly records: Buffer,
+    readonly dv: DataView,
+    readonly bodies: Buffer,
+  ) {}
+}
 
-  readonly #bytes: Buffer
-  readonly #dv: DataView
+export class StoredMessage implements DecodedMessage {
+  readonly #bytes: ReadBytes
+  /** Where the record starts in bytes.records. */
   readonly #at: number
-  readonly #bodyEnd: number
-  #topic: string | undefined
-  #properties: Record<string, string> | undefined
-  #keys: string[] | undefined
+  /** Where the body starts in bytes.bodies, and its length. */
+  readonly #bodyAt: number
+  readonly #bodyLength: number
+  #body: Buffer | undefined = undefined
+  #topic: string | undefined = undefined
+  #properties: Record<string, string> | undefined = undefined
+  #keys: string[] | undefined = undefined
   #full: DecodedMessage | null = null
 
-  /**
-   * The record at `at` of `bytes` (`dv` over the same bytes), whose body locateRecordFields found
-   * at [bodyAt, bodyEnd): the record was checked whole before it gets here.
-   */
-  constructor(bytes: Buffer, dv: DataView, at: number, bodyAt: number, bodyEnd: number) {
+  /** The record at `at` of bytes.records, whose body is bytes.bodies[bodyAt, bodyAt + bodyLength); checked whole before it gets here. */
+  constructor(bytes: ReadBytes, at: number, bodyAt: number, bodyLength: number) {
     this.#bytes = bytes
-    this.#dv = dv
     this.#at = at
-    this.#bodyEnd = bodyEnd
-    this.body = bytes.subarray(bodyAt, bodyEnd)
+    this.#bodyAt = bodyAt
+    this.#bodyLength = bodyLength
+  }
+
+  /** The body: a view of this read's own copy (made on first use). */
+  get body(): Buffer {
+    let body = this.#body
+    if (body === undefined) {
+      const bodies = this.#bytes.bodies
+      const end = this.#bodyAt + this.#bodyLength
+      // Buffer.from over the ArrayBuffer: the same view as subarray, made with fewer steps. Once
+      // the consumer transferred the buffer away (bodies.length is 0): empty, as every view of it.
+      body =
+        end <= bodies.length
+          ? Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
+          : Buffer.alloc(0)
+      this.#body = body
+    }
+    return body
   }
 
   // Fixed-position fields: one DataView read each, when asked for.
   get queueId(): number {
-    return this.#dv.getInt32(this.#at + OFFSET_QUEUEID)
+    return this.#bytes.dv.getInt32(this.#at + OFFSET_QUEUEID)
   }
 
   get queueOffset(): number {
-    return getLong(this.#dv, this.#at + OFFSET_QUEUEOFFSET)
+    return getLong(this.#bytes.dv, this.#at + OFFSET_QUEUEOFFSET)
   }
 
   get commitLogOffset(): number {
-    return getLong(this.#dv, this.#at + OFFSET_PHYSICALOFFSET)
+    return getLong(this.#bytes.dv, this.#at + OFFSET_PHYSICALOFFSET)
   }
 
   get storeSize(): number {
-    return this.#dv.getInt32(this.#at + OFFSET_TOTALSIZE)
+    return this.#bytes.dv.getInt32(this.#at + OFFSET_TOTALSIZE)
   }
 
   get sysFlag(): number {
-    return this.#dv.getInt32(this.#at + OFFSET_SYSFLAG)
+    return this.#bytes.dv.getInt32(this.#at + OFFSET_SYSFLAG)
   }
 
   get bodyCRC(): number {
-    return this.#dv.getInt32(this.#at + OFFSET_BODYCRC)
+    return this.#bytes.dv.getInt32(this.#at + OFFSET_BODYCRC)
   }
 
   get flag(): number {
-    return this.#dv.getInt32(this.#at + OFFSET_FLAG)
+    return this.#bytes.dv.getInt32(this.#at + OFFSET_FLAG)
   }
 
   get bornTimestamp(): number {
-    return getLong(this.#dv, this.#at + OFFSET_BORNTIMESTAMP)
+    return getLong(this.#bytes.dv, this.#at + OFFSET_BORNTIMESTAMP)
   }
 
   // Fields after the born host move with its length (IPv4 or IPv6).
   get storeTimestamp(): number {
-    return getLong(this.#dv, this.#at + storeTimestampOffset(this.sysFlag))
+    return getLong(this.#bytes.dv, this.#at + storeTimestampOffset(this.sysFlag))
   }
 
   /** Where the fields after the store host begin: reconsumeTimes, then preparedTransactionOffset. */
@@ -112,33 +146,34 @@ export class StoredMessage implements DecodedMessage {
   }
 
   get reconsumeTimes(): number {
-    return this.#dv.getInt32(this.#afterStoreHost())
+    return this.#bytes.dv.getInt32(this.#afterStoreHost())
   }
 
   get preparedTransactionOffset(): number {
-    return getLong(this.#dv, this.#afterStoreHost() + 4)
+    return getLong(this.#bytes.dv, this.#afterStoreHost() + 4)
   }
 
-  /** [topicAt, topicEnd): after the body, behind the topic's one-byte length. */
-  #topicRange(): [number, number] {
-    const lengthAt = this.#bodyEnd
-    const topicAt = lengthAt + 1
-    return [topicAt, topicAt + this.#dv.getInt8(lengthAt)]
+  /** Where the topic's one-byte length lies in bytes.records: right after the body. */
+  #topicLengthAt(): number {
+    const sysFlag = this.sysFlag
+    const storeHostAt = this.#at + OFFSET_BORNHOST + bornHostLength(sysFlag) + STORE_HOST_AT
+    return storeHostAt + storeHostLength(sysFlag) + BODY_AFTER_STORE_HOST + this.#bodyLength
   }
 
   get topic(): string {
     if (this.#topic === undefined) {
-      const [from, to] = this.#topicRange()
-      this.#topic = text(this.#bytes, from, to)
+      const lengthAt = this.#topicLengthAt()
+      this.#topic = text(this.#bytes.records, lengthAt + 1, lengthAt + 1 + this.#bytes.dv.getInt8(lengthAt))
     }
     return this.#topic
   }
 
   get properties(): Record<string, string> {
     if (this.#properties === undefined) {
-      const topicEnd = this.#topicRange()[1]
-      const length = Math.max(0, this.#dv.getInt16(topicEnd))
-      this.#properties = parsePropertiesString(text(this.#bytes, topicEnd + 2, topicEnd + 2 + length))
+      const lengthAt = this.#topicLengthAt()
+      const topicEnd = lengthAt + 1 + this.#bytes.dv.getInt8(lengthAt)
+      const length = Math.max(0, this.#bytes.dv.getInt16(topicEnd))
+      this.#properties = parsePropertiesString(text(this.#bytes.records, topicEnd + 2, topicEnd + 2 + length))
     }
     return this.#properties
   }
@@ -197,7 +232,7 @@ export class StoredMessage implements DecodedMessage {
   // The rarely read fields come from one full decode of the same bytes.
   #decoded(): DecodedMessage {
     if (this.#full === null) {
-      const full = decodeMessage(this.#bytes, this.#at, false)
+      const full = decodeMessage(this.#bytes.records, this.#at, false)
       // The constructor's caller located a valid record here, and the bytes are ours alone.
       if (full === null) throw new Error('mqstore: a served record no longer decodes')
       this.#full = full

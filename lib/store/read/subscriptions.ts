@@ -17,6 +17,16 @@ export interface SubscriptionDeps {
   commit: (group: string, topic: string, queueId: number, offset: number, options: CommitOptions) => Promise<void>
 }
 
+/**
+ * The iterator of a queue subscription. takeSync hands out the next message of the batch already
+ * read, or undefined when there is none to hand out without waiting (the batch is spent, a read is
+ * in flight, the iteration ended): the topic merge takes from a queue without a promise per
+ * message. Internal; consumers see an AsyncIterator.
+ */
+export interface QueueIterator extends AsyncIterator<MessageExt> {
+  takeSync(): MessageExt | undefined
+}
+
 export class Subscriptions {
   private readonly waiters = new Map<string, Set<() => void>>()
 
@@ -56,10 +66,12 @@ export class Subscriptions {
       commit(offset?: number, commitOptions: CommitOptions = { durable: true }) {
         return deps.commit(group, topic, queueId, offset ?? position, commitOptions)
       },
-      [Symbol.asyncIterator](): AsyncIterator<MessageExt> {
+      [Symbol.asyncIterator](): QueueIterator {
         // A hand-written iterator rather than an async generator: a message already read hands
         // out through one resolved promise, without the generator's resume machinery (that
-        // machinery cost as much as reading the message).
+        // machinery cost as much as reading the message). `for await` awaits whatever next()
+        // returns (a plain object too), so that one settled promise per message is the floor of
+        // an AsyncIterator; takeSync (the topic merge) has none.
         let batch: readonly MessageExt[] = []
         let index = 0
         let nextBeginOffset = position
@@ -95,7 +107,11 @@ export class Subscriptions {
             await waitForArrival()
           }
         }
-        const iterator: AsyncIterator<MessageExt> = {
+        const iterator: QueueIterator = {
+          takeSync(): MessageExt | undefined {
+            if (filling !== null || done || index >= batch.length || stopped()) return undefined
+            return handOut().value as MessageExt
+          },
           next(): Promise<IteratorResult<MessageExt>> {
             if (filling !== null) return filling.then(() => iterator.next())
             if (done || stopped()) return Promise.resolve(finish())

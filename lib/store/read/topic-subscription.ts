@@ -3,6 +3,7 @@
 // queue come in order, queues interleave as their messages arrive. A waiting queue costs nothing:
 // its subscription sleeps until dispatch wakes it.
 import type { CommitOptions, MessageExt, Subscription, TopicSubscription } from '../types.js'
+import type { QueueIterator } from './subscriptions.js'
 
 export interface MergeOptions {
   /** Ends the waits of the queue subscriptions when the merged iteration ends. */
@@ -27,44 +28,101 @@ export function mergeQueueSubscriptions(subscriptions: ReadonlyMap<number, Subsc
       await Promise.all(entries.map(([queueId, sub]) => sub.commit(positions.get(queueId), commitOptions)))
     },
     [Symbol.asyncIterator](): AsyncIterator<MessageExt> {
-      const iterators = entries.map(([, sub]) => sub[Symbol.asyncIterator]())
+      const iterators = entries.map(([, sub]) => sub[Symbol.asyncIterator]() as AsyncIterator<MessageExt> & Partial<QueueIterator>)
       const count = iterators.length
-      // The pending next() of each queue; a queue whose iteration ended has none.
-      const pending = new Map<number, Promise<{ index: number; result: IteratorResult<MessageExt> }>>()
-      const ask = (index: number) =>
-        pending.set(
-          index,
-          iterators[index].next().then((result) => ({ index, result })),
+      // Per queue: a next() in flight, its result once settled (not yet handed out), and whether
+      // the queue's iteration ended. A queue with neither is taken from synchronously (takeSync):
+      // messages of a batch already read cost no promise each.
+      const asked = new Array<boolean>(count).fill(false)
+      const ready = new Array<IteratorResult<MessageExt> | null>(count).fill(null)
+      const ended = new Array<boolean>(count).fill(false)
+      let live = count
+      /** Wakes a next() waiting for some queue's next() to settle. */
+      let wake: (() => void) | null = null
+      const ask = (index: number) => {
+        asked[index] = true
+        iterators[index].next().then(
+          (result) => {
+            asked[index] = false
+            ready[index] = result
+            wake?.()
+          },
+          (error: unknown) => {
+            asked[index] = false
+            ready[index] = { value: undefined, done: true }
+            failure ??= { error }
+            wake?.()
+          },
         )
-      iterators.forEach((_, index) => ask(index))
-      // Which queue goes first among those already resolved: rotated so that no queue starves another.
+      }
+      let failure: { error: unknown } | null = null
+      // Which queue goes first: rotated past the last one handed out, so that no queue starves another.
       let turn = 0
-      return {
-        async next(): Promise<IteratorResult<MessageExt>> {
-          while (pending.size > 0) {
-            const order = [...pending.keys()].sort((a, b) => ((a - turn + count) % count) - ((b - turn + count) % count))
-            const { index, result } = await Promise.race(order.map((i) => pending.get(i)!))
-            turn = (index + 1) % count
-            if (result.done === true) {
-              pending.delete(index)
+      const handOut = (index: number, message: MessageExt): IteratorResult<MessageExt> => {
+        turn = (index + 1) % count
+        const queueId = entries[index][0]
+        const position = message.queueOffset + 1
+        positions.set(queueId, position)
+        options.onHandOut?.(queueId, position)
+        return { value: message, done: false }
+      }
+      /** A message available now (settled or buffered), in turn order; null when none is. */
+      const takeNow = (): IteratorResult<MessageExt> | null => {
+        for (let n = 0; n < count; n++) {
+          const index = (turn + n) % count
+          if (ended[index]) continue
+          const settled = ready[index]
+          if (settled !== null) {
+            ready[index] = null
+            if (settled.done === true) {
+              ended[index] = true
+              live--
               continue
             }
-            ask(index)
-            const queueId = entries[index][0]
-            const position = result.value.queueOffset + 1
-            positions.set(queueId, position)
-            options.onHandOut?.(queueId, position)
-            return result
+            return handOut(index, settled.value)
           }
-          return { value: undefined, done: true }
+          if (!asked[index]) {
+            const message = iterators[index].takeSync?.()
+            if (message !== undefined) return handOut(index, message)
+          }
+        }
+        return null
+      }
+      const wait = async (): Promise<IteratorResult<MessageExt>> => {
+        for (;;) {
+          const now = takeNow()
+          if (now !== null) return now
+          if (failure !== null) throw failure.error
+          if (live === 0) return { value: undefined, done: true }
+          for (let index = 0; index < count; index++) if (!ended[index] && !asked[index] && ready[index] === null) ask(index)
+          await new Promise<void>((resolve) => {
+            wake = resolve
+          })
+          wake = null
+        }
+      }
+      /** A next() that had to wait: a next() called before it settles waits its turn. */
+      let waiting: Promise<IteratorResult<MessageExt>> | null = null
+      const iterator: AsyncIterator<MessageExt> = {
+        next(): Promise<IteratorResult<MessageExt>> {
+          if (waiting !== null) return waiting.then(() => iterator.next())
+          const now = takeNow()
+          if (now !== null) return Promise.resolve(now)
+          const pending = wait().finally(() => {
+            waiting = null
+          })
+          waiting = pending
+          return pending
         },
         async return(): Promise<IteratorResult<MessageExt>> {
           options.stop.abort()
-          pending.clear()
+          live = 0
+          ended.fill(true)
           await Promise.all(iterators.map((it) => it.return?.()))
           return { value: undefined, done: true }
         },
       }
+      return iterator
     },
   }
 }

@@ -1,0 +1,180 @@
+#include "copy-crc.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "crc.h"
+
+namespace mqnative {
+
+namespace {
+
+constexpr size_t kArgs = 6;
+constexpr size_t kCacheLine = 64;
+// A table row: whole start, length, offset in `whole`; part start, length, offset in `part`.
+constexpr size_t kRow = 6;
+// Positions are exact integers in a double below 2^53.
+constexpr double kMaxPosition = 9007199254740991.0;
+
+struct View {
+  uint8_t* data = nullptr;
+  size_t length = 0;  // in elements
+};
+
+// The typed array at args[index] when it has `type`; false (and a TypeError thrown) otherwise.
+bool TypedArrayArg(napi_env env, napi_value value, napi_typedarray_type type, const char* message, View* out) {
+  napi_typedarray_type actual;
+  void* data = nullptr;
+  size_t length = 0;
+  // napi_get_typedarray_info answers napi_invalid_arg (throwing nothing) for anything else.
+  if (napi_get_typedarray_info(env, value, &actual, &length, &data, nullptr, nullptr) != napi_ok || actual != type) {
+    napi_throw_type_error(env, nullptr, message);
+    return false;
+  }
+  // A detached or empty array reports no data: nothing may be read from it.
+  out->data = static_cast<uint8_t*>(data);
+  out->length = data == nullptr ? 0 : length;
+  return true;
+}
+
+bool IsPosition(double value) {
+  return value >= 0 && value <= kMaxPosition && value == static_cast<double>(static_cast<uint64_t>(value));
+}
+
+
+// One copy of src[start, start + length) to `to` at `at`, checked before any is made.
+struct Copy {
+  const uint8_t* from;
+  uint8_t* to;
+  size_t length;
+};
+
+// Reads entry fields [first, first + 3) of a table row as a copy into `target`; false when a
+// position is not a non-negative integer, the range lies outside src or target, or the two overlap.
+bool CopyOf(const double* row, const View& src, const View& target, Copy* out) {
+  const double start = row[0];
+  const double length = row[1];
+  const double at = row[2];
+  if (!IsPosition(start) || !IsPosition(length) || !IsPosition(at) || start + length > static_cast<double>(src.length) ||
+      at + length > static_cast<double>(target.length)) {
+    return false;
+  }
+  out->from = src.data + static_cast<size_t>(start);
+  out->to = target.data + static_cast<size_t>(at);
+  out->length = static_cast<size_t>(length);
+  return out->length == 0 || out->from >= out->to + out->length || out->to >= out->from + out->length;
+}
+
+void Prefetch(const Copy& copy) {
+  for (size_t line = 0; line < copy.length; line += kCacheLine) __builtin_prefetch(copy.from + line);
+}
+
+}  // namespace
+
+napi_value CopyCrcRanges(napi_env env, napi_callback_info info) {
+  size_t argc = kArgs;
+  napi_value args[kArgs];
+  if (napi_get_cb_info(env, info, &argc, args, nullptr, nullptr) != napi_ok) return nullptr;
+  if (argc < kArgs) {
+    napi_throw_type_error(env, nullptr, "copyCrcRanges takes 6 arguments");
+    return nullptr;
+  }
+  View src, table, whole, part, crcs;
+  if (!TypedArrayArg(env, args[0], napi_uint8_array, "src must be a Uint8Array", &src) ||
+      !TypedArrayArg(env, args[1], napi_float64_array, "table must be a Float64Array", &table) ||
+      !TypedArrayArg(env, args[4], napi_uint8_array, "part must be a Uint8Array", &part)) {
+    return nullptr;
+  }
+  napi_valuetype whole_type, crc_type;
+  if (napi_typeof(env, args[3], &whole_type) != napi_ok || napi_typeof(env, args[5], &crc_type) != napi_ok) return nullptr;
+  const bool want_whole = whole_type != napi_null && whole_type != napi_undefined;
+  const bool want_crc = crc_type != napi_null && crc_type != napi_undefined;
+  if ((want_whole && !TypedArrayArg(env, args[3], napi_uint8_array, "whole must be a Uint8Array or null", &whole)) ||
+      (want_crc && !TypedArrayArg(env, args[5], napi_int32_array, "crcOut must be an Int32Array or null", &crcs))) {
+    return nullptr;
+  }
+  double count_value = 0;
+  if (napi_get_value_double(env, args[2], &count_value) != napi_ok) {
+    napi_throw_type_error(env, nullptr, "count must be a number");
+    return nullptr;
+  }
+  if (!IsPosition(count_value) || count_value * kRow > static_cast<double>(table.length) ||
+      (want_crc && count_value > static_cast<double>(crcs.length))) {
+    napi_throw_range_error(env, nullptr, "count does not fit the arrays");
+    return nullptr;
+  }
+  const size_t count = static_cast<size_t>(count_value);
+  const auto* rows = reinterpret_cast<const double*>(table.data);
+  // Check every range before writing anything, so a bad call changes nothing.
+  for (size_t k = 0; k < count; k++) {
+    Copy copy;
+    if ((want_whole && !CopyOf(rows + kRow * k, src, whole, &copy)) || !CopyOf(rows + kRow * k + 3, src, part, &copy)) {
+      napi_throw_range_error(env, nullptr, "a range is outside src or its destination, or overlaps it");
+      return nullptr;
+    }
+  }
+  // Ask for every source line first: ranges scattered over a file then miss the cache together
+  // rather than one after another.
+  for (size_t k = 0; k < count; k++) {
+    Copy copy;
+    CopyOf(rows + kRow * k + (want_whole ? 0 : 3), src, want_whole ? whole : part, &copy);
+    Prefetch(copy);
+  }
+  auto* out = reinterpret_cast<int32_t*>(crcs.data);
+  if (want_crc) EnsureCrcReady();
+  for (size_t k = 0; k < count; k++) {
+    Copy copy;
+    if (want_whole) {
+      CopyOf(rows + kRow * k, src, whole, &copy);
+      if (copy.length > 0) memcpy(copy.to, copy.from, copy.length);
+    }
+    // The part comes from src, lines the whole copy just read: the bytes checked are the bytes
+    // copied, in the same pass over them.
+    CopyOf(rows + kRow * k + 3, src, part, &copy);
+    if (want_crc) {
+      out[k] = static_cast<int32_t>(CopyCrc32(copy.from, copy.to, copy.length) & 0x7fffffffu);
+    } else if (copy.length > 0) {
+      memcpy(copy.to, copy.from, copy.length);
+    }
+  }
+  return nullptr;
+}
+
+napi_value PrefetchRanges(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value args[3];
+  if (napi_get_cb_info(env, info, &argc, args, nullptr, nullptr) != napi_ok) return nullptr;
+  if (argc < 3) {
+    napi_throw_type_error(env, nullptr, "prefetchRanges takes 3 arguments");
+    return nullptr;
+  }
+  View src, ranges;
+  if (!TypedArrayArg(env, args[0], napi_uint8_array, "src must be a Uint8Array", &src) ||
+      !TypedArrayArg(env, args[1], napi_float64_array, "ranges must be a Float64Array", &ranges)) {
+    return nullptr;
+  }
+  double count_value = 0;
+  if (napi_get_value_double(env, args[2], &count_value) != napi_ok) {
+    napi_throw_type_error(env, nullptr, "count must be a number");
+    return nullptr;
+  }
+  if (!IsPosition(count_value) || count_value * 2 > static_cast<double>(ranges.length)) {
+    napi_throw_range_error(env, nullptr, "count does not fit the arrays");
+    return nullptr;
+  }
+  const size_t count = static_cast<size_t>(count_value);
+  const auto* pairs = reinterpret_cast<const double*>(ranges.data);
+  // A hint only: ranges outside src are skipped, never touched.
+  for (size_t k = 0; k < count; k++) {
+    const double start = pairs[2 * k];
+    const double length = pairs[2 * k + 1];
+    if (!IsPosition(start) || !IsPosition(length) || start + length > static_cast<double>(src.length)) continue;
+    const uint8_t* from_at = src.data + static_cast<size_t>(start);
+    const size_t n = static_cast<size_t>(length);
+    for (size_t line = 0; line < n; line += kCacheLine) __builtin_prefetch(from_at + line);
+    if (n > 0) __builtin_prefetch(from_at + n - 1);
+  }
+  return nullptr;
+}
+
+}  // namespace mqnative

@@ -1,0 +1,245 @@
+// A read is one pass: records are located and checked where they lie, then copied with their body
+// CRCs in one native call, into a private buffer (the fields) and the buffer bodies are views of.
+// What a consumer gets is its own: the bytes behind a body hold this read's bodies and nothing
+// else (a body that fails its CRC, or a record the read's filter refused, is zero or absent), and
+// a message keeps its fields whatever the consumer does with the body's buffer.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
+import type { MessageExt } from '../lib/store/types.js'
+import { tempDir } from './helpers/tmp.js'
+
+const OPTIONS: OpenOptions = { mappedFileSizeCommitLog: 64 * 1024 }
+const COUNT = 12
+const bodyOf = (i: number) => Buffer.from(`body-${String(i).padStart(3, '0')}-`.padEnd(80, '~'))
+
+let dir: string
+const open: MessageStore[] = []
+
+async function openStore(options: OpenOptions = {}): Promise<MessageStore> {
+  const store = await MessageStore.open(dir, { ...OPTIONS, ...options })
+  open.push(store)
+  return store
+}
+
+beforeEach(() => {
+  dir = tempDir('mqstore-read-batch-')
+})
+afterEach(async () => {
+  for (const store of open.splice(0)) await store.close()
+})
+
+async function fill(store: MessageStore, count = COUNT, tags?: (i: number) => string): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const r = await store.putMessage({
+      topic: 't',
+      queueId: 0,
+      body: bodyOf(i),
+      keys: [`k${i}`],
+      tags: tags?.(i),
+      properties: { n: String(i) },
+    })
+    expect(r.status).toBe('PUT_OK')
+  }
+}
+
+/** What a message says about itself, read through every field. */
+function fieldsOf(m: MessageExt) {
+  return {
+    topic: m.topic,
+    queueId: m.queueId,
+    queueOffset: m.queueOffset,
+    commitLogOffset: m.commitLogOffset,
+    storeSize: m.storeSize,
+    keys: m.keys,
+    tags: m.tags,
+    properties: { ...m.properties },
+    storeTimestamp: m.storeTimestamp,
+    bornTimestamp: m.bornTimestamp,
+    msgId: m.msgId,
+    bodyCRC: m.bodyCRC,
+    sysFlag: m.sysFlag,
+    bornHost: m.bornHost,
+    storeHost: m.storeHost,
+  }
+}
+
+describe('the bytes behind a body', () => {
+  it('hold exactly the bodies of the read, end to end', async () => {
+    const store = await openStore()
+    await fill(store)
+    const got = store.getMessage('g', 't', 0, 0, 32).messages
+    expect(got.length).toBe(COUNT)
+    const buffer = Buffer.from(got[0].body.buffer)
+    expect(buffer.equals(Buffer.concat(got.map((m) => m.body)))).toBe(true)
+    expect(got.every((m) => m.body.buffer === got[0].body.buffer)).toBe(true)
+    // No header, topic or property bytes of any record: the fields live elsewhere.
+    expect(buffer.indexOf('k1')).toBe(-1)
+  })
+
+  it('a body that fails its CRC is zeroed in them, and the other bodies are intact', async () => {
+    const store = await openStore()
+    await fill(store)
+    await store.close()
+    open.length = 0
+    const file = join(dir, 'commitlog', '00000000000000000000')
+    const bytes = fs.readFileSync(file)
+    const at = bytes.indexOf(bodyOf(4))
+    bytes[at + 20] ^= 0x01
+    fs.writeFileSync(file, bytes)
+    const again = await openStore()
+    const r = again.getMessage('g', 't', 0, 0, 32)
+    expect(r.bodyCrcFailures).toBe(1)
+    expect(r.messages.map((m) => m.queueOffset)).toEqual([0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11])
+    const buffer = Buffer.from(r.messages[0].body.buffer)
+    expect(buffer.length).toBe(COUNT * 80)
+    // Where body 4 would be: zeros; no byte of the damaged body is reachable.
+    expect(buffer.subarray(4 * 80, 5 * 80).every((b) => b === 0)).toBe(true)
+    expect(buffer.indexOf('body-004')).toBe(-1)
+    expect(r.messages.every((m) => m.body.equals(bodyOf(m.queueOffset)))).toBe(true)
+  })
+
+  it('records the tag filter refuses (a tag whose hash collides) are not copied at all', async () => {
+    const store = await openStore()
+    // "Aa" and "BB" have the same Java hash: the consume queue cannot tell them apart.
+    await fill(store, COUNT, (i) => (i % 2 === 0 ? 'Aa' : 'BB'))
+    const r = store.getMessage('g', 't', 0, 0, 32, 'Aa')
+    expect(r.messages.map((m) => m.queueOffset)).toEqual([0, 2, 4, 6, 8, 10])
+    expect(r.messages.every((m) => m.tags === 'Aa')).toBe(true)
+    expect(r.nextBeginOffset).toBe(COUNT)
+    const buffer = Buffer.from(r.messages[0].body.buffer)
+    expect(buffer.length).toBe(6 * 80)
+    expect(buffer.indexOf('body-001')).toBe(-1)
+  })
+
+  it('queryMessage serves only the key asked for when another key shares its hash', async () => {
+    const store = await openStore()
+    await store.putMessage({ topic: 't', body: 'aa', keys: ['Aa'] })
+    await store.putMessage({ topic: 't', body: 'bb', keys: ['x', 'BB'] })
+    await store.putMessage({ topic: 'u', body: 'other topic', keys: ['Aa'] })
+    const r = store.queryMessage('t', 'Aa', 8)
+    expect(r.messages.map((m) => m.body.toString())).toEqual(['aa'])
+    expect(Buffer.from(r.messages[0].body.buffer).toString()).toBe('aa')
+    expect(store.queryMessage('t', 'BB', 8).messages.map((m) => m.body.toString())).toEqual(['bb'])
+    expect(store.queryMessage('u', 'Aa', 8).messages.map((m) => m.body.toString())).toEqual(['other topic'])
+  })
+
+  it('queryMessage keeps the newest maxNum matches, oldest first', async () => {
+    const store = await openStore()
+    for (let i = 0; i < 6; i++) await store.putMessage({ topic: 't', body: `v${i}`, keys: ['same'] })
+    const r = store.queryMessage('t', 'same', 3)
+    expect(r.messages.map((m) => m.body.toString())).toEqual(['v3', 'v4', 'v5'])
+    // The three not served are not reachable either.
+    expect(Buffer.from(r.messages[0].body.buffer).indexOf('v0')).toBe(-1)
+  })
+})
+
+describe('a message handed out', () => {
+  it('keeps every field after the consumer writes over the whole buffer behind its body', async () => {
+    const store = await openStore()
+    await fill(store)
+    const got = store.getMessage('g', 't', 0, 0, 32).messages
+    const expected = got.map(fieldsOf)
+    // Read lazily after the write: nothing was decoded before it.
+    const fresh = store.getMessage('g', 't', 0, 0, 32).messages
+    new Uint8Array(fresh[0].body.buffer).fill(0xff)
+    expect(fresh.map(fieldsOf)).toEqual(expected)
+    expect(fresh.every((m) => m.body.every((b) => b === 0xff))).toBe(true)
+    // The store and other reads are untouched.
+    expect(got.every((m) => m.body.equals(bodyOf(m.queueOffset)))).toBe(true)
+    expect(store.getMessage('g', 't', 0, 0, 32).messages.every((m) => m.body.equals(bodyOf(m.queueOffset)))).toBe(true)
+  })
+
+  it('keeps every field after the buffer behind its body is transferred away', async () => {
+    const store = await openStore()
+    await fill(store)
+    const expected = store.getMessage('g', 't', 0, 0, 32).messages.map(fieldsOf)
+    const got = store.getMessage('g', 't', 0, 0, 32).messages
+    const buffer = got[0].body.buffer as ArrayBuffer
+    const moved = structuredClone(buffer, { transfer: [buffer] })
+    expect(buffer.byteLength).toBe(0)
+    expect(Buffer.from(moved).subarray(0, 80).equals(bodyOf(0))).toBe(true)
+    // Bodies first made after the transfer are empty, like views of any detached buffer; the
+    // other fields still read what was stored.
+    expect(got[1].body.length).toBe(0)
+    expect(got.map(fieldsOf)).toEqual(expected)
+    expect(store.getMessage('g', 't', 0, 0, 32).messages.every((m) => m.body.equals(bodyOf(m.queueOffset)))).toBe(true)
+  })
+
+  it("toJSON after a write into the buffer gives the stored fields and the consumer's body", async () => {
+    const store = await openStore()
+    await fill(store, 2)
+    const [m] = store.getMessage('g', 't', 0, 0, 1).messages
+    m.body.fill(0x41)
+    const json = JSON.parse(JSON.stringify(m)) as Record<string, unknown>
+    expect(json.topic).toBe('t')
+    expect(json.keys).toEqual(['k0'])
+    expect(Buffer.from((json.body as { data: number[] }).data).toString()).toBe('A'.repeat(80))
+  })
+})
+
+describe('consume()', () => {
+  it('hands out the messages of a batch without waiting: each next() is settled within one microtask', async () => {
+    const store = await openStore()
+    await fill(store)
+    const iterator = store.consume({ group: 'g', topic: 't', queueId: 0, from: 'earliest' })[Symbol.asyncIterator]()
+    expect((await iterator.next()).value?.queueOffset).toBe(0)
+    for (let i = 1; i < COUNT; i++) {
+      let value: MessageExt | undefined
+      void iterator.next().then((r) => {
+        value = r.value
+      })
+      await Promise.resolve()
+      expect(value?.queueOffset).toBe(i)
+    }
+    await iterator.return?.()
+  })
+
+  it('then waits for an arrival, and hands it out once put', async () => {
+    const store = await openStore()
+    await fill(store, 2)
+    const iterator = store.consume({ group: 'g', topic: 't', queueId: 0, from: 'earliest' })[Symbol.asyncIterator]()
+    expect((await iterator.next()).value?.queueOffset).toBe(0)
+    expect((await iterator.next()).value?.queueOffset).toBe(1)
+    const pending = iterator.next()
+    let settled = false
+    void pending.then(() => {
+      settled = true
+    })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(settled).toBe(false)
+    await store.putMessage({ topic: 't', queueId: 0, body: bodyOf(2) })
+    const next = await pending
+    expect(next.value?.queueOffset).toBe(2)
+    expect(next.value?.body.equals(bodyOf(2))).toBe(true)
+    await iterator.return?.()
+  })
+
+  it('over every queue of a topic: hands out what the queues already read without waiting, queues in turn', async () => {
+    const store = await openStore()
+    await store.createTopic('multi', { queues: 2 })
+    for (let i = 0; i < 8; i++) await store.putMessage({ topic: 'multi', queueId: i % 2, body: bodyOf(i) })
+    const iterator = store.consume({ group: 'g', topic: 'multi', from: 'earliest' })[Symbol.asyncIterator]()
+    const seen: string[] = []
+    const first = await iterator.next()
+    seen.push(`${first.value?.queueId}:${first.value?.queueOffset}`)
+    // The first next() read both queues' batches: the other seven are settled at once.
+    let settled = 0
+    for (let i = 1; i < 8; i++) {
+      void iterator.next().then((r) => {
+        settled++
+        seen.push(`${r.value?.queueId}:${r.value?.queueOffset}`)
+      })
+      await Promise.resolve()
+    }
+    await Promise.resolve()
+    expect(settled).toBe(7)
+    // Queues take turns: neither batch is handed out whole before the other's.
+    const queues = seen.map((s) => s.split(':')[0])
+    expect(queues.every((q, i) => i === 0 || q !== queues[i - 1])).toBe(true)
+    expect([...seen].sort()).toEqual(['0:0', '0:1', '0:2', '0:3', '1:0', '1:1', '1:2', '1:3'])
+    await iterator.return?.()
+  })
+})
