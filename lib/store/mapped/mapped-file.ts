@@ -224,10 +224,7 @@ export class MappedFile {
     return this.handle !== null
   }
 
-  /**
-   * Moves the file under `budget` (null: out of any budget; once mapped it stays mapped until
-   * shutdown). A mapped file is counted by the new budget from now on, without a map or unmap.
-   */
+  /** Moves the file under `budget` (null: none; it then stays mapped until shutdown), without a map or unmap. */
   setBudget(budget: MappingBudget | null): void {
     if (budget === this.budget) return
     if (this.handle !== null) this.budget?.forget(this)
@@ -274,12 +271,7 @@ export class MappedFile {
     }
   }
 
-  /**
-   * Faults [from, to) in off the JS thread, so that the writer does not take the page faults (a
-   * first touch of a file page costs more than writing a small record into it). The range must be
-   * reserved: populating a hole would allocate blocks behind the reservation's back. Best effort:
-   * a range that cannot be faulted in is left to fault on first use.
-   */
+  /** Faults reserved [from, to) in off the JS thread (best effort), so the writer takes no page faults there. */
   warmRange(from: number, to: number): void {
     const handle = this.handle
     if (handle === null || !this.hold()) return
@@ -341,11 +333,7 @@ export class MappedFile {
     return outcome
   }
 
-  /**
-   * For an in-place appender (the commit log): the bytes to write into at wrotePosition (the write
-   * buffer, if any, else the mapping). The caller writes below fileSize, within what it reserved,
-   * then moves wrotePosition past what it wrote: appendWith without a callback and its result.
-   */
+  /** For an in-place appender (the commit log): the write buffer or mapping; it then moves wrotePosition itself. */
   appendTarget(): Buffer {
     this.assertWritable()
     return this.writeBuffer ?? this.ensureMapped()
