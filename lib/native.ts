@@ -42,6 +42,12 @@ export interface NativeBinding {
   /** Reserves disk blocks for [offset, offset + length): posix_fallocate / F_PREALLOCATE. */
   allocate(fd: number, offset: number, length: number): void
   /**
+   * Starts write-back of the dirty pages of [offset, offset + length) and returns without waiting
+   * (sync_file_range SYNC_FILE_RANGE_WRITE): not durable, but a later sync finds them written.
+   * True where the system does it (Linux), false where it does nothing.
+   */
+  writeBack(fd: number, offset: number, length: number): boolean
+  /**
    * Exclusive non-blocking flock plus an fcntl write lock on the whole file (what a RocketMQ
    * broker's FileChannel.tryLock takes; an open-file-description lock on Linux). Throws EAGAIN /
    * EWOULDBLOCK / EACCES when either is held elsewhere, and then holds neither.
@@ -125,6 +131,7 @@ const binding = load()
 export const native: NativeBinding = {
   map: binding.map,
   allocate: binding.allocate,
+  writeBack: binding.writeBack,
   lockFile: binding.lockFile,
   unlockFile: binding.unlockFile,
   errnoName: binding.errnoName,
@@ -136,14 +143,20 @@ export const native: NativeBinding = {
   platform: binding.platform,
 }
 
-type Interposable = Pick<NativeBinding, 'map' | 'allocate' | 'lockFile' | 'unlockFile'>
+type Interposable = Pick<NativeBinding, 'map' | 'allocate' | 'writeBack' | 'lockFile' | 'unlockFile'>
 
 /**
  * Test-only seam: replaces some of the binding's functions (a wrapper may call `original`), and
  * returns a function that restores them. Not part of the public API.
  */
 export function interposeNativeForTesting(wrap: (original: Readonly<Interposable>) => Partial<Interposable>): () => void {
-  const original: Interposable = { map: native.map, allocate: native.allocate, lockFile: native.lockFile, unlockFile: native.unlockFile }
+  const original: Interposable = {
+    map: native.map,
+    allocate: native.allocate,
+    writeBack: native.writeBack,
+    lockFile: native.lockFile,
+    unlockFile: native.unlockFile,
+  }
   Object.assign(native, wrap(Object.freeze({ ...original })))
   return () => {
     Object.assign(native, original)

@@ -577,6 +577,35 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// Starts write-back of the dirty pages of [offset, offset + length) without waiting for it and
+// without making them durable (no cache flush, no metadata): a later msync or fdatasync then
+// finds them written. Linux only (sync_file_range); elsewhere it does nothing and returns false.
+Napi::Value WriteBack(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd = -1;
+  uint64_t offset = 0, length = 0;
+  if (!ReadFd(info, &fd) || !ReadSize(info, 1, "offset", &offset) || !ReadSize(info, 2, "length", &length)) {
+    return env.Undefined();
+  }
+#if defined(__linux__)
+  if (length == 0) return Napi::Boolean::New(env, true);
+  int rc;
+  do {
+    rc = sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    ErrnoError(env, errno, "sync_file_range").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  return Napi::Boolean::New(env, true);
+#else
+  (void)fd;
+  (void)offset;
+  (void)length;
+  return Napi::Boolean::New(env, false);
+#endif
+}
+
 // A write lock on the whole file through fcntl: what Java's FileChannel.tryLock takes, so a
 // RocketMQ broker and mqstore exclude each other. On Linux it is an open-file-description lock
 // (F_OFD_SETLK, 3.15+): owned by this descriptor like flock, so closing some other descriptor of
@@ -666,6 +695,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
   exports.Set("map", Napi::Function::New(env, Map, "map"));
   exports.Set("allocate", Napi::Function::New(env, Allocate, "allocate"));
+  exports.Set("writeBack", Napi::Function::New(env, WriteBack, "writeBack"));
   exports.Set("lockFile", Napi::Function::New(env, LockFile, "lockFile"));
   exports.Set("unlockFile", Napi::Function::New(env, UnlockFile, "unlockFile"));
   exports.Set("errnoName", Napi::Function::New(env, ErrnoNameOf, "errnoName"));

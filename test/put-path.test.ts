@@ -7,6 +7,7 @@ import { crc32 } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../lib/index.js'
+import { interposeNativeForTesting, native } from '../lib/native.js'
 import {
   MESSAGE_MAGIC_CODE,
   OFFSET_BODYCRC,
@@ -158,5 +159,75 @@ describe('index reservation on the put path', () => {
       expect(store.queryMessage('IdxTopic', key(i), 4).messages.length).toBe(1)
     }
     await store.close()
+  })
+})
+
+describe('write-back behind the writer', () => {
+  it('writeBack starts write-back of a range, checks its arguments, and is a no-op elsewhere than Linux', () => {
+    const dir = tempDir()
+    const name = join(dir, 'file')
+    fs.writeFileSync(name, Buffer.alloc(1 << 20, 7))
+    const fd = fs.openSync(name, 'r+')
+    try {
+      expect(native.writeBack(fd, 0, 1 << 20)).toBe(process.platform === 'linux')
+      expect(native.writeBack(fd, 4096, 0)).toBe(process.platform === 'linux')
+      expect(() => native.writeBack(fd, -1, 10)).toThrow(RangeError)
+      expect(() => native.writeBack(fd, 0.5, 10)).toThrow(RangeError)
+      expect(() => native.writeBack('x' as unknown as number, 0, 10)).toThrow(TypeError)
+    } finally {
+      fs.closeSync(fd)
+    }
+    if (process.platform === 'linux') expect(() => native.writeBack(fd, 0, 4096)).toThrow(/EBADF/)
+  })
+
+  it('a burst of ASYNC_FLUSH puts that never yields asks for write-back of what it left behind, and loses nothing', async () => {
+    const calls: [number, number][] = []
+    const restore = interposeNativeForTesting((original) => ({
+      writeBack: (fd, offset, length) => {
+        calls.push([offset, length])
+        return original.writeBack(fd, offset, length)
+      },
+    }))
+    const dir = tempDir()
+    try {
+      const store = await MessageStore.open(dir, { flushDiskType: 'ASYNC_FLUSH' })
+      const body = Buffer.alloc(1000, 3)
+      for (let batch = 0; batch < 8; batch++) {
+        const results = await store.putMessages(Array.from({ length: 1000 }, () => ({ topic: 'WbTopic', body })))
+        expect(results.every((r) => r.status === 'PUT_OK')).toBe(true)
+      }
+      // About 8 MB written: a write-back request per MiB behind the writer, in order, page aligned.
+      expect(calls.length).toBeGreaterThanOrEqual(6)
+      for (let k = 0; k < calls.length; k++) {
+        expect(calls[k][0] % 4096).toBe(0)
+        expect(calls[k][1]).toBeGreaterThanOrEqual(1 << 20)
+        if (k > 0) expect(calls[k][0]).toBe(calls[k - 1][0] + calls[k - 1][1])
+      }
+      await store.close()
+      const reopened = await MessageStore.open(dir)
+      expect(reopened.getMaxOffsetInQueue('WbTopic', 0)).toBe(8000)
+      await reopened.close()
+    } finally {
+      restore()
+    }
+  })
+
+  it('SYNC_FLUSH puts leave write-back to their own syncs', async () => {
+    let calls = 0
+    const restore = interposeNativeForTesting((original) => ({
+      writeBack: (fd, offset, length) => {
+        calls++
+        return original.writeBack(fd, offset, length)
+      },
+    }))
+    try {
+      const store = await MessageStore.open(tempDir(), { flushDiskType: 'SYNC_FLUSH' })
+      const body = Buffer.alloc(1000, 3)
+      for (let batch = 0; batch < 4; batch++) await store.putMessages(Array.from({ length: 1000 }, () => ({ topic: 'WbTopic', body })))
+      await store.close()
+      expect(calls).toBe(0)
+    } finally {
+      restore()
+    }
   })
 })

@@ -160,6 +160,7 @@ export class MessageStore implements AsyncDisposable {
       }
     }
     records.fill(undefined as unknown as PreparedRecord)
+    if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') commitLog.writeBackBehind()
     if (appended > 0) {
       this.e.dispatcher.schedule()
       if (this.e.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {

@@ -30,6 +30,9 @@ import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import { readSegmentBytes } from '../mapped/segment-io.js'
+import { descriptors } from '../mapped/descriptors.js'
+import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
+import { native } from '../../native.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
@@ -145,6 +148,9 @@ export class QueueOffsetTable {
 }
 
 const EMPTY = Buffer.alloc(0)
+
+/** Bytes a burst leaves behind the writer before writeBackBehind() starts their write-back. */
+const WRITE_BACK_STEP = 1024 * 1024
 /** Holds of one file a reader serves from the view it kept before taking a fresh one. */
 const REUSE_LIMIT = 256
 
@@ -242,6 +248,9 @@ export class CommitLog {
   lastRecordOffset = -1
   /** Body CRCs of records prepared with BODY_CRC_AFTER_WRITE, until finishAppends(). */
   private readonly writtenCrcs = new WrittenBodyCrcs()
+  /** The file writeBackBehind() last looked at, and where in it the next write-back starts. */
+  private writeBackFile: MappedFile | null = null
+  private writeBackFrom = 0
 
   /**
    * With `budget`, files older than the one being written are mapped on first use within it and
@@ -333,6 +342,30 @@ export class CommitLog {
    */
   finishAppends(): void {
     this.writtenCrcs.finish()
+  }
+
+  /**
+   * Asks the kernel to start writing back the whole pages the writer has left behind, a step at a
+   * time. A burst of puts that never yields to the event loop starves the timed flush, and would
+   * leave everything dirty for close (or for the sync after a crash) to write at once. Durability
+   * is unchanged: only a sync makes bytes durable, and the flusher still syncs every one.
+   */
+  writeBackBehind(): void {
+    const file = this.mappedFileQueue.getLastMappedFile()
+    if (file === null || file.hasWriteBuffer()) return
+    if (file !== this.writeBackFile) {
+      this.writeBackFile = file
+      this.writeBackFrom = 0
+    }
+    const from = Math.max(this.writeBackFrom, Math.floor(file.flushedPosition / OS_PAGE_SIZE) * OS_PAGE_SIZE)
+    const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
+    if (to - from < WRITE_BACK_STEP) return
+    this.writeBackFrom = to
+    try {
+      descriptors.use(file.fileName, false, (fd) => native.writeBack(fd, from, to - from))
+    } catch {
+      // A hint: a write-back that cannot start changes nothing, and the next sync reports real errors.
+    }
   }
 
   /**
