@@ -42,9 +42,10 @@ export interface NativeBinding {
   /** Reserves disk blocks for [offset, offset + length): posix_fallocate / F_PREALLOCATE. */
   allocate(fd: number, offset: number, length: number): void
   /**
-   * Starts write-back of the dirty pages of [offset, offset + length) and returns without waiting
-   * (sync_file_range SYNC_FILE_RANGE_WRITE): not durable, but a later sync finds them written.
-   * True where the system does it (Linux), false where it does nothing.
+   * Starts write-back of the dirty pages of [offset, offset + length) on the libuv pool (with its
+   * own duplicate of `fd`) and returns at once (sync_file_range SYNC_FILE_RANGE_WRITE): not
+   * durable, but a later sync finds them written. True where the system does it (Linux), false
+   * where it does nothing.
    */
   writeBack(fd: number, offset: number, length: number): boolean
   /**
