@@ -25,6 +25,7 @@ import {
   SCAN_BATCH,
   SCAN_QUEUE,
   SCAN_RUNS,
+  SCAN_WARMUP_RUNS,
   SCAN_TOPIC,
   scannedQueueSize,
   secondsSince,
@@ -108,7 +109,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           log(`mqstore: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const runs: number[] = []
           const scanStarted = now()
-          for (let run = 0; run < SCAN_RUNS; run++) {
+          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
             let offset = 0
             let seen = 0
@@ -123,7 +124,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
               }
               offset = got.nextBeginOffset
             }
-            runs.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) runs.push(secondsSince(t0))
             check(seen === expected && bytes === expected * BODY_SIZE, `scan saw ${seen} messages, ${bytes} bytes`)
           }
           windows.push(windowSince('scan, getMessage', scanStarted))
@@ -133,7 +134,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           log(`mqstore: consume() ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const consumeRuns: number[] = []
           const consumeStarted = now()
-          for (let run = 0; run < SCAN_RUNS; run++) {
+          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
             let seen = 0
             let bytes = 0
@@ -143,7 +144,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
               bytes += m.body.length
               if (++seen === expected) break
             }
-            consumeRuns.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) consumeRuns.push(secondsSince(t0))
             check(seen === expected && bytes === expected * BODY_SIZE, `consume saw ${seen} messages, ${bytes} bytes`)
           }
           windows.push(windowSince('scan, consume()', consumeStarted))

@@ -27,6 +27,7 @@ import {
   sampleIndexes,
   SCAN_QUEUE,
   SCAN_RUNS,
+  SCAN_WARMUP_RUNS,
   SCAN_TOPIC,
   scannedQueueSize,
   secondsSince,
@@ -129,7 +130,7 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
           const prefix = `${SCAN_TOPIC}/${SCAN_QUEUE}/`
           log(`lmdb: scan ${prefix} (${expected} messages) x${SCAN_RUNS}`)
           const runs: number[] = []
-          for (let run = 0; run < SCAN_RUNS; run++) {
+          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
             let seen = 0
             let bytes = 0
@@ -138,7 +139,7 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
               bytes += value.length
               seen++
             }
-            runs.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) runs.push(secondsSince(t0))
             check(seen === expected && bytes === expected * BODY_SIZE, `lmdb scan saw ${seen} messages`)
           }
           const seconds = median(runs)
@@ -325,7 +326,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           log(`sqlite: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const select = db.prepare('SELECT qoffset, body FROM messages WHERE topic = ? AND queue = ? ORDER BY qoffset').raw()
           const runs: number[] = []
-          for (let run = 0; run < SCAN_RUNS; run++) {
+          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
             let seen = 0
             let bytes = 0
@@ -335,7 +336,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
               bytes += body.length
               seen++
             }
-            runs.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) runs.push(secondsSince(t0))
             check(seen === expected && bytes === expected * BODY_SIZE, `sqlite scan saw ${seen} messages`)
           }
           const seconds = median(runs)

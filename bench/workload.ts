@@ -15,6 +15,8 @@ export const SYNC_PRODUCERS = 64
 export const SCAN_BATCH = 32
 /** Scan runs per engine; the median is reported. */
 export const SCAN_RUNS = 5
+/** Untimed passes before the timed ones, the same for every engine: the JIT warms up on them. */
+export const SCAN_WARMUP_RUNS = 2
 /** Untimed lookups (keys outside the measured sample) run first to warm the code paths. */
 export const LOOKUP_WARMUP = 2000
 
