@@ -1,7 +1,7 @@
 // Where a dispatched record goes: its consume-queue unit (committed and non-transactional records
 // only), its index entries, and a wake-up for the consumers waiting on its queue.
 import type { PutMessageResult } from './commitlog/commit-log.js'
-import { SCHEDULE_TOPIC, tagsCodeOf, type DispatchRequest, type PreparedRecord } from './commitlog/record.js'
+import { blankDispatchRequest, SCHEDULE_TOPIC, tagsCodeOf, type DispatchRequest, type PreparedRecord } from './commitlog/record.js'
 import { isQueuedRecord } from './commitlog/sys-flag.js'
 import type { MessageStoreConfig } from './config.js'
 import type { IndexService } from './index/index-service.js'
@@ -74,23 +74,7 @@ export class DispatchTargets {
  * reads it synchronously and keeps nothing of it.
  */
 export class AppendedRequests {
-  private readonly request: DispatchRequest = {
-    status: 'OK',
-    size: 0,
-    reason: undefined,
-    topic: '',
-    queueId: 0,
-    queueOffset: 0,
-    commitLogOffset: 0,
-    sysFlag: 0,
-    bornTimestamp: 0,
-    storeTimestamp: 0,
-    preparedTransactionOffset: 0,
-    tagsCode: 0,
-    keys: undefined,
-    uniqKey: undefined,
-    bodyCRC: 0,
-  }
+  private readonly request: DispatchRequest = blankDispatchRequest()
 
   /**
    * The request of `record`, appended as `result` says; null for the schedule topic, whose

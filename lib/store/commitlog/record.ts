@@ -120,17 +120,8 @@ export function recordLength(sysFlag: number, bodyLength: number, topicLength: n
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
-export interface RecordInput {
-  topic: string
-  queueId: number
-  body: Uint8Array
-  flag: number
-  sysFlag: number
-  bornTimestamp: number
-  bornHost: HostAddress
+export interface RecordInput extends RecordParts {
   storeHost: HostAddress
-  reconsumeTimes: number
-  preparedTransactionOffset: number
   /** Already built by encodeProperties (or taken from a stored record). */
   propertiesString: string
   /** The body's BODYCRC when the caller computed it already (a batch put does, in one call). */
@@ -563,6 +554,11 @@ export interface DispatchRequest {
   keys: string | undefined
   uniqKey: string | undefined
   bodyCRC: number
+}
+
+/** A dispatch request with every field empty, for a writer that fills one in again and again. */
+export function blankDispatchRequest(): DispatchRequest {
+  return failed('OK', 0, undefined)
 }
 
 function failed(status: CheckStatus, size: number, reason: string | undefined): DispatchRequest {
