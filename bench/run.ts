@@ -10,7 +10,7 @@
 import { fork } from 'node:child_process'
 import * as fs from 'node:fs'
 import * as os from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import type { LimitsResult } from './limits.js'
@@ -301,7 +301,8 @@ async function main(): Promise<number> {
       if (profiled && fs.existsSync(join(profDir, profName))) {
         bench.profiles.push({
           run: run + 1,
-          file: join(profDir, profName),
+          // Relative to the working directory: results are kept, and name no machine's folders.
+          file: relative(process.cwd(), join(profDir, profName)),
           summaries: profileSummaries(join(profDir, profName), results[engine]),
         })
       }
