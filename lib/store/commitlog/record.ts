@@ -17,7 +17,15 @@ export { javaStringHashCode } from '../bytes.js'
 export type { HostAddress } from './host-address.js'
 
 import { bodyCrcAt, bodyCrcOf } from './body-crc.js'
-import { NAME_VALUE_SEPARATOR_BYTE, PROPERTY_SEPARATOR_BYTE, parsePropertiesString, propertiesAreWellFormed } from './properties.js'
+import {
+  NAME_VALUE_SEPARATOR_BYTE,
+  PROPERTY_SEPARATOR_BYTE,
+  parsePropertiesString,
+  propertiesAreWellFormed,
+  tagsAndKeysLength,
+  writeAscii,
+  writeTagsAndKeys,
+} from './properties.js'
 import { DEFAULT_DELAY_TABLE, validateTopic } from './record-names.js'
 
 export * from './properties.js'
@@ -238,30 +246,6 @@ class EncodedRecord implements PreparedRecord {
   }
 }
 
-/** `TAGS` + 0x01 and `KEYS` + 0x01: what precedes each value in the properties bytes. */
-const NAME_PREFIX_LENGTH = 5
-const TAGS_PREFIX = [0x54, 0x41, 0x47, 0x53, NAME_VALUE_SEPARATOR_BYTE]
-const KEYS_PREFIX = [0x4b, 0x45, 0x59, 0x53, NAME_VALUE_SEPARATOR_BYTE]
-
-/**
- * True when `s` can be written as properties bytes as it is: ASCII without the separators (0x00,
- * 0x01, 0x02). Anything else takes the string path, which reports separators precisely.
- */
-export function isPlainAscii(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i)
-    if (c > 0x7f || c < 0x03) return false
-  }
-  return true
-}
-
-/** Bytes of `TAGS\x01tags\x02KEYS\x01keys`, either pair left out when its value is undefined. */
-function tagsAndKeysLength(tags: string | undefined, keys: string | undefined): number {
-  const t = tags === undefined ? 0 : NAME_PREFIX_LENGTH + tags.length
-  const k = keys === undefined ? 0 : NAME_PREFIX_LENGTH + keys.length
-  return t !== 0 && k !== 0 ? t + 1 + k : t + k
-}
-
 // Module-level caches (topic bytes here, decoded topics and checked topics below) are shared by
 // every store in the process. That is safe: they hold topic text and small copies of its bytes,
 // never a view of a mapping, are bounded (cleared when full), and a stale entry is still correct.
@@ -418,41 +402,8 @@ export function prepareMessageRecord(
   )
 }
 
-/** Below this many characters a JS loop writes text faster than a call into Buffer's writer. */
-const SHORT_TEXT = 96
-
-/** Writes ASCII text at target[at, at + s.length); returns the end. Short texts in a JS loop. */
-function writeAscii(target: Buffer, at: number, s: string): number {
-  const n = s.length
-  if (n > SHORT_TEXT) latin1Write.call(target, s, at, n)
-  else for (let i = 0; i < n; i++) target[at + i] = s.charCodeAt(i)
-  return at + n
-}
-
-function writeNamed(target: Buffer, at: number, prefix: readonly number[], value: string): number {
-  for (let i = 0; i < NAME_PREFIX_LENGTH; i++) target[at + i] = prefix[i]
-  return writeAscii(target, at + NAME_PREFIX_LENGTH, value)
-}
-
-/** The properties of a tags-and-keys record (see EncodedRecord.tags). */
-function writeTagsAndKeys(target: Buffer, at: number, tags: string | undefined, keys: string | undefined): void {
-  let pos = at
-  if (tags !== undefined) pos = writeNamed(target, pos, TAGS_PREFIX, tags)
-  if (keys !== undefined) {
-    if (tags !== undefined) target[pos++] = PROPERTY_SEPARATOR_BYTE
-    writeNamed(target, pos, KEYS_PREFIX, keys)
-  }
-}
-
 // The DataViews over the buffers below come from the caller's DataViewCache (one per owner of a
 // mapping, cleared when it lets go of it); without one, each call builds its own view.
-type Latin1Write = (this: Uint8Array, s: string, offset: number, length: number) => number
-// Buffer's own one-byte string writer (a straight copy for ASCII strings); the public form otherwise.
-const latin1Write: Latin1Write =
-  (Buffer.prototype as unknown as { latin1Write?: Latin1Write }).latin1Write ??
-  function (this: Uint8Array, s: string, offset: number, length: number): number {
-    return Buffer.from(this.buffer, this.byteOffset, this.byteLength).write(s, offset, length, 'latin1')
-  }
 
 /**
  * Writes the record at target[pos, pos + rec.length) and returns where its body starts. This is
