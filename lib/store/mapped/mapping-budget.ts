@@ -2,15 +2,22 @@
 // whatever else is opened lazily). A store with tens of thousands of queues cannot keep every file
 // mapped: address space is cheap, but page tables, the kernel's map count (vm.max_map_count,
 // 65,530 by default) and the resident pages of files nobody reads are not. So each lazily mapped
-// file reports here when it maps and on every use; when the mapped total passes `maxBytes`, the
-// least recently used idle files are unmapped at once, and `sweep` unmaps files unused for
-// `idleMs` (Kafka closes idle index files the same way). A file is idle when no reader holds it
+// file reports here when it maps and on every use; when the mapped total passes `maxBytes` (or
+// more than `maxFiles` files are mapped), the least recently used idle files are unmapped at once,
+// and `sweep` unmaps files unused for `idleMs` (Kafka closes idle index files the same way).
+// A file counts for the bytes it can have touched (written or reserved: a new consume-queue
+// file's first pages, not the 6 MB it may grow to), so thousands of small queues stay mapped and
+// their puts do not map and unmap a file each. A file is idle when no reader holds it
 // and everything written to it is flushed, so unmapping loses nothing and needs no sync; the next
 // use maps it again.
 
 /** What the budget needs from a mapped file. */
 export interface BudgetedFile {
   readonly fileSize: number
+  /** End of the part reserved for writes; without it the file counts for its whole size. */
+  readonly reservedPosition?: number
+  /** End of what was written (a reopened file's old bytes are not in its reservation). */
+  readonly wrotePosition?: number
   /** Unmaps the file if it is idle (no reader, nothing unflushed); true when it did. */
   unmapIfIdle(): boolean
 }
@@ -20,16 +27,36 @@ export interface MappingBudgetOptions {
   maxBytes: number
   /** A file unused for this long is unmapped by the next sweep. */
   idleMs: number
+  /** Mapped files above which idle ones are unmapped (default MAX_MAPPED_FILES). */
+  maxFiles?: number
   /** The clock for ages (the store's injected clock). */
   clock: () => number
 }
 
+/**
+ * Files mapped through one budget at most, by default: each is a kernel mapping, and the kernel
+ * allows a process 65,530 of them by default (vm.max_map_count), the runtime's own included.
+ */
+export const MAX_MAPPED_FILES = 16_384
+
+/** The bytes a mapped file counts for: written or reserved, at least a page, at most its size. */
+function chargeOf(file: BudgetedFile): number {
+  const reserved = file.reservedPosition
+  if (reserved === undefined) return file.fileSize
+  return Math.min(file.fileSize, Math.max(PAGE_BYTES, reserved, file.wrotePosition ?? 0))
+}
+
+const PAGE_BYTES = 4096
+
 export class MappingBudget {
   readonly maxBytes: number
+  readonly maxFiles: number
   readonly idleMs: number
   private readonly clock: () => number
   /** Mapped files by last use, least recent first (Map keeps insertion order). */
   private readonly lastUse = new Map<BudgetedFile, number>()
+  /** What each mapped file counts for now (its budgetBytes when last seen). */
+  private readonly charged = new Map<BudgetedFile, number>()
   private bytes = 0
   /** While > 0, mapping does not unmap others (open maps each queue once, then shrinks). */
   private suspended = 0
@@ -44,7 +71,12 @@ export class MappingBudget {
     if (!Number.isSafeInteger(options.idleMs) || options.idleMs < 0) {
       throw new RangeError(`idle time must be a non-negative integer, got ${options.idleMs}`)
     }
+    const maxFiles = options.maxFiles ?? MAX_MAPPED_FILES
+    if (!Number.isSafeInteger(maxFiles) || maxFiles < 1) {
+      throw new RangeError(`mapped-files budget must be a positive integer, got ${maxFiles}`)
+    }
     this.maxBytes = options.maxBytes
+    this.maxFiles = maxFiles
     this.idleMs = options.idleMs
     this.clock = options.clock
   }
@@ -65,9 +97,25 @@ export class MappingBudget {
       return
     }
     this.lastUse.set(file, this.clock())
-    this.bytes += file.fileSize
+    this.charge(file)
     this.maps++
-    if (this.bytes > this.maxBytes && this.suspended === 0) this.shrink(this.maxBytes, file)
+    if (this.over() && this.suspended === 0) this.shrink(this.maxBytes, file)
+  }
+
+  /** Counts `file` for what it can have touched now (replacing what it counted for before). */
+  private charge(file: BudgetedFile): void {
+    const bytes = chargeOf(file)
+    this.bytes += bytes - (this.charged.get(file) ?? 0)
+    this.charged.set(file, bytes)
+  }
+
+  private discharge(file: BudgetedFile): void {
+    this.bytes -= this.charged.get(file) ?? 0
+    this.charged.delete(file)
+  }
+
+  private over(): boolean {
+    return this.bytes > this.maxBytes || this.lastUse.size > this.maxFiles
   }
 
   /**
@@ -81,7 +129,7 @@ export class MappingBudget {
       return fn()
     } finally {
       this.suspended--
-      if (this.suspended === 0 && this.bytes > this.maxBytes) this.shrink(this.maxBytes)
+      if (this.suspended === 0 && this.over()) this.shrink(this.maxBytes)
     }
   }
 
@@ -92,33 +140,39 @@ export class MappingBudget {
   adopt(file: BudgetedFile): void {
     if (this.lastUse.has(file)) return
     this.lastUse.set(file, this.clock())
-    this.bytes += file.fileSize
-    if (this.bytes > this.maxBytes && this.suspended === 0) this.shrink(this.maxBytes, file)
+    this.charge(file)
+    if (this.over() && this.suspended === 0) this.shrink(this.maxBytes, file)
   }
 
   /** Stops counting a file that stays mapped outside the budget (it became the file being written). Not an unmap. */
   forget(file: BudgetedFile): void {
-    if (this.lastUse.delete(file)) this.bytes -= file.fileSize
+    if (this.lastUse.delete(file)) this.discharge(file)
   }
 
   /** A file was used (read or written): it becomes the most recent. */
   used(file: BudgetedFile): void {
     if (!this.lastUse.delete(file)) return
     this.lastUse.set(file, this.clock())
+    // A file that grew (more of it reserved) counts for more, and may push others out.
+    if (file.reservedPosition !== undefined && chargeOf(file) !== this.charged.get(file)) {
+      this.charge(file)
+      if (this.over() && this.suspended === 0) this.shrink(this.maxBytes, file)
+    }
   }
 
   /** A file was unmapped (idle unmap, shutdown, deletion): stop counting it. */
   unmapped(file: BudgetedFile): void {
     if (!this.lastUse.delete(file)) return
-    this.bytes -= file.fileSize
+    this.discharge(file)
     this.unmaps++
   }
 
-  /** Unmaps idle files, least recently used first, until at most `target` bytes are mapped. */
+  /** Unmaps idle files, least recently used first, until at most `target` bytes (and maxFiles files) are mapped. */
   shrink(target: number, spare: BudgetedFile | null = null): number {
     let count = 0
-    for (const file of [...this.lastUse.keys()]) {
-      if (this.bytes <= target) break
+    // Unmapping deletes the entry being visited, which a Map's iteration allows.
+    for (const file of this.lastUse.keys()) {
+      if (this.bytes <= target && this.lastUse.size <= this.maxFiles) break
       if (file !== spare && file.unmapIfIdle()) count++
     }
     return count
