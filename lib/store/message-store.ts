@@ -43,6 +43,14 @@ import { withoutEviction } from './mapped/mapping-budget.js'
 
 export * from './types.js'
 
+/** What one put appended (see MessageStore.appendAll). */
+interface PutTally {
+  appended: number
+  bytes: number
+  lastEnd: number
+  waitForFlush: boolean
+}
+
 /** Records a put appends, completes and dispatches at a time (a batch's records stay in the cache). */
 const PUT_SLICE = 64
 
@@ -97,70 +105,9 @@ export class MessageStore implements AsyncDisposable {
     const unavailable = this.e.checkWritable()
     if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
-    // Check every message's shape first: a TypeError for one message must not leave the earlier
-    // ones stored behind the caller's back. Records are then built (and so validated, each failing
-    // alone) a slice at a time, so that only a slice of them is alive at once; their body CRCs are
-    // computed on the written bytes, a slice in one native call (CommitLog.finishAppends).
-    const now = Date.now()
-    const defaults = this.e.recordDefaults
-    const compacted = this.e.compacted
     for (let i = 0; i < messages.length; i++) checkMessageShape(messages[i])
-    const records: (PreparedRecord | PrepareFailure)[] = new Array(PUT_SLICE)
-    let bytes = 0
-    let appended = 0
-    let lastEnd = -1
-    let waitForFlush = false
-    const commitLog = this.e.commitLog
-    // Without a write buffer an appended record is readable at once, so it can be dispatched
-    // from what we know here instead of being parsed back out of the commit log; the first that
-    // cannot be leaves the rest to the dispatcher's next pass. Slices of the batch are appended,
-    // completed (body CRCs) and dispatched in turn, while their records are still in the cache.
-    let directDispatch = this.e.pool === null
-    for (let from = 0; from < messages.length; from += PUT_SLICE) {
-      const to = Math.min(messages.length, from + PUT_SLICE)
-      for (let i = from; i < to; i++) {
-        records[i - from] = compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
-      }
-      try {
-        for (let i = from; i < to; i++) {
-          const record = records[i - from]
-          if (isPrepareFailure(record)) {
-            results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
-            continue
-          }
-          let result: PutMessageResult
-          try {
-            result = commitLog.append(record, now)
-          } catch (error) {
-            this.e.logger('error', `append failed: ${(error as Error).message}`)
-            result = PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
-          }
-          results[i] = result
-          if (!result.isOk()) {
-            this.refused(messages[i], result)
-            // No room for the next file: read the disk now (a full disk then refuses the next puts
-            // with SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
-            if (result.status === 'CREATE_MAPEDFILE_FAILED') {
-              this.e.cleanup.checkDisk()
-              this.e.cleanLoop?.wakeup()
-            }
-            continue
-          }
-          appended++
-          bytes += result.wroteBytes
-          lastEnd = result.wroteOffset + result.wroteBytes
-          if (messages[i].properties?.WAIT !== 'false') waitForFlush = true
-        }
-      } finally {
-        commitLog.finishAppends()
-      }
-      for (let i = from; i < to && directDispatch; i++) {
-        const result = results[i]
-        if (result.wroteBytes > 0) directDispatch = this.dispatchAppended(records[i - from] as PreparedRecord, result)
-      }
-    }
-    records.fill(undefined as unknown as PreparedRecord)
-    if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') commitLog.writeBackBehind()
+    const { appended, bytes, lastEnd, waitForFlush } = this.appendAll(messages, results)
+    if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') this.e.commitLog.writeBackBehind()
     if (appended > 0) {
       this.e.dispatcher.schedule()
       if (this.e.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {
@@ -175,6 +122,77 @@ export class MessageStore implements AsyncDisposable {
       this.e.statsService.recordPut(appended, bytes, Date.now() - began)
     }
     return results
+  }
+
+  /**
+   * The put's synchronous part, out of the async function so that the JIT optimises it as a plain
+   * function. Records are built (and so validated, each failing alone) a slice at a time, so that
+   * only a slice of them is alive at once; their body CRCs are computed on the written bytes, a
+   * slice in one native call (CommitLog.finishAppends). The shapes were checked before: a
+   * TypeError for one message must not leave the earlier ones stored behind the caller's back.
+   */
+  private appendAll(messages: readonly Message[], results: PutMessageResult[]): PutTally {
+    const now = Date.now()
+    const defaults = this.e.recordDefaults
+    const compacted = this.e.compacted
+    const commitLog = this.e.commitLog
+    const records: (PreparedRecord | PrepareFailure | undefined)[] = new Array(PUT_SLICE).fill(undefined)
+    const tally: PutTally = { appended: 0, bytes: 0, lastEnd: -1, waitForFlush: false }
+    // Without a write buffer an appended record is readable at once, so it can be dispatched
+    // from what we know here instead of being parsed back out of the commit log; the first that
+    // cannot be leaves the rest to the dispatcher's next pass. Slices of the batch are appended,
+    // completed (body CRCs) and dispatched in turn, while their records are still in the cache.
+    let directDispatch = this.e.pool === null
+    for (let from = 0; from < messages.length; from += PUT_SLICE) {
+      const to = Math.min(messages.length, from + PUT_SLICE)
+      for (let i = from; i < to; i++) {
+        records[i - from] = compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
+      }
+      try {
+        for (let i = from; i < to; i++) {
+          const record = records[i - from] as PreparedRecord | PrepareFailure
+          if (isPrepareFailure(record)) {
+            results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
+            continue
+          }
+          const result = this.appendOne(record, now)
+          results[i] = result
+          if (!result.isOk()) {
+            this.refused(messages[i], result)
+            continue
+          }
+          tally.appended++
+          tally.bytes += result.wroteBytes
+          tally.lastEnd = result.wroteOffset + result.wroteBytes
+          if (messages[i].properties?.WAIT !== 'false') tally.waitForFlush = true
+        }
+      } finally {
+        commitLog.finishAppends()
+      }
+      for (let i = from; i < to && directDispatch; i++) {
+        const result = results[i]
+        if (result.wroteBytes > 0) directDispatch = this.dispatchAppended(records[i - from] as PreparedRecord, result)
+      }
+    }
+    return tally
+  }
+
+  /** Appends one built record; a failure is a result, never a throw. */
+  private appendOne(record: PreparedRecord, now: number): PutMessageResult {
+    let result: PutMessageResult
+    try {
+      result = this.e.commitLog.append(record, now)
+    } catch (error) {
+      this.e.logger('error', `append failed: ${(error as Error).message}`)
+      return PutMessageResult.failed('UNKNOWN_ERROR', `append failed: ${(error as Error).message}`)
+    }
+    // No room for the next file: read the disk now (a full disk then refuses the next puts with
+    // SERVICE_NOT_AVAILABLE without trying to create files) and wake cleanup.
+    if (result.status === 'CREATE_MAPEDFILE_FAILED') {
+      this.e.cleanup.checkDisk()
+      this.e.cleanLoop?.wakeup()
+    }
+    return result
   }
 
   /** Counts a refused put and tells the logger why, at debug level. */
