@@ -85,7 +85,7 @@ function unitAt(cq: ConsumeQueue, n: number): { offset: number; size: number; ta
   const view = cq.getIndexBuffer(n)
   if (view === null) return null
   try {
-    return cq.readUnit(view.buffer, 0)
+    return ConsumeQueue.readUnit(view.buffer, 0)
   } finally {
     view.release()
   }

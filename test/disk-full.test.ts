@@ -94,8 +94,9 @@ describe.runIf(tmpfs.ok)('disk full (tmpfs)', () => {
   })
 
   it('a commit-log file larger than the disk fills chunk by chunk: CREATE_MAPEDFILE_FAILED with the reason, never a SIGBUS', async () => {
-    mount('6m')
-    // 64 MiB segments on a 6 MiB file system: only chunked reservation lets the store open at all.
+    mount('8m')
+    // 64 MiB segments on an 8 MiB file system: only chunked reservation lets the store open at all
+    // (the first file and the next one, made ahead once the event loop turns, take a chunk each).
     const store = await MessageStore.open(dir, { mappedFileSizeCommitLog: 64 * 1024 * 1024, messageIndexEnable: false })
     const body = Buffer.alloc(64 * 1024, 7)
     let last = await store.putMessage({ topic: 't', body })

@@ -396,6 +396,8 @@ describe('MessageStore lifecycle', () => {
 
   it('ASYNC_FLUSH flushes in the background: the flushed offset catches up without a close', async () => {
     const store = await openStore({ ...SMALL, flushIntervalCommitLog: 10, flushCommitLogThoroughInterval: 10 })
+    // The queues exist first: a put that makes a new queue's file waits for it, and a flush may run meanwhile.
+    await store.putMessages(Array.from({ length: 20 }, (_, i) => ({ topic: 't', body: `w${i}` })))
     const results = await store.putMessages(Array.from({ length: 20 }, (_, i) => ({ topic: 't', body: `m${i}` })))
     const end = results[19].wroteOffset + results[19].wroteBytes
     expect(store.stats().commitLogFlushedOffset).toBeLessThan(end)

@@ -40,12 +40,17 @@ export class DispatchTargets {
 
   constructor(private readonly deps: DispatchTargetDeps) {}
 
-  /** Writes a record's consume-queue unit and index entries; false when the unit could not be written. */
-  dispatch(request: DispatchRequest, index = true): boolean {
+  /**
+   * Writes a record's consume-queue unit and index entries; false when the unit could not be
+   * written, a promise when the record must wait for its new queue's first file (then retried).
+   */
+  dispatch(request: DispatchRequest, index = true): boolean | Promise<void> {
     const { config, queues } = this.deps
     const buildIndex = index && config.messageIndexEnable
     if (isQueuedRecord(request.sysFlag) && request.commitLogOffset >= this.queuesCompleteTo) {
       const queue = queues.findOrCreate(request.topic, request.queueId)
+      // Made off the JS thread (queue-first-file.ts); open, which cannot wait, makes it in place.
+      if (!this.opening && !queue.readOnly && queue.firstFile.needed) return queue.firstFile.prepare(request.queueOffset)
       const max = queue.getMaxOffsetInQueue()
       if (max > 0 && request.queueOffset > max && !this.fillGaps) {
         // The queue is missing units before this record (lost with a consume-queue tail): writing
@@ -65,6 +70,16 @@ export class DispatchTargets {
     }
     if (buildIndex) this.deps.index().buildIndex(request)
     return true
+  }
+
+  /**
+   * Starts making the first file of a new queue that a record dispatch has not reached yet (it
+   * waits for an earlier one), so that a batch's new queues are made side by side.
+   */
+  prepareAhead(record: PreparedRecord, queueOffset: number): void {
+    if (this.opening || !isQueuedRecord(record.sysFlag)) return
+    const queue = this.deps.queues.findOrCreate(record.topic, record.queueId)
+    if (!queue.readOnly && queue.firstFile.needed) void queue.firstFile.prepare(queueOffset)
   }
 }
 

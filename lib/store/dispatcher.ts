@@ -6,8 +6,11 @@ import { checkRecord, type DispatchRequest } from './commitlog/record.js'
 import type { CommitLog } from './commitlog/commit-log.js'
 import { DataViewCache } from './bytes.js'
 
-/** Builds the derived entries of one record; false (or a throw) when that failed. */
-export type DispatchHandler = (request: DispatchRequest) => boolean
+/**
+ * Builds the derived entries of one record; false (or a throw) when that failed, a promise when
+ * the record must wait for it (a new queue's file): dispatch stops there and resumes once it settles.
+ */
+export type DispatchHandler = (request: DispatchRequest) => boolean | Promise<void>
 
 export interface DispatcherEvents {
   /** A readable range failed its record checks and was skipped. */
@@ -26,6 +29,9 @@ export class Dispatcher {
   private stopped = false
   /** Records skipped because they failed their checks while being dispatched. */
   skippedRanges: { offset: number; bytes: number; reason: string }[] = []
+
+  /** Set while dispatch waits at a record (see DispatchHandler); it resumes when this settles. */
+  waiting: Promise<void> | null = null
 
   /** Set while the last record could not be dispatched; cleared when dispatch gets past it. */
   failed = false
@@ -54,6 +60,14 @@ export class Dispatcher {
 
   stop(): void {
     this.stopped = true
+  }
+
+  /** Waits while dispatch waits at a record, dispatching after each wait; resolves once it waits no more. */
+  async settle(): Promise<void> {
+    while (this.waiting !== null && !this.stopped) {
+      await this.waiting
+      this.doReput()
+    }
   }
 
   /**
@@ -129,13 +143,20 @@ export class Dispatcher {
    * retries it; the derived writes are idempotent.
    */
   private tryHandle(request: DispatchRequest): boolean {
-    let ok: boolean
+    let ok: boolean | Promise<void>
     let error: unknown = null
     try {
       ok = this.handle(request)
     } catch (e) {
       ok = false
       error = e
+    }
+    if (ok !== true && ok !== false) {
+      this.waiting ??= ok.then(() => {
+        this.waiting = null
+        this.schedule()
+      })
+      return false
     }
     if (ok) {
       this.failed = false

@@ -121,6 +121,9 @@ export class MessageStore implements AsyncDisposable {
       }
       this.e.statsService.recordPut(appended, bytes, Date.now() - began)
     }
+    // Dispatch waits for a new queue's first file, made off the JS thread: the put resolves once
+    // its records are dispatched, so that the next read sees them.
+    if (this.e.dispatcher.waiting !== null) await this.e.dispatcher.settle()
     return results
   }
 
@@ -169,9 +172,13 @@ export class MessageStore implements AsyncDisposable {
       } finally {
         commitLog.finishAppends()
       }
-      for (let i = from; i < to && directDispatch; i++) {
+      for (let i = from; i < to; i++) {
         const result = results[i]
-        if (result.wroteBytes > 0) directDispatch = this.dispatchAppended(records[i - from] as PreparedRecord, result)
+        if (result.wroteBytes <= 0) continue
+        const record = records[i - from] as PreparedRecord
+        if (directDispatch) directDispatch = this.dispatchAppended(record, result)
+        // Dispatch waits for a new queue's first file: the next new queues start making theirs.
+        else if (this.e.dispatcher.waiting !== null) this.e.targets.prepareAhead(record, result.queueOffset)
       }
     }
     return tally

@@ -58,6 +58,7 @@ export function closeStore(store: ClosingStore): Promise<void> {
       for (const loop of store.loops) await loop.stop()
       store.statsService.shutdown()
       dispatcher.doReput()
+      await dispatcher.settle()
       dispatcher.stop()
       await store.compacted.close()
       // Nothing is dispatched any more: the consume queues and the index are synced on the libuv

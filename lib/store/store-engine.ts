@@ -4,7 +4,7 @@
 import * as fs from 'node:fs'
 import { CleanupService } from './cleanup/cleanup-service.js'
 import { CommitLog, type RecoveryOutcome } from './commitlog/commit-log.js'
-import type { HostAddress } from './commitlog/record.js'
+import type { DispatchRequest, HostAddress } from './commitlog/record.js'
 import { parseHost, resolveConfig, type MessageStoreConfig } from './config.js'
 import { ConsumerOffsets } from './consumer-offsets.js'
 import { DispatchTargets } from './dispatch-targets.js'
@@ -172,7 +172,11 @@ export class StoreEngine {
       subscriptions: this.subscriptions,
       log: (message) => dispatchLog('error', message),
     })
-    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request) && this.compacted.dispatch(request), {
+    const dispatch = (request: DispatchRequest) => {
+      const done = this.targets.dispatch(request)
+      return done === true ? this.compacted.dispatch(request) : done
+    }
+    this.dispatcher = new Dispatcher(this.commitLog, dispatch, {
       onSkip: (offset, bytes, reason) => {
         this.statsService.dispatchSkippedRanges++
         this.statsService.dispatchSkippedBytes += bytes

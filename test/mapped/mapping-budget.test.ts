@@ -82,7 +82,11 @@ describe('mapping budget', () => {
     try {
       const queues = 300
       for (let round = 0; round < 3; round++) {
-        const batch = Array.from({ length: queues }, (_, q) => ({ topic: `t${q % 10}`, queueId: Math.floor(q / 10), body: Buffer.from(`r${round}q${q}`) }))
+        const batch = Array.from({ length: queues }, (_, q) => ({
+          topic: `t${q % 10}`,
+          queueId: Math.floor(q / 10),
+          body: Buffer.from(`r${round}q${q}`),
+        }))
         for (const message of batch) expect((await store.putMessage(message)).status).toBe('PUT_OK')
       }
       const mapping = store.stats().mapping

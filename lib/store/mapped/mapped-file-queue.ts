@@ -11,6 +11,8 @@ import { MQStoreError } from '../../errors.js'
 import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
 import { ensureDirectory, syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
+import { reserveChunk, reserveFirst } from './mapped-file-types.js'
+import { createSegmentAsync } from './segment-io.js'
 import type { MappingBudget } from './mapping-budget.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 import { readInt64BE } from '../bytes.js'
@@ -260,6 +262,29 @@ export class MappedFileQueue {
         this.lastCreateError = error
       }
     })
+  }
+
+  /**
+   * Makes the file at `start` ahead of the append that will need it (see takePreallocated), with
+   * its slow system calls and the fault of its first pages off the JS thread; for files created
+   * without syncs (syncOnFirstFlush). Rejects as a create would fail; the append then tries again.
+   */
+  async prepareFile(start: number): Promise<void> {
+    if (this.closed || this.preallocated !== null) return
+    const options = this.fileOptions()
+    const name = join(this.storePath, formatOffsetName(start))
+    const first = reserveFirst(options, reserveChunk(options, this.mappedFileSize))
+    const file = MappedFile.create(name, this.mappedFileSize, options, await createSegmentAsync(name, this.mappedFileSize, first))
+    file.warmRange(0, file.reservedPosition)
+    await file.settle()
+    // Closed meanwhile: the file stays as an empty tail, which a load accepts (see shutdown).
+    if (this.closed || this.preallocated !== null || this.mappedFiles.length > 0) file.shutdown(0)
+    else this.preallocated = file
+  }
+
+  /** True while a file made ahead waits for its append. */
+  get hasPrepared(): boolean {
+    return this.preallocated !== null
   }
 
   /** Drops the file made ahead of need (it holds no data). */

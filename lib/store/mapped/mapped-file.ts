@@ -166,14 +166,15 @@ export class MappedFile {
    * Creates a new segment at full size. Its first chunk of blocks (the whole file without
    * `reserveChunkBytes`) is reserved before the file appears under its name (written as
    * `<name>.tmp`, sized, preallocated, synced, renamed), so a full disk is an error here, never a
-   * SIGBUS on a later page fault, and a crash never leaves a short segment behind.
+   * SIGBUS on a later page fault, and a crash never leaves a short segment behind. `madeFd`: the
+   * descriptor of a file created so already, off the JS thread (createSegmentAsync).
    */
-  static create(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
+  static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, madeFd?: number): MappedFile {
     assertFileSize(fileSize)
     const first = reserveFirst(options, reserveChunk(options, fileSize))
     const file = new MappedFile(fileName, fileSize, options, first)
     const cheap = options.syncOnFirstFlush === true
-    const fd = createSegment(fileName, fileSize, first, cheap)
+    const fd = madeFd ?? createSegment(fileName, fileSize, first, cheap)
     try {
       if (!cheap) syncDirectory(fileName)
       file.mapWith(fd)

@@ -1,5 +1,6 @@
 // System calls on a segment file through a descriptor, kept apart from MappedFile's bookkeeping.
 import * as fs from 'node:fs'
+import { promisify } from 'node:util'
 
 import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
@@ -79,6 +80,32 @@ export function createSegment(fileName: string, fileSize: number, reserveBytes: 
   } catch (cause) {
     if (fd >= 0) fs.closeSync(fd)
     fs.rmSync(temp, { force: true })
+    if (cause instanceof MQStoreError) throw cause
+    throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
+  }
+}
+
+const openAsync = promisify(fs.open)
+const ftruncateAsync = promisify(fs.ftruncate)
+
+/**
+ * createSegment for a file created without syncs, its slow system calls (the create and the
+ * resize, each of which may wait for the file system's journal) on the libuv pool; the blocks of
+ * its first `reserveBytes` are reserved here. It never replaces a file: an existing one is an
+ * error. Returns the descriptor, which the caller closes.
+ */
+export async function createSegmentAsync(fileName: string, fileSize: number, reserveBytes: number): Promise<number> {
+  let fd = -1
+  try {
+    fd = await openAsync(fileName, 'wx+', 0o644)
+    if (reserveBytes < fileSize) await ftruncateAsync(fd, fileSize)
+    native.allocate(fd, 0, Math.min(reserveBytes, fileSize))
+    return fd
+  } catch (cause) {
+    if (fd >= 0) {
+      fs.closeSync(fd)
+      fs.rmSync(fileName, { force: true })
+    }
     if (cause instanceof MQStoreError) throw cause
     throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
   }

@@ -27,6 +27,7 @@ import {
   writeUnit,
 } from './cq-unit.js'
 import { QueueDirectories, type OwedSync } from './queue-directories.js'
+import { QueueFirstFile } from './queue-first-file.js'
 
 export { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE } from './cq-unit.js'
 /**
@@ -61,6 +62,8 @@ export class ConsumeQueue {
   readonly mappedFileSize: number
   readonly mappedFileQueue: MappedFileQueue
   readonly readOnly: boolean
+  /** The queue's first file, made off the JS thread when dispatch asks for it. */
+  readonly firstFile: QueueFirstFile
   /**
    * Puts whose queue offset was ahead of the queue's end (a gap; the unit is still appended, as
    * RocketMQ does after logging the error). Counted for diagnostics.
@@ -125,6 +128,7 @@ export class ConsumeQueue {
       budget: options.budget ?? null,
       syncOnFirstFlush: !this.readOnly,
     })
+    this.firstFile = new QueueFirstFile(this.storePath, this.mappedFileQueue, this.directories, (owed) => this.owedSyncs.push(...owed))
   }
 
   // ---- unit decoding (no allocation; used in read loops) -------------------------------------
@@ -151,11 +155,6 @@ export class ConsumeQueue {
       size: ConsumeQueue.readSize(view, pos),
       tagsCode: ConsumeQueue.readTagsCode(view, pos),
     }
-  }
-
-  /** Same as the static readUnit. */
-  readUnit(view: Buffer, pos: number): { offset: number; size: number; tagsCode: number } {
-    return ConsumeQueue.readUnit(view, pos)
   }
 
   // ---- load and recovery --------------------------------------------------------------------
@@ -366,7 +365,7 @@ export class ConsumeQueue {
   private fileForAppend(expectLogicOffset: number): MappedFile | null {
     if (this.readOnly) throw new TypeError(`consume queue ${this.storePath} is read-only`)
     if (this.closed) throw new MQStoreError('STORE_CLOSED', `consume queue ${this.storePath} is shut down`)
-    if (this.mappedFileQueue.mappedFiles.length === 0) {
+    if (this.mappedFileQueue.mappedFiles.length === 0 && !this.firstFile.foldersMade) {
       // The queue's first file: its folder is made here with plain mkdirs, synced by the first flush.
       try {
         this.owedSyncs.push(...this.directories.create(this.storePath))

@@ -57,6 +57,23 @@ export class QueueDirectories {
     return owed
   }
 
+  /** create() with its mkdirs on the libuv pool (they may wait for the file system's journal). */
+  async createAsync(queueDir: string): Promise<OwedSync[]> {
+    const topicDir = dirname(queueDir)
+    const made = await mkdirAsync(queueDir)
+    if (made === 'exists') return []
+    if (made === 'made') return [this.changed(topicDir)]
+    const root = dirname(topicDir)
+    if ((await mkdirAsync(topicDir)) === 'missing') {
+      ensureDirectory(root)
+      await fs.promises.mkdir(topicDir)
+    }
+    const owed = [this.changed(root)]
+    await fs.promises.mkdir(queueDir)
+    owed.push(this.changed(topicDir))
+    return owed
+  }
+
   /** Pays the owed syncs on the calling thread. Throws (IO_ERROR, NO_SPACE) as syncDirectory does. */
   sync(owed: readonly OwedSync[]): void {
     for (const { dir, change } of owed) {
@@ -95,15 +112,12 @@ export class QueueDirectories {
   }
 
   /** mkdir of one folder, without its parents. */
-  private mkdir(dir: string): 'made' | 'exists' | 'missing' {
+  private mkdir(dir: string): MkdirOutcome {
     try {
       fs.mkdirSync(dir)
       return 'made'
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === 'EEXIST') return 'exists'
-      if (code === 'ENOENT') return 'missing'
-      throw error
+      return mkdirFailure(error)
     }
   }
 
@@ -113,5 +127,23 @@ export class QueueDirectories {
 
   private cover(dir: string, covers: number): void {
     if ((this.covered.get(dir) ?? 0) < covers) this.covered.set(dir, covers)
+  }
+}
+
+type MkdirOutcome = 'made' | 'exists' | 'missing'
+
+function mkdirFailure(error: unknown): MkdirOutcome {
+  const code = (error as NodeJS.ErrnoException).code
+  if (code === 'EEXIST') return 'exists'
+  if (code === 'ENOENT') return 'missing'
+  throw error
+}
+
+async function mkdirAsync(dir: string): Promise<MkdirOutcome> {
+  try {
+    await fs.promises.mkdir(dir)
+    return 'made'
+  } catch (error) {
+    return mkdirFailure(error)
   }
 }
