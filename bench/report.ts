@@ -10,6 +10,7 @@ import {
   ENGINES,
   SCAN_BATCH,
   SCAN_RUNS,
+  PUT_WARMUP,
   SCAN_WARMUP_RUNS,
   spreadOf,
   SYNC_PRODUCERS,
@@ -437,6 +438,7 @@ function tables(b: BenchRuns): Tables {
       'engine, so that none always runs first or last; the spread (min - max over the runs) is listed under the figures and in the JSON.',
     `limits: measured in a child process of their own at the start of each run (median of ${runCount}). The JS encode limit writes ` +
       'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second.',
+    `put: every engine first puts ${fmt(PUT_WARMUP, 0)} messages (or the count, if smaller) into a scratch store of its own, untimed, so that the JIT has compiled the put path; the timed put starts in a new store.`,
     `scan: ${SCAN_WARMUP_RUNS} untimed passes, then the median of ${SCAN_RUNS} timed full passes over topic BenchTopic0 queue 0 (${fmt(mq?.scan?.count ?? lm?.scan?.count, 0)} messages); ` +
       'lmdb reads the same messages with one getRange; both consume() and getMessage are compared with it.',
     'mqstore runs with its safe read defaults: every read copies what it serves, and checks each body CRC.',

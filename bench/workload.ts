@@ -17,6 +17,11 @@ export const SCAN_BATCH = 32
 export const SCAN_RUNS = 5
 /** Untimed passes before the timed ones, the same for every engine: the JIT warms up on them. */
 export const SCAN_WARMUP_RUNS = 2
+/**
+ * Messages each engine puts into a scratch store of its own (then closed and removed) before the
+ * timed put, untimed: the JIT compiles the put path on them, as a service's first seconds do.
+ */
+export const PUT_WARMUP = 50_000
 /** Untimed lookups (keys outside the measured sample) run first to warm the code paths. */
 export const LOOKUP_WARMUP = 2000
 
