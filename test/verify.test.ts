@@ -144,7 +144,9 @@ describe('verifyStore on a clean store', () => {
     expect(r.problemCount).toBe(0)
     expect(r.commitLog.records).toBe(puts.length)
     expect(r.commitLog.bytes).toBe(puts.reduce((sum, p) => sum + p.size, 0))
-    expect(r.commitLog.files).toBe(Math.floor(last.offset / FILE_SIZE) + 1)
+    // The files holding records, and the next one when it was made ahead (an empty tail).
+    const holding = Math.floor(last.offset / FILE_SIZE) + 1
+    expect([holding, holding + 1]).toContain(r.commitLog.files)
     expect(r.commitLog.files).toBeGreaterThanOrEqual(2)
     expect(r.commitLog.fileSize).toBe(FILE_SIZE)
     expect(r.commitLog.minOffset).toBe(0)

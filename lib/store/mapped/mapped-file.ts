@@ -164,10 +164,9 @@ export class MappedFile {
 
   /**
    * Creates a new segment at full size. Its first chunk of blocks (the whole file without
-   * `reserveChunkBytes`) is reserved before the file appears under its name (written as
-   * `<name>.tmp`, sized, preallocated, synced, renamed), so a full disk is an error here, never a
-   * SIGBUS on a later page fault, and a crash never leaves a short segment behind. `madeFd`: the
-   * descriptor of a file created so already, off the JS thread (createSegmentAsync).
+   * `reserveChunkBytes`) is reserved before the file appears under its name (`<name>.tmp`, sized,
+   * preallocated, synced, renamed), so a full disk is an error here, never a SIGBUS on a later page
+   * fault, and a crash never leaves a short segment behind. `madeFd`: made so off the JS thread.
    */
   static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, madeFd?: number): MappedFile {
     assertFileSize(fileSize)
