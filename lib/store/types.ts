@@ -9,6 +9,10 @@ import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
 import type { CleanerStats, CompactionOptions } from './compaction/compaction-service.js'
 import type { TopicConfigInput } from './topics/topic-table.js'
+import type { SharingStats } from './sharing/forwarding-server.js'
+
+export type { SharingStats } from './sharing/forwarding-server.js'
+export type { ConnectOptions, Producer } from './sharing/producer-client.js'
 
 export type { CleanupPolicy, TopicConfig, TopicConfigInput } from './topics/topic-table.js'
 export type { CleanerStats, CompactionOptions, CompactReport } from './compaction/compaction-service.js'
@@ -177,6 +181,11 @@ export interface OpenOptions extends MessageStoreOptions {
   topics?: Record<string, TopicConfigInput>
   /** The compaction cleaner: offset-map memory, I/O rate limit, backoff, slice length, automatic passes. */
   compaction?: CompactionOptions
+  /**
+   * Listen on a UNIX domain socket in the store directory (`writer.sock`, owner only) for
+   * producers in other processes: MessageStore.connect(dir). Default false.
+   */
+  shareWrites?: boolean
   /** @internal The clock policies read (retention, compaction lags); the real clock by default. */
   clock?: Clock
   /** @internal Where disk usage is read from; `fs.statfs` by default. */
@@ -241,4 +250,6 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly mapping: { budgetBytes: number; mappedBytes: number; mappedFiles: number; maps: number; unmaps: number }
   /** Descriptors held open between system calls (process-wide cache) and descriptors opened in all. */
   readonly descriptors: { cached: number; opened: number }
+  /** Shared writes (`shareWrites`): the socket, producers connected, puts forwarded; null when off. */
+  readonly sharing: SharingStats | null
 }
