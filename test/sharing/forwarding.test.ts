@@ -5,7 +5,10 @@
 import * as fs from 'node:fs'
 import * as net from 'node:net'
 import { join } from 'node:path'
+import { Registry } from 'prom-client'
 import { afterEach, describe, expect, it } from 'vitest'
+
+import { collectStoreMetrics } from '../../lib/metrics.js'
 
 import { MQStoreError } from '../../lib/errors.js'
 import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
@@ -119,6 +122,12 @@ describe('a producer in another process puts through the writer', () => {
       badFrames: 0,
     })
     expect(logs.some((line) => line.startsWith('debug') && line.includes('bad topic'))).toBe(true)
+    const registry = new Registry()
+    const metrics = collectStoreMetrics(store, { register: registry })
+    const text = await registry.metrics()
+    metrics.remove()
+    expect(text).toMatch(/^mqstore_connected_producers 1$/m)
+    expect(text).toMatch(/^mqstore_forwarded_puts_total 6$/m)
   })
 
   it('waits for the flush under SYNC_FLUSH, as an in-process put does', async () => {
