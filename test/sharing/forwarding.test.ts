@@ -22,10 +22,11 @@ import {
   encodePut,
   encodedMessageBytes,
 } from '../../lib/store/sharing/frame.js'
+import { ForwardingServer } from '../../lib/store/sharing/forwarding-server.js'
 import type { Producer } from '../../lib/store/sharing/producer-client.js'
 import { SUN_PATH_MAX_BYTES } from '../../lib/store/sharing/socket-path.js'
 import type { Message } from '../../lib/store/types.js'
-import { tempDir } from '../helpers/tmp.js'
+import { distEntry, tempDir } from '../helpers/tmp.js'
 
 const open: (MessageStore | Producer)[] = []
 afterEach(async () => {
@@ -134,7 +135,8 @@ describe('a producer in another process puts through the writer', () => {
     const dir = tempDir('mqstore-fwd-')
     const { store } = await writer(dir, { flushDiskType: 'SYNC_FLUSH' })
     const p = await producer(dir)
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => p.putMessage({ topic: 't', body: `m${i}` })))
+    // More puts in flight than the writer reads from one connection at once (it pauses, then resumes).
+    const results = await Promise.all(Array.from({ length: 300 }, (_, i) => p.putMessage({ topic: 't', body: `m${i}` })))
     expect(results.every((r) => r.status === 'PUT_OK')).toBe(true)
     const end = Math.max(...results.map((r) => r.wroteOffset + r.wroteBytes))
     expect(store.stats().commitLogFlushedOffset).toBeGreaterThanOrEqual(end)
@@ -182,6 +184,45 @@ describe('a producer in another process puts through the writer', () => {
     await expect(MessageStore.open(tempDir('mqstore-fwd-'), { shareWrites: 'yes' as unknown as boolean })).rejects.toMatchObject({
       code: 'INVALID_OPTION',
     })
+  })
+
+  it('close() waits for the answers to puts in flight; ready() tells whether a writer is there', async () => {
+    const dir = tempDir('mqstore-fwd-')
+    const { store } = await writer(dir, { flushDiskType: 'SYNC_FLUSH' })
+    const p = await producer(dir)
+    expect(await p.ready()).toBe(true)
+    const inFlight = Array.from({ length: 10 }, (_, i) => p.putMessage({ topic: 't', body: `late ${i}` }))
+    await p.close()
+    expect((await Promise.all(inFlight)).map((r) => r.status)).toEqual(Array(10).fill('PUT_OK'))
+    expect(await p.ready(10)).toBe(false)
+    expect(store.getMaxOffsetInQueue('t', 0)).toBe(10)
+    await until(() => store.stats().sharing?.connectedProducers === 0, 'the writer to see the producer leave')
+    const other = await producer(dir)
+    await store.close()
+    await until(() => !other.connected, 'the producer to notice')
+    expect(await other.ready(50)).toBe(false)
+  })
+
+  it('works from a worker thread', async () => {
+    const dir = tempDir('mqstore-fwd-')
+    const { store } = await writer(dir)
+    const { Worker } = await import('node:worker_threads')
+    const source = `
+      const { workerData, parentPort } = require('node:worker_threads')
+      import(workerData.entry).then(async ({ MessageStore }) => {
+        const producer = await MessageStore.connect(workerData.dir)
+        const results = await producer.putMessages([{ topic: 'w', body: 'from a thread' }, { topic: 'w', body: 'and another' }])
+        await producer.close()
+        parentPort.postMessage(results.map((r) => r.status))
+      })`
+    const worker = new Worker(source, { eval: true, workerData: { dir, entry: distEntry } })
+    const statuses = await new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+    await worker.terminate()
+    expect(statuses).toEqual(['PUT_OK', 'PUT_OK'])
+    expect(store.getMessage('g', 'w', 0, 0, 10).messages).toHaveLength(2)
   })
 
   it('connect() rejects with IO_ERROR when no writer listens', async () => {
@@ -302,6 +343,38 @@ describe('bad frames close their connection and change nothing', () => {
     socket.write(Buffer.from([0, 0, 0, 9, 1, 2, 0, 0, 0, 6, 0, 0, 0]))
     await closed
     expect(store.getMessage('g', 't', 0, 0, 10).messages).toHaveLength(1)
+  })
+})
+
+describe('the forwarding server alone', () => {
+  it('closes a connection whose PUT the put path refuses by throwing, and answers nothing for it', async () => {
+    const dir = tempDir('mqstore-fwd-')
+    const logs: string[] = []
+    let calls = 0
+    const server = await ForwardingServer.listen({
+      socketPath: join(dir, 'writer.sock'),
+      maxFrameBytes: 1 << 20,
+      storeHost: { address: '127.0.0.1', port: 10911 },
+      put: (messages) => {
+        calls++
+        if (calls === 1) throw new TypeError(`refused ${messages.length}`)
+        return Promise.reject(new RangeError('refused later'))
+      },
+      log: Object.assign((level: string, message: string) => void logs.push(`${level} ${message}`), { child: () => undefined as never }),
+    })
+    try {
+      for (const reason of ['refused 1', 'refused later']) {
+        const { socket, closed } = await rawConnection(join(dir, 'writer.sock'))
+        socket.write(putFrame([{ topic: 't', body: 'b' }]))
+        await closed
+        expect(logs.some((line) => line.includes(reason))).toBe(true)
+      }
+      expect(server.stats()).toMatchObject({ forwardedBatches: 2, badFrames: 2, connectionsTotal: 2 })
+    } finally {
+      await server.close()
+      await server.close()
+    }
+    expect(fs.existsSync(join(dir, 'writer.sock'))).toBe(false)
   })
 })
 

@@ -148,6 +148,7 @@ export class ForwardingServer {
       connection.done = true
       if (connection.inFlight === 0) socket.end()
     })
+    socket.on('drain', () => this.afterAnswer(connection))
     socket.on('error', () => {
       // A producer that went away: 'close' follows and cleans up.
     })
@@ -198,7 +199,8 @@ export class ForwardingServer {
     answer.then(
       (results) => {
         connection.inFlight--
-        if (!connection.socket.destroyed) connection.socket.write(encodeResults(requestId, results))
+        // A producer that does not read its answers stops being read from (see afterAnswer).
+        if (!connection.socket.destroyed && !connection.socket.write(encodeResults(requestId, results))) connection.socket.pause()
         this.afterAnswer(connection)
       },
       (error: unknown) => {
@@ -214,7 +216,7 @@ export class ForwardingServer {
   private afterAnswer(connection: Connection): void {
     if (connection.done) {
       if (connection.inFlight === 0 && !connection.socket.destroyed) connection.socket.end()
-    } else if (connection.inFlight < MAX_PUTS_IN_FLIGHT && connection.socket.isPaused()) {
+    } else if (connection.inFlight < MAX_PUTS_IN_FLIGHT && connection.socket.isPaused() && !connection.socket.writableNeedDrain) {
       connection.socket.resume()
     }
     this.checkDrained()
@@ -260,6 +262,7 @@ export class ForwardingServer {
     await Promise.race([drained, new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)))])
     clearTimeout(timer)
     for (const connection of this.connections) connection.socket.destroy()
+    this.connections.clear()
     await closed
   }
 }
