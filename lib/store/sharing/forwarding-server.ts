@@ -112,8 +112,6 @@ export class ForwardingServer {
         cause: error,
       })
     }
-    // Producers must not keep a writer alive that its program has finished with.
-    server.unref()
     options.log('info', `shared writes: listening on ${socketPath}`)
     return sharing
   }

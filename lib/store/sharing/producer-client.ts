@@ -60,7 +60,9 @@ interface Link {
 
 export class Producer implements AsyncDisposable {
   readonly storePath: string
-  private readonly address: string
+  private readonly socketPath: string
+  /** The address last dialled (see socketAddress: it may be relative to the working directory). */
+  private address: string
   private readonly log: StoreLog
   private link: Link | null = null
   private nextRequestId = 1
@@ -74,7 +76,8 @@ export class Producer implements AsyncDisposable {
 
   private constructor(storePath: string, logger: Logger | undefined) {
     this.storePath = storePath
-    this.address = socketAddress(new StorePaths(storePath).shareSocket, 'connect')
+    this.socketPath = new StorePaths(storePath).shareSocket
+    this.address = socketAddress(this.socketPath, 'connect')
     this.log = createStoreLog(logger)
   }
 
@@ -92,7 +95,7 @@ export class Producer implements AsyncDisposable {
       await producer.close()
       throw new MQStoreError(
         'IO_ERROR',
-        `no writer answered at ${new StorePaths(storePath).shareSocket} within ${timeoutMs} ms: open the store with { shareWrites: true } in one process`,
+        `no writer answered at ${producer.socketPath} within ${timeoutMs} ms: open the store with { shareWrites: true } in one process`,
       )
     }
     return producer
@@ -212,6 +215,12 @@ export class Producer implements AsyncDisposable {
   private dial(): void {
     this.reconnectTimer = null
     if (this.closed) return
+    try {
+      // Again at each dial: a relative address follows the working directory.
+      this.address = socketAddress(this.socketPath, 'connect')
+    } catch {
+      // The working directory moved away: the address that worked before is as good as any.
+    }
     const socket = net.createConnection({ path: this.address })
     const link: Link = {
       socket,
