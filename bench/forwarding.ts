@@ -37,21 +37,13 @@ export async function forwardedPuts(config: BenchConfig, common: OpenOptions): P
     const store = await MessageStore.open(dir, { ...common, flushDiskType: 'ASYNC_FLUSH', shareWrites: true })
     try {
       log(`mqstore: ${count} puts in-process, then ${count} forwarded by another process (batches of ${PUT_BATCH})`)
+      await putInProcess(store, 0, WARMUP)
       const started = now()
-      for (let at = 0; at < count; at += PUT_BATCH) {
-        const n = Math.min(PUT_BATCH, count - at)
-        const batch: Message[] = makeBodies(at, n).map((body, j) => ({
-          topic: topicOf(at + j),
-          queueId: queueOf(at + j),
-          body,
-          keys: keyOf(at + j),
-        }))
-        for (const r of await store.putMessages(batch)) check(r.status === 'PUT_OK', `in-process put: ${r.status}`)
-      }
+      await putInProcess(store, WARMUP, count)
       const inProcessSeconds = secondsSince(started)
-      const forwardedSeconds = await runProducerChild(dir, count, count)
+      const forwardedSeconds = await runProducerChild(dir, WARMUP + count, count)
       const queued = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
-      check(queued === scannedQueueSize(2 * count), `the queue holds ${queued} messages after both`)
+      check(queued === scannedQueueSize(WARMUP + 2 * count), `the queue holds ${queued} messages after both`)
       check(store.stats().sharing?.forwardedPuts === count, 'the writer did not count every forwarded put')
       return {
         count,

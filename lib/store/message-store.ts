@@ -23,10 +23,11 @@ import {
   filterTags,
 } from './message-validation.js'
 import { mergeQueueSubscriptions } from './read/topic-subscription.js'
-import { type ConnectOptions, Producer } from './sharing/producer-client.js'
+import { Producer } from './sharing/producer-client.js'
 import { listTopicInfos, topicQueueIds } from './topics/topic-list.js'
 import type {
   CommitOptions,
+  ConnectOptions,
   ConsumeOptions,
   GetMessageResult,
   Message,

@@ -9,10 +9,6 @@ import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
 import type { CleanerStats, CompactionOptions } from './compaction/compaction-service.js'
 import type { TopicConfigInput } from './topics/topic-table.js'
-import type { SharingStats } from './sharing/forwarding-server.js'
-
-export type { SharingStats } from './sharing/forwarding-server.js'
-export type { ConnectOptions, Producer } from './sharing/producer-client.js'
 
 export type { CleanupPolicy, TopicConfig, TopicConfigInput } from './topics/topic-table.js'
 export type { CleanerStats, CompactionOptions, CompactReport } from './compaction/compaction-service.js'
@@ -190,6 +186,30 @@ export interface OpenOptions extends MessageStoreOptions {
   clock?: Clock
   /** @internal Where disk usage is read from; `fs.statfs` by default. */
   diskUsage?: DiskUsageSource
+}
+
+/** What MessageStore.connect() takes. */
+export interface ConnectOptions {
+  /** How long connect() waits for a writer to answer before it rejects (ms, default 10,000). */
+  timeoutMs?: number
+  /** Where the producer tells of lost and restored connections; the same forms as open()'s. */
+  logger?: Logger
+}
+
+/** The `sharing` section of stats() in a writer opened with `{ shareWrites: true }`. */
+export interface SharingStats {
+  /** The socket producers connect to (MessageStore.connect). */
+  readonly socketPath: string
+  /** Producers connected now. */
+  readonly connectedProducers: number
+  /** Connections accepted since open. */
+  readonly connectionsTotal: number
+  /** Messages producers forwarded to this writer since open (whatever their status). */
+  readonly forwardedPuts: number
+  /** PUT frames (batches) received since open. */
+  readonly forwardedBatches: number
+  /** Connections closed because they sent a malformed or oversized frame. */
+  readonly badFrames: number
 }
 
 /** The logger option's function form: called with a level and one sentence. */

@@ -191,6 +191,7 @@ describe('a producer in another process puts through the writer', () => {
     const { store } = await writer(dir, { flushDiskType: 'SYNC_FLUSH' })
     const p = await producer(dir)
     expect(await p.ready()).toBe(true)
+    expect(() => p.ready(Number.NaN)).toThrow(RangeError)
     const inFlight = Array.from({ length: 10 }, (_, i) => p.putMessage({ topic: 't', body: `late ${i}` }))
     await p.close()
     expect((await Promise.all(inFlight)).map((r) => r.status)).toEqual(Array(10).fill('PUT_OK'))

@@ -12,7 +12,7 @@ import { MQStoreError } from '../../errors.js'
 import type { PutMessageResult } from '../commitlog/commit-log.js'
 import type { HostAddress } from '../commitlog/record.js'
 import type { StoreLog } from '../store-logger.js'
-import type { Message } from '../types.js'
+import type { Message, SharingStats } from '../types.js'
 import { FrameError, FrameReader, FrameType, decodePut, encodeHello, encodeResults } from './frame.js'
 import { socketAddress } from './socket-path.js'
 
@@ -20,22 +20,6 @@ import { socketAddress } from './socket-path.js'
 const MAX_PUTS_IN_FLIGHT = 64
 /** How long close() lets puts in flight answer before it drops their connections. */
 const CLOSE_GRACE_MS = 10_000
-
-/** The `sharing` section of stats() in a writer opened with `{ shareWrites: true }`. */
-export interface SharingStats {
-  /** The socket producers connect to (MessageStore.connect). */
-  readonly socketPath: string
-  /** Producers connected now. */
-  readonly connectedProducers: number
-  /** Connections accepted since open. */
-  readonly connectionsTotal: number
-  /** Messages producers forwarded to this writer since open (whatever their status). */
-  readonly forwardedPuts: number
-  /** PUT frames (batches) received since open. */
-  readonly forwardedBatches: number
-  /** Connections closed because they sent a malformed or oversized frame. */
-  readonly badFrames: number
-}
 
 export interface ForwardingServerOptions {
   /** The socket's path (StorePaths.shareSocket). */

@@ -12,7 +12,7 @@ import type { HostAddress } from '../commitlog/record.js'
 import { checkMessageShape } from '../message-validation.js'
 import { StorePaths } from '../store-paths.js'
 import { createStoreLog, type StoreLog } from '../store-logger.js'
-import type { Logger, Message } from '../types.js'
+import type { ConnectOptions, Logger, Message } from '../types.js'
 import {
   FrameError,
   FrameReader,
@@ -26,14 +26,6 @@ import {
   type WireResult,
 } from './frame.js'
 import { socketAddress } from './socket-path.js'
-
-/** What connect() takes. */
-export interface ConnectOptions {
-  /** How long connect() waits for a writer to answer before it rejects (ms, default 10,000). */
-  timeoutMs?: number
-  /** Where the producer tells of lost and restored connections; the same forms as open()'s. */
-  logger?: Logger
-}
 
 /** First and longest wait between reconnection attempts (doubling, with jitter). */
 const RECONNECT_FIRST_MS = 25
@@ -112,6 +104,7 @@ export class Producer implements AsyncDisposable {
 
   /** Resolves true once connected (at once if connected now), false after `timeoutMs` or close. */
   ready(timeoutMs = DEFAULT_CONNECT_TIMEOUT_MS): Promise<boolean> {
+    if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new RangeError('timeoutMs must be a non-negative number')
     if (this.connected) return Promise.resolve(true)
     if (this.closed) return Promise.resolve(false)
     return new Promise((resolve) => {
