@@ -66,13 +66,17 @@ describe('PUT frames', () => {
       },
       { topic: 'plain', body: 'text body ü' },
       { topic: 'keys', body: '', keys: 'one two', flag: 1.5 },
+      // Longer than the ASCII fast paths take, ASCII and not.
+      { topic: 'long', body: 'b', tags: 't'.repeat(300), keys: ['é'.repeat(300)] },
     ]
     const frame = only(new FrameReader(LIMIT).push(putFrame(messages, 42)))
     expect(frame.type).toBe(FrameType.PUT)
     expect(frame.requestId).toBe(42)
     const decoded = decodePut(frame.payload)
-    expect(decoded).toHaveLength(3)
-    const [first, second, third] = decoded
+    expect(decoded).toHaveLength(4)
+    const [first, second, third, fourth] = decoded
+    expect(fourth.tags).toBe('t'.repeat(300))
+    expect(fourth.keys).toEqual(['é'.repeat(300)])
     expect(Buffer.from(first.body as Uint8Array)).toEqual(Buffer.from([0, 1, 2, 255]))
     expect({ ...first, body: undefined, properties: { ...first.properties } }).toEqual({
       ...messages[0],
@@ -107,7 +111,7 @@ describe('PUT frames', () => {
   it('are refused when a field runs past the end, bytes trail, or bits are unknown', () => {
     const good = putFrame([{ topic: 't', body: 'body', tags: 'a' }])
     const payload = good.subarray(LENGTH_BYTES + HEADER_BYTES)
-    expect(() => decodePut(payload.subarray(0, payload.length - 1))).toThrow(FrameError)
+    expect(() => decodePut(payload.subarray(0, payload.length - 1))).toThrow(/message 0 tags runs past the end/)
     expect(() => decodePut(Buffer.concat([payload, Buffer.from([0])]))).toThrow(/follow the messages/)
     const unknownBits = Buffer.from(payload)
     unknownBits.writeUInt16BE(0x8000, 4)

@@ -78,13 +78,24 @@ const Field = {
   BORN_HOST: 1 << 10,
 } as const
 const KNOWN_FIELDS = (1 << 11) - 1
-const NUMBER_FIELDS = [
-  ['flag', Field.FLAG],
-  ['sysFlag', Field.SYS_FLAG],
-  ['bornTimestamp', Field.BORN_TIMESTAMP],
-  ['reconsumeTimes', Field.RECONSUME_TIMES],
-  ['preparedTransactionOffset', Field.PREPARED_TRANSACTION_OFFSET],
-] as const
+const NUMBER_BITS = Field.FLAG | Field.SYS_FLAG | Field.BORN_TIMESTAMP | Field.RECONSUME_TIMES | Field.PREPARED_TRANSACTION_OFFSET
+
+/** Strings up to this many characters take the ASCII fast paths of the encoder and decoder. */
+const SHORT_TEXT = 256
+
+type Slice = (this: Buffer, start: number, end: number) => string
+const bufferInternals = Buffer.prototype as unknown as { latin1Slice?: Slice; utf8Slice?: Slice }
+// Buffer's own decoders, without toString's argument handling; the public form otherwise.
+const latin1Slice: Slice =
+  bufferInternals.latin1Slice ??
+  function (this: Buffer, start: number, end: number): string {
+    return this.toString('latin1', start, end)
+  }
+const utf8Slice: Slice =
+  bufferInternals.utf8Slice ??
+  function (this: Buffer, start: number, end: number): string {
+    return this.toString('utf8', start, end)
+  }
 
 /** A frame the peer sent that breaks the protocol: the connection closes with this reason. */
 export class FrameError extends Error {
@@ -210,6 +221,24 @@ class FrameWriter {
   }
 
   str(value: string): void {
+    const length = value.length
+    // Short ASCII text (topics, keys, tags) byte by byte: cheaper than a UTF-8 encoder call.
+    if (length <= SHORT_TEXT) {
+      this.room(4 + length)
+      const buffer = this.buffer
+      const start = this.at + 4
+      let i = 0
+      for (; i < length; i++) {
+        const c = value.charCodeAt(i)
+        if (c >= 0x80) break
+        buffer[start + i] = c
+      }
+      if (i === length) {
+        buffer.writeUInt32BE(length, this.at)
+        this.at = start + length
+        return
+      }
+    }
     const n = Buffer.byteLength(value, 'utf8')
     this.u32(n)
     this.room(n)
@@ -259,17 +288,20 @@ export function encodedMessageBytes(message: Message): number {
       n += 8 + Buffer.byteLength(name, 'utf8') + Buffer.byteLength(value, 'utf8')
     }
   }
-  for (const [name] of NUMBER_FIELDS) {
-    const value: unknown = message[name]
-    if (value === undefined) continue
-    if (typeof value !== 'number') throw new TypeError(`message.${name} must be a number`)
-    n += 8
-  }
+  n += numberField(message.flag, 'flag') + numberField(message.sysFlag, 'sysFlag') + numberField(message.bornTimestamp, 'bornTimestamp')
+  n += numberField(message.reconsumeTimes, 'reconsumeTimes') + numberField(message.preparedTransactionOffset, 'preparedTransactionOffset')
   if (message.bornHost !== undefined) {
     if (typeof message.bornHost !== 'string') throw new TypeError('message.bornHost must be a string "ip:port"')
     n += 4 + Buffer.byteLength(message.bornHost, 'utf8')
   }
   return n
+}
+
+/** The bytes an optional number field takes: 8 when present (an f64); a TypeError when not a number. */
+function numberField(value: unknown, name: string): number {
+  if (value === undefined) return 0
+  if (typeof value !== 'number') throw new TypeError(`message.${name} must be a number`)
+  return 8
 }
 
 /** A PUT frame of messages[from, to), whose encoded sizes the caller measured (`bytes`). */
@@ -288,7 +320,11 @@ function writeMessage(out: FrameWriter, message: Message): void {
   if (typeof keys === 'string') bits |= Field.KEYS
   else if (Array.isArray(keys)) bits |= Field.KEYS_LIST
   if (message.properties !== undefined) bits |= Field.PROPERTIES
-  for (const [name, bit] of NUMBER_FIELDS) if (message[name] !== undefined) bits |= bit
+  if (message.flag !== undefined) bits |= Field.FLAG
+  if (message.sysFlag !== undefined) bits |= Field.SYS_FLAG
+  if (message.bornTimestamp !== undefined) bits |= Field.BORN_TIMESTAMP
+  if (message.reconsumeTimes !== undefined) bits |= Field.RECONSUME_TIMES
+  if (message.preparedTransactionOffset !== undefined) bits |= Field.PREPARED_TRANSACTION_OFFSET
   if (message.bornHost !== undefined) bits |= Field.BORN_HOST
   out.u16(bits)
   out.str(message.topic)
@@ -309,9 +345,12 @@ function writeMessage(out: FrameWriter, message: Message): void {
       out.str(value)
     }
   }
-  for (const [name] of NUMBER_FIELDS) {
-    const value = message[name]
-    if (value !== undefined) out.f64(value)
+  if ((bits & NUMBER_BITS) !== 0) {
+    if (message.flag !== undefined) out.f64(message.flag)
+    if (message.sysFlag !== undefined) out.f64(message.sysFlag)
+    if (message.bornTimestamp !== undefined) out.f64(message.bornTimestamp)
+    if (message.reconsumeTimes !== undefined) out.f64(message.reconsumeTimes)
+    if (message.preparedTransactionOffset !== undefined) out.f64(message.preparedTransactionOffset)
   }
   if (message.bornHost !== undefined) out.str(message.bornHost)
 }
@@ -336,13 +375,20 @@ export function encodeResults(requestId: number, results: readonly WireResult[])
 /** Reads a payload; every read checks that the bytes are there (a FrameError if not). */
 class PayloadReader {
   private at = 0
+  /** The message being read, named in errors (-1: none); `what` stays a constant per call site. */
+  message = -1
 
   constructor(private readonly payload: Buffer) {}
 
   private need(n: number, what: string): void {
     if (this.at + n > this.payload.length) {
-      throw new FrameError(`${what} runs past the end of the frame (${this.payload.length - this.at} bytes left, ${n} needed)`)
+      throw new FrameError(`${this.name(what)} runs past the end of the frame (${this.payload.length - this.at} bytes left, ${n} needed)`)
     }
+  }
+
+  /** `what`, of the message being read when there is one. */
+  name(what: string): string {
+    return this.message < 0 ? what : `message ${this.message} ${what}`
   }
 
   u8(what: string): number {
@@ -380,13 +426,22 @@ class PayloadReader {
   }
 
   str(what: string): string {
-    return this.bytes(what).toString('utf8')
+    const n = this.u32(what)
+    this.need(n, what)
+    const start = this.at
+    const end = start + n
+    this.at = end
+    const payload = this.payload
+    // latin1 is exact for ASCII and cheaper than UTF-8 decoding.
+    let bits = 0
+    if (n <= SHORT_TEXT) for (let i = start; i < end; i++) bits |= payload[i]
+    return n <= SHORT_TEXT && bits < 0x80 ? latin1Slice.call(payload, start, end) : utf8Slice.call(payload, start, end)
   }
 
   /** A count of items that take at least `minBytes` each: one the payload cannot hold is refused. */
   count(what: string, minBytes: number): number {
     const n = this.u32(what)
-    if (n * minBytes > this.payload.length - this.at) throw new FrameError(`${what} ${n} cannot fit in the frame`)
+    if (n * minBytes > this.payload.length - this.at) throw new FrameError(`${this.name(what)} ${n} cannot fit in the frame`)
     return n
   }
 
@@ -410,39 +465,45 @@ export function decodePut(payload: Buffer): Message[] {
   const count = reader.count('message count', 10)
   const messages: Message[] = new Array(count)
   for (let i = 0; i < count; i++) messages[i] = readMessage(reader, i)
+  reader.message = -1
   reader.end('messages')
   return messages
 }
 
 function readMessage(reader: PayloadReader, i: number): Message {
-  const bits = reader.u16(`message ${i} fields`)
+  reader.message = i
+  const bits = reader.u16('fields')
   if ((bits & ~KNOWN_FIELDS) !== 0) throw new FrameError(`message ${i} has unknown field bits 0x${bits.toString(16)}`)
   if ((bits & Field.KEYS) !== 0 && (bits & Field.KEYS_LIST) !== 0) throw new FrameError(`message ${i} has keys twice`)
-  const message: Message = { topic: reader.str(`message ${i} topic`), body: reader.bytes(`message ${i} body`) }
+  const message: Message = { topic: reader.str('topic'), body: reader.bytes('body') }
   if ((bits & Field.QUEUE_ID) !== 0) {
-    message.queueId = reader.u32(`message ${i} queueId`)
+    message.queueId = reader.u32('queueId')
     if (message.queueId > 0x7fffffff) throw new FrameError(`message ${i} has queueId ${message.queueId}, over 2^31-1`)
   }
-  if ((bits & Field.TAGS) !== 0) message.tags = reader.str(`message ${i} tags`)
-  if ((bits & Field.KEYS) !== 0) message.keys = reader.str(`message ${i} keys`)
+  if ((bits & Field.TAGS) !== 0) message.tags = reader.str('tags')
+  if ((bits & Field.KEYS) !== 0) message.keys = reader.str('keys')
   if ((bits & Field.KEYS_LIST) !== 0) {
-    const n = reader.count(`message ${i} key count`, 4)
+    const n = reader.count('key count', 4)
     const keys: string[] = new Array(n)
-    for (let k = 0; k < n; k++) keys[k] = reader.str(`message ${i} key ${k}`)
+    for (let k = 0; k < n; k++) keys[k] = reader.str('key')
     message.keys = keys
   }
   if ((bits & Field.PROPERTIES) !== 0) {
-    const n = reader.count(`message ${i} property count`, 8)
+    const n = reader.count('property count', 8)
     // No prototype: a property named __proto__ stays a property.
     const properties: Record<string, string> = Object.create(null)
     for (let p = 0; p < n; p++) {
-      const name = reader.str(`message ${i} property name`)
-      properties[name] = reader.str(`message ${i} property ${JSON.stringify(name)}`)
+      const name = reader.str('property name')
+      properties[name] = reader.str('property value')
     }
     message.properties = properties
   }
-  for (const [name, bit] of NUMBER_FIELDS) if ((bits & bit) !== 0) message[name] = reader.f64(`message ${i} ${name}`)
-  if ((bits & Field.BORN_HOST) !== 0) message.bornHost = reader.str(`message ${i} bornHost`)
+  if ((bits & Field.FLAG) !== 0) message.flag = reader.f64('flag')
+  if ((bits & Field.SYS_FLAG) !== 0) message.sysFlag = reader.f64('sysFlag')
+  if ((bits & Field.BORN_TIMESTAMP) !== 0) message.bornTimestamp = reader.f64('bornTimestamp')
+  if ((bits & Field.RECONSUME_TIMES) !== 0) message.reconsumeTimes = reader.f64('reconsumeTimes')
+  if ((bits & Field.PREPARED_TRANSACTION_OFFSET) !== 0) message.preparedTransactionOffset = reader.f64('preparedTransactionOffset')
+  if ((bits & Field.BORN_HOST) !== 0) message.bornHost = reader.str('bornHost')
   return message
 }
 
