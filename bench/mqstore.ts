@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
+import { forwardedPuts } from './forwarding.js'
 import {
   BODY_SIZE,
   check,
@@ -257,6 +258,12 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     const bigStarted = now()
     result.big = await bigStore(config)
     windows.push(windowSince('big store', bigStarted))
+  }
+  // (7) puts forwarded from another process against in-process puts, into one shareWrites store
+  if (phases.has('forward')) {
+    const forwardStarted = now()
+    result.forward = await forwardedPuts(config, COMMON)
+    windows.push(windowSince('forwarded put', forwardStarted))
   }
   return result
 }

@@ -115,6 +115,20 @@ const ROWS: Row[] = [
   { phase: `SYNC put, ${SYNC_PRODUCERS} producers`, unit: 'msg/s', direction: 'higher', digits: 0, value: (r) => r.sync?.rate },
   { phase: 'SYNC put latency p50', unit: 'us', direction: 'lower', digits: 0, value: (r) => r.sync?.latencyUs.p50 },
   { phase: 'SYNC put latency p99', unit: 'us', direction: 'lower', digits: 0, value: (r) => r.sync?.latencyUs.p99 },
+  {
+    phase: 'put in-process, batches (ASYNC, shareWrites store)',
+    unit: 'msg/s',
+    direction: 'higher',
+    digits: 0,
+    value: (r) => r.forward?.inProcessRate,
+  },
+  {
+    phase: 'put forwarded from another process, batches (connect())',
+    unit: 'msg/s',
+    direction: 'higher',
+    digits: 0,
+    value: (r) => r.forward?.forwardedRate,
+  },
   { phase: 'reopen of the put store: close', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.closeMs },
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
@@ -448,6 +462,17 @@ function tables(b: BenchRuns): Tables {
       'disk = allocated blocks of the whole directory (commit log, consume queues, index, checkpoint) after a clean close.',
     `close: issue 22 asks that close after a burst is not a stall; the bench counts up to ${CLOSE_STALL_MS} ms as not a stall.`,
   ]
+  const forward = mq?.forward
+  if (forward !== undefined) {
+    const inProcess = figure(b, 'mqstore', (e) => e.forward?.inProcessRate)?.median
+    const forwarded = figure(b, 'mqstore', (e) => e.forward?.forwardedRate)?.median
+    notes.push(
+      `forward: ${fmt(forward.count, 0)} messages put in-process, then ${fmt(forward.count, 0)} more forwarded by a producer in another process ` +
+        `(MessageStore.connect) into the same shareWrites store, both in putMessages batches of ${forward.batch} after an untimed warm-up; each side builds its messages in its own process ` +
+        `(the forwarded ones also cross the socket, encoded and decoded); forwarded / in-process = ` +
+        `${inProcess === undefined || forwarded === undefined ? '—' : (forwarded / inProcess).toFixed(2)} (medians of the runs).`,
+    )
+  }
   for (const engine of ENGINES) {
     const sync = b.runs.find((r) => r[engine]?.sync !== undefined)?.[engine]?.sync
     if (sync === undefined) continue

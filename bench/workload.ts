@@ -28,8 +28,8 @@ export const LOOKUP_WARMUP = 2000
 export type EngineName = 'mqstore' | 'lmdb' | 'sqlite'
 export const ENGINES: readonly EngineName[] = ['mqstore', 'lmdb', 'sqlite']
 
-export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big'
-export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big']
+export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward'
+export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward']
 
 export interface BenchConfig {
   count: number
@@ -296,6 +296,16 @@ export interface SyncResult {
   alternative?: { mode: string; seconds: number; rate: number; latencyUs: LatencySummary }
 }
 
+/** Puts forwarded from another process (MessageStore.connect) against in-process puts (mqstore only). */
+export interface ForwardResult {
+  /** Messages each side put. */
+  count: number
+  /** Messages per putMessages call, both sides. */
+  batch: number
+  inProcessRate: number
+  forwardedRate: number
+}
+
 export interface EngineResult {
   engine: EngineName
   version: string
@@ -307,6 +317,7 @@ export interface EngineResult {
   reopen?: ReopenResult
   sync?: SyncResult
   big?: BigStoreResult
+  forward?: ForwardResult
   /** When each phase ran (for the per-phase CPU profile summaries). */
   windows?: PhaseWindow[]
 }

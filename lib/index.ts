@@ -32,7 +32,10 @@ export type {
   TopicSubscription,
   TopicConfigInput,
   PassResult,
+  ConnectOptions,
+  SharingStats,
 } from './store/types.js'
+export { Producer } from './store/sharing/producer-client.js'
 export { ERROR_CODES, MQStoreError } from './errors.js'
 export type { ErrorCode } from './errors.js'
 export { EMBEDDED_DEFAULTS, ROCKETMQ_SIZES } from './store/config.js'

@@ -123,6 +123,13 @@ const DEFINITIONS: Definition[] = [
   gauge('cleanup_last_pass_timestamp_seconds', 'When the last cleanup pass ran (0: none yet).', [], (s) =>
     one((s.cleanup.lastPass?.at ?? 0) / 1000),
   ),
+  // Shared writes (0 without shareWrites).
+  gauge('connected_producers', 'Producers in other processes connected to this writer (shareWrites).', [], (s) =>
+    one(s.sharing?.connectedProducers ?? 0),
+  ),
+  counter('forwarded_puts_total', 'Messages producers in other processes forwarded to this writer since open.', [], (s) =>
+    one(s.sharing?.forwardedPuts ?? 0),
+  ),
   // Compaction: the cleaner's measurements (stats().compaction) are added here with compaction.
 ]
 

@@ -43,4 +43,10 @@ describe('examples', () => {
       open: 1,
     })
   })
+
+  it('cluster: workers produce through connect() into the store their primary owns, and every acknowledged order is there', () => {
+    const dir = join(tempDir('mqstore-example-'), 'cluster')
+    const summary = runExample('cluster.mjs', ['--dir', dir, '--workers', '3', '--count', '100'])
+    expect(summary).toEqual({ workers: 3, acknowledged: 300, forwarded: 300, everyOrderFound: true })
+  })
 })

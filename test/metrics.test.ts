@@ -52,6 +52,8 @@ const EXPECTED = [
   'cleanup_deleted_bytes_total',
   'cleanup_manual_passes_left',
   'cleanup_last_pass_timestamp_seconds',
+  'connected_producers',
+  'forwarded_puts_total',
 ]
 
 /** One sample of the scrape: `name{labels}` → value, parsed from the text format. */

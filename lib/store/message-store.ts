@@ -23,9 +23,11 @@ import {
   filterTags,
 } from './message-validation.js'
 import { mergeQueueSubscriptions } from './read/topic-subscription.js'
+import { Producer } from './sharing/producer-client.js'
 import { listTopicInfos, topicQueueIds } from './topics/topic-list.js'
 import type {
   CommitOptions,
+  ConnectOptions,
   ConsumeOptions,
   GetMessageResult,
   Message,
@@ -69,10 +71,15 @@ export class MessageStore implements AsyncDisposable {
   /**
    * Opens (creating if needed) the store in `dir`: takes the directory lock, loads every file,
    * recovers from the last shutdown (normal or abnormal), dispatches what the consume queues miss,
-   * and starts the background services.
+   * and starts the background services. With `shareWrites`, it then listens for producers in
+   * other processes (MessageStore.connect) on a socket in the directory.
    */
   static async open(dir: string, options: OpenOptions = {}): Promise<MessageStore> {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
+    const shareWrites: unknown = options?.shareWrites
+    if (shareWrites !== undefined && typeof shareWrites !== 'boolean') {
+      throw new MQStoreError('INVALID_OPTION', `option 'shareWrites' must be a boolean, got ${typeof shareWrites}`)
+    }
     const engine = new StoreEngine(resolve(dir), options)
     try {
       withoutEviction(engine.queues.budget, () => engine.load())
@@ -82,7 +89,26 @@ export class MessageStore implements AsyncDisposable {
       engine.abandon()
       throw error
     }
-    return new MessageStore(engine)
+    const store = new MessageStore(engine)
+    if (shareWrites === true) {
+      try {
+        await engine.shareWrites((messages) => store.putMessages(messages))
+      } catch (error) {
+        await store.close()
+        throw error
+      }
+    }
+    return store
+  }
+
+  /**
+   * A producer for the store in `dir`, held by another process (or thread) that opened it with
+   * `{ shareWrites: true }`: its puts are forwarded to that writer and resolve with the writer's
+   * results. Resolves once the writer answered; an MQStoreError IO_ERROR when none did in time.
+   */
+  static async connect(dir: string, options?: ConnectOptions): Promise<Producer> {
+    if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
+    return Producer.connect(resolve(dir), options)
   }
 
   // ---- put ----------------------------------------------------------------------------------

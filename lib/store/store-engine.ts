@@ -27,6 +27,8 @@ import { syncCommitLogAhead, syncRecoveredFiles } from './recovery/crash-sync.js
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
 import { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
+import { maxFrameBytesFor } from './sharing/frame.js'
+import { ForwardingServer } from './sharing/forwarding-server.js'
 import { closeStore } from './store-close.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreLock } from './store-lock.js'
@@ -34,7 +36,8 @@ import { createStoreLog, type StoreLog } from './store-logger.js'
 import { StorePaths } from './store-paths.js'
 import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
-import type { MessageStoreStats, OpenOptions, Repair } from './types.js'
+import type { Message, MessageStoreStats, OpenOptions, Repair } from './types.js'
+import type { PutMessageResult } from './commitlog/commit-log.js'
 
 /**
  * Everything a store runs: the services, wired together, and the order in which they load,
@@ -90,9 +93,11 @@ export class StoreEngine {
   closed = false
   statsAtClose: MessageStoreStats | null = null
   closing: Promise<void> | null = null
+  /** The socket producers in other processes forward puts through (shareWrites), or null. */
+  sharing: ForwardingServer | null = null
 
   constructor(storePath: string, options: OpenOptions) {
-    const { logger, onProgress, clock, diskUsage, topics, compaction, ...storeOptions } = options
+    const { logger, onProgress, clock, diskUsage, topics, compaction, shareWrites: _shareWrites, ...storeOptions } = options
     this.storePath = storePath
     this.paths = new StorePaths(storePath)
     this.config = resolveConfig(storeOptions)
@@ -371,6 +376,17 @@ export class StoreEngine {
     this.compacted.start()
   }
 
+  /** Listens for producers in other processes (shareWrites); their puts run through `put`. */
+  async shareWrites(put: (messages: Message[]) => Promise<PutMessageResult[]>): Promise<void> {
+    this.sharing = await ForwardingServer.listen({
+      socketPath: this.paths.shareSocket,
+      maxFrameBytes: maxFrameBytesFor(this.config.maxMessageSize),
+      storeHost: this.recordDefaults.storeHost,
+      put,
+      log: this.logger.child('sharing'),
+    })
+  }
+
   /** Releases what the constructor and a failed load took, without flushing anything. */
   abandon(): void {
     this.closed = true
@@ -449,11 +465,14 @@ export class StoreEngine {
       compaction: this.compacted.stats(),
       mapping: mappingStats(this.queues.budget),
       descriptors: { cached: descriptors.size, opened: descriptors.opened },
+      sharing: this.sharing?.stats() ?? null,
     })
   }
 
   /** The clean shutdown close() runs (see MessageStore.close). */
   async shutdown(): Promise<void> {
+    // Forwarded puts already received are answered before the store stops taking puts.
+    await this.sharing?.close()
     this.closed = true
     this.subscriptions.wakeAll()
     const { cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues } = this

@@ -8,6 +8,7 @@
 //   <root>/config/storeSizes.json             the file sizes the store was written with (mqstore)
 //   <root>/compaction/<topic>/<queueId>/<20-digit queue offset>   compaction logs of compacted topics
 //   <root>/compaction/cleaner-offset-checkpoint
+//   <root>/writer.sock                        the writer's socket for producers in other processes (shareWrites)
 import { join } from 'node:path'
 
 export const COMMITLOG_DIR = 'commitlog'
@@ -22,6 +23,7 @@ export const CONSUMER_OFFSET_FILE = 'consumerOffset.json'
 export const TOPICS_FILE = 'topics.json'
 export const STORE_SIZES_FILE = 'storeSizes.json'
 export const COMPACTION_DIR = 'compaction'
+export const SHARE_SOCKET_FILE = 'writer.sock'
 
 /** The paths of one store directory. */
 export class StorePaths {
@@ -37,6 +39,7 @@ export class StorePaths {
   readonly topics: string
   readonly storeSizes: string
   readonly compaction: string
+  readonly shareSocket: string
 
   constructor(readonly root: string) {
     this.commitLog = join(root, COMMITLOG_DIR)
@@ -51,6 +54,7 @@ export class StorePaths {
     this.topics = join(this.config, TOPICS_FILE)
     this.storeSizes = join(this.config, STORE_SIZES_FILE)
     this.compaction = join(root, COMPACTION_DIR)
+    this.shareSocket = join(root, SHARE_SOCKET_FILE)
   }
 
   /** The folder of one topic's queues. */

@@ -177,10 +177,39 @@ export interface OpenOptions extends MessageStoreOptions {
   topics?: Record<string, TopicConfigInput>
   /** The compaction cleaner: offset-map memory, I/O rate limit, backoff, slice length, automatic passes. */
   compaction?: CompactionOptions
+  /**
+   * Listen on a UNIX domain socket in the store directory (`writer.sock`, owner only) for
+   * producers in other processes: MessageStore.connect(dir). Default false.
+   */
+  shareWrites?: boolean
   /** @internal The clock policies read (retention, compaction lags); the real clock by default. */
   clock?: Clock
   /** @internal Where disk usage is read from; `fs.statfs` by default. */
   diskUsage?: DiskUsageSource
+}
+
+/** What MessageStore.connect() takes. */
+export interface ConnectOptions {
+  /** How long connect() waits for a writer to answer before it rejects (ms, default 10,000). */
+  timeoutMs?: number
+  /** Where the producer tells of lost and restored connections; the same forms as open()'s. */
+  logger?: Logger
+}
+
+/** The `sharing` section of stats() in a writer opened with `{ shareWrites: true }`. */
+export interface SharingStats {
+  /** The socket producers connect to (MessageStore.connect). */
+  readonly socketPath: string
+  /** Producers connected now. */
+  readonly connectedProducers: number
+  /** Connections accepted since open. */
+  readonly connectionsTotal: number
+  /** Messages producers forwarded to this writer since open (whatever their status). */
+  readonly forwardedPuts: number
+  /** PUT frames (batches) received since open. */
+  readonly forwardedBatches: number
+  /** Connections closed because they sent a malformed or oversized frame. */
+  readonly badFrames: number
 }
 
 /** The logger option's function form: called with a level and one sentence. */
@@ -241,4 +270,6 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly mapping: { budgetBytes: number; mappedBytes: number; mappedFiles: number; maps: number; unmaps: number }
   /** Descriptors held open between system calls (process-wide cache) and descriptors opened in all. */
   readonly descriptors: { cached: number; opened: number }
+  /** Shared writes (`shareWrites`): the socket, producers connected, puts forwarded; null when off. */
+  readonly sharing: SharingStats | null
 }

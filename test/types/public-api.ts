@@ -19,6 +19,8 @@ import {
   type TopicConfig,
   type TopicConfigInput,
   type CompactReport,
+  type Producer,
+  type SharingStats,
 } from 'mqstore'
 import type { MappedFile } from 'mqstore/internals'
 
@@ -145,6 +147,18 @@ export async function typeTests(): Promise<void> {
   const report: CompactReport = await store.compact('profiles')
   assertType<Equal<typeof report.bytesWritten, number>>()
   assertType<Equal<typeof stats.compaction.maxDirtyPercent, number>>()
+  // Shared writes: a writer listens, producers in other processes connect.
+  await using writer = await MessageStore.open('./data', { shareWrites: true })
+  const sharing: SharingStats | null = writer.stats().sharing
+  assertType<Equal<typeof stats.sharing, SharingStats | null>>()
+  void sharing
+  await using producer: Producer = await MessageStore.connect('./data', { timeoutMs: 1000 })
+  const forwarded: PutMessageResult[] = await producer.putMessages([{ topic: 't', body: 'b' }])
+  assertType<Equal<Awaited<ReturnType<typeof producer.putMessage>>, PutMessageResult>>()
+  assertType<Equal<typeof producer.connected, boolean>>()
+  void forwarded
+  // @ts-expect-error shareWrites is a boolean
+  void ({ shareWrites: 'yes' } satisfies OpenOptions)
   // Retention: a manual request returns nothing to await.
   assertType<Equal<ReturnType<typeof store.executeDeleteFilesManually>, void>>()
   try {
