@@ -74,7 +74,10 @@ export class MessageStore implements AsyncDisposable {
       engine.abandon()
       throw error
     }
-    return new MessageStore(engine)
+    const store = new MessageStore(engine)
+    // Due delayed messages go back to their real topics through the store's own put.
+    engine.schedule.start((messages) => store.putMessages(messages))
+    return store
   }
 
   // ---- put ----------------------------------------------------------------------------------
@@ -93,6 +96,8 @@ export class MessageStore implements AsyncDisposable {
     if (!Array.isArray(given)) throw new TypeError('messages must be an array')
     // Messages without a queueId get one from their topic: by key hash, else round robin.
     const messages = given.map((message) => this.e.router.route(message))
+    // A message with a delay level is parked in the schedule topic (schedule/delay-levels.ts).
+    const refusals = this.e.schedule.rewrite(messages)
     const began = Date.now()
     const unavailable = this.e.checkWritable()
     if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
@@ -119,7 +124,7 @@ export class MessageStore implements AsyncDisposable {
     for (let from = 0; from < messages.length; from += PUT_SLICE) {
       const to = Math.min(messages.length, from + PUT_SLICE)
       for (let i = from; i < to; i++) {
-        records[i - from] = compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
+        records[i - from] = refusals?.[i] ?? compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
       }
       try {
         for (let i = from; i < to; i++) {

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs'
 import { CleanupService } from './cleanup/cleanup-service.js'
 import { CommitLog, type RecoveryOutcome } from './commitlog/commit-log.js'
-import type { HostAddress } from './commitlog/record.js'
+import { type DispatchRequest, type HostAddress, SCHEDULE_TOPIC } from './commitlog/record.js'
 import { parseHost, resolveConfig, type MessageStoreConfig } from './config.js'
 import { ConsumerOffsets } from './consumer-offsets.js'
 import { DispatchTargets } from './dispatch-targets.js'
@@ -26,6 +26,8 @@ import { Subscriptions } from './read/subscriptions.js'
 import { syncCommitLogAhead, syncRecoveredFiles } from './recovery/crash-sync.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
 import { RunningFlags } from './running-flags.js'
+import { DelayLevels } from './schedule/delay-levels.js'
+import { ScheduleService } from './schedule/schedule-service.js'
 import { ServiceLoop } from './service-loop.js'
 import { closeStore } from './store-close.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
@@ -70,6 +72,7 @@ export class StoreEngine {
   /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
   readonly flags: RunningFlags
   readonly cleanup: CleanupService
+  readonly schedule: ScheduleService
   cleanLoop: ServiceLoop | null = null
   /** Where the last clean close had dispatched everything to (from its shutdown record), or null. */
   dispatchedTo: number | null = null
@@ -87,6 +90,8 @@ export class StoreEngine {
    * until the first record.
    */
   private indexInScan: boolean | null = null
+  /** A schedule unit's due time under the store's delay levels (identity for the default ones). */
+  private readonly dueTimes: (request: DispatchRequest) => DispatchRequest
   closed = false
   statsAtClose: MessageStoreStats | null = null
   closing: Promise<void> | null = null
@@ -172,18 +177,39 @@ export class StoreEngine {
       subscriptions: this.subscriptions,
       log: (message) => dispatchLog('error', message),
     })
-    this.dispatcher = new Dispatcher(this.commitLog, (request) => this.targets.dispatch(request) && this.compacted.dispatch(request), {
-      onSkip: (offset, bytes, reason) => {
-        this.statsService.dispatchSkippedRanges++
-        this.statsService.dispatchSkippedBytes += bytes
-        dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`)
-      },
-      onFailure: (offset, error) =>
-        logError(dispatchLog)(
-          `dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`,
-          error ?? 'a consume queue could not be written',
-        ),
+    const levels = new DelayLevels(this.config.messageDelayLevel)
+    this.schedule = new ScheduleService({
+      levels,
+      queues: this.queues,
+      lookMessage: (offset) => this.reads.lookMessageByOffset(offset),
+      commitLogMinOffset: () => this.commitLog.getMinOffset(),
+      commitLogMaxOffset: () => this.commitLog.getMaxOffset(),
+      commitLogFlushedOffset: () => this.commitLog.mappedFileQueue.flushedWhere,
+      catchUp: () => this.catchUp(),
+      clock: this.env.clock,
+      log: this.logger.child('schedule'),
+      repair: (action, reason) => this.repair(action, reason),
+      path: this.paths.delayOffsets,
+      flushDelayOffsetInterval: this.config.flushDelayOffsetInterval,
     })
+    // The record parser computes a schedule unit's due time with RocketMQ's default levels.
+    this.dueTimes = levels.isDefault ? (request) => request : (request) => dueTimeOf(request, levels)
+    this.dispatcher = new Dispatcher(
+      this.commitLog,
+      (request) => this.targets.dispatch(this.dueTimes(request)) && this.compacted.dispatch(request),
+      {
+        onSkip: (offset, bytes, reason) => {
+          this.statsService.dispatchSkippedRanges++
+          this.statsService.dispatchSkippedBytes += bytes
+          dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`)
+        },
+        onFailure: (offset, error) =>
+          logError(dispatchLog)(
+            `dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`,
+            error ?? 'a consume queue could not be written',
+          ),
+      },
+    )
     this.flags = new RunningFlags(
       () => this.env.clock.now(),
       (name, set, reason) => this.logger(set ? 'warn' : 'info', `running flag ${name} ${set ? 'set' : 'cleared'}: ${reason}`),
@@ -239,6 +265,7 @@ export class StoreEngine {
       this.repair('deleted the index to rebuild it', indexFailure)
     }
     this.consumerOffsets.load()
+    this.schedule.load()
     this.compacted.load()
     const progress =
       this.onProgress === null
@@ -256,7 +283,7 @@ export class StoreEngine {
       discardIndex: (reason) => this.discardIndex(reason),
       dispatchRecovered: (request) => {
         this.indexInScan ??= this.indexEndsBy(request.commitLogOffset)
-        this.targets.dispatch(request, this.indexInScan)
+        this.targets.dispatch(this.dueTimes(request), this.indexInScan)
         this.compacted.dispatch(request)
       },
       progress,
@@ -445,6 +472,7 @@ export class StoreEngine {
       compaction: this.compacted.stats(),
       mapping: mappingStats(this.queues.budget),
       descriptors: { cached: descriptors.size, opened: descriptors.opened },
+      schedule: this.schedule.stats(),
     })
   }
 
@@ -452,6 +480,7 @@ export class StoreEngine {
   async shutdown(): Promise<void> {
     this.closed = true
     this.subscriptions.wakeAll()
+    await this.schedule.stop()
     const { cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues } = this
     const { index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger } = this
     const takeFigures = (): void => void (this.statsAtClose = this.stats())
@@ -473,6 +502,7 @@ export class StoreEngine {
       lock,
       logger,
       takeFigures,
+      schedule: this.schedule,
     })
   }
 
@@ -482,6 +512,14 @@ export class StoreEngine {
     if (!durable) return Promise.resolve()
     return this.consumerOffsets.persistDurable((error) => this.logger('error', `durable offset commit failed: ${error.message}`))
   }
+}
+
+/** The request with the tagsCode of a schedule-topic unit recomputed with `levels` (its queue is level − 1). */
+function dueTimeOf(request: DispatchRequest, levels: DelayLevels): DispatchRequest {
+  if (request.topic === SCHEDULE_TOPIC && request.queueId < levels.maxLevel) {
+    request.tagsCode = request.storeTimestamp + levels.delayOf(request.queueId + 1)
+  }
+  return request
 }
 
 /** How a service's failure is logged: its name and the error's message, at error level. */

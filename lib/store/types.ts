@@ -7,12 +7,14 @@ import type { CleanupStats } from './cleanup/cleanup-service.js'
 import type { DiskReading } from './cleanup/disk-policy.js'
 import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
+import type { ScheduleStats } from './schedule/schedule-service.js'
 import type { CleanerStats, CompactionOptions } from './compaction/compaction-service.js'
 import type { TopicConfigInput } from './topics/topic-table.js'
 
 export type { CleanupPolicy, TopicConfig, TopicConfigInput } from './topics/topic-table.js'
 export type { CleanerStats, CompactionOptions, CompactReport } from './compaction/compaction-service.js'
 export type { PassResult } from './compaction/cleaner.js'
+export type { ScheduleLevelStats, ScheduleStats } from './schedule/schedule-service.js'
 
 export type { PutMessageStatus } from './commitlog/commit-log.js'
 export { PutMessageResult } from './commitlog/commit-log.js'
@@ -33,6 +35,11 @@ export interface Message {
   bornHost?: string
   reconsumeTimes?: number
   preparedTransactionOffset?: number
+  /**
+   * Deliver later: RocketMQ's delay level (1-based into `messageDelayLevel`; clamped to its last
+   * level; 0 = no delay). Same as a `DELAY` property; this field wins when both are given.
+   */
+  delayTimeLevel?: number
 }
 
 /** A stored message as returned: RocketMQ MessageExt's fields, read-only. */
@@ -241,4 +248,6 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly mapping: { budgetBytes: number; mappedBytes: number; mappedFiles: number; maps: number; unmaps: number }
   /** Descriptors held open between system calls (process-wide cache) and descriptors opened in all. */
   readonly descriptors: { cached: number; opened: number }
+  /** Delayed messages: pending per level, next due time, delivered, lag (schedule-service.ts). */
+  readonly schedule: ScheduleStats
 }
