@@ -22,7 +22,9 @@ import {
   checkQueue,
   filterTags,
 } from './message-validation.js'
-import { mergeQueueSubscriptions } from './read/topic-subscription.js'
+import { validateTopic } from './commitlog/record.js'
+import { RETRY_SLOT, subscribeWithRetries } from './retry/retry-subscription.js'
+import { DEFAULT_MAX_RECONSUME_TIMES, RETRY_QUEUE_ID, retryTopicOf } from './retry/retry-topics.js'
 import { listTopicInfos, topicQueueIds } from './topics/topic-list.js'
 import type {
   CommitOptions,
@@ -375,6 +377,9 @@ export class MessageStore implements AsyncDisposable {
     checkQueue(options.topic, 0)
     if (typeof options.from === 'number')
       throw new TypeError('from: an offset needs a queueId (a topic subscription starts every queue at committed, earliest or latest)')
+    const maxReconsumeTimes = options.maxReconsumeTimes ?? DEFAULT_MAX_RECONSUME_TIMES
+    if (!Number.isSafeInteger(maxReconsumeTimes) || maxReconsumeTimes < 0)
+      throw new RangeError('maxReconsumeTimes must be a non-negative integer')
     this.e.catchUp()
     const stop = new AbortController()
     const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal])
@@ -382,11 +387,33 @@ export class MessageStore implements AsyncDisposable {
     for (const queueId of topicQueueIds(options.topic, this.e.compacted.table, this.e.queues)) {
       subscriptions.set(queueId, this.e.subscriptions.subscribe({ ...options, queueId, signal, autoCommit: false }, batchSize, tags))
     }
+    // The group's retry queue is read beside the topic (every tag: the first read filtered them).
+    const retryTopic = retryTopicOf(options.group)
+    const retry =
+      retryTopic === options.topic || validateTopic(retryTopic) !== null
+        ? null
+        : this.e.subscriptions.subscribe(
+            { ...options, topic: retryTopic, queueId: RETRY_QUEUE_ID, signal, autoCommit: false },
+            batchSize,
+            undefined,
+          )
     const autoCommit = options.autoCommit === true
-    return mergeQueueSubscriptions(subscriptions, {
-      stop,
-      onHandOut: autoCommit ? (queueId, position) => this.commitOffset(options.group, options.topic, queueId, position) : undefined,
-    })
+    const commitAt = (queueId: number, position: number) =>
+      queueId === RETRY_SLOT
+        ? this.commitOffset(options.group, retryTopic, RETRY_QUEUE_ID, position)
+        : this.commitOffset(options.group, options.topic, queueId, position)
+    return subscribeWithRetries(
+      subscriptions,
+      retry,
+      { stop, onHandOut: autoCommit ? commitAt : undefined },
+      {
+        group: options.group,
+        maxReconsumeTimes,
+        lookMessage: (offset) => this.lookMessageByOffset(offset),
+        put: (message) => this.putMessage(message),
+        awaitFlush: (offset) => this.e.flusher.awaitFlush(offset),
+      },
+    )
   }
 
   /**

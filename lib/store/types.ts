@@ -1,6 +1,6 @@
 // The public types of the store's API: what a program puts, gets back and passes as options.
 import type { DecodedMessage } from './commitlog/record.js'
-import type { RecoveryOutcome } from './commitlog/commit-log.js'
+import type { PutMessageResult, RecoveryOutcome } from './commitlog/commit-log.js'
 import type { MessageStoreOptions } from './config.js'
 import type { Clock, DiskUsageSource } from './environment.js'
 import type { CleanupStats } from './cleanup/cleanup-service.js'
@@ -120,6 +120,20 @@ export interface ConsumeOptions {
   autoCommit?: boolean
   /** Messages fetched per read (default 32). */
   batchSize?: number
+  /**
+   * Topic subscriptions: how many times a message may be nacked back to the group's retry topic
+   * before a nack sends it to the dead-letter queue `%DLQ%<group>` (RocketMQ's 16).
+   */
+  maxReconsumeTimes?: number
+}
+
+/** How a nacked message is retried. */
+export interface NackOptions {
+  /**
+   * The delay level of the retry (default 0: level 3 + the message's reconsumeTimes, RocketMQ's
+   * back-off). Negative: straight to the dead-letter queue.
+   */
+  delayLevel?: number
 }
 
 /** How an offset commit is kept. */
@@ -152,6 +166,14 @@ export interface TopicSubscription extends AsyncIterable<MessageExt> {
    * Subscription.commit.
    */
   commit(options?: CommitOptions): Promise<void>
+  /**
+   * Sends a message this subscription handed out back for a later retry (RocketMQ's send-back):
+   * to `%RETRY%<group>` with a delay level, read again by this group's topic subscriptions with
+   * `reconsumeTimes` one higher; after `maxReconsumeTimes` retries, to `%DLQ%<group>`. Resolves
+   * with the put's result once stored; rejects (MQStoreError) when the put is refused. The next
+   * durable commit() waits until every nacked message is on disk.
+   */
+  nack(message: MessageExt, options?: NackOptions): Promise<PutMessageResult>
 }
 
 /** A topic as listTopics() reports it. */
