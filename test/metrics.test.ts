@@ -52,6 +52,10 @@ const EXPECTED = [
   'cleanup_deleted_bytes_total',
   'cleanup_manual_passes_left',
   'cleanup_last_pass_timestamp_seconds',
+  'schedule_pending',
+  'schedule_delivered_total',
+  'schedule_lag_seconds',
+  'schedule_lost_to_retention_total',
 ]
 
 /** One sample of the scrape: `name{labels}` → value, parsed from the text format. */

@@ -5,7 +5,10 @@
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import * as zlib from 'node:zlib'
+import { Registry } from 'prom-client'
 import { describe, expect, it } from 'vitest'
+
+import { collectStoreMetrics } from '../../lib/metrics.js'
 
 import { SCHEDULE_TOPIC } from '../../lib/store/commitlog/record.js'
 import { MessageStore } from '../../lib/store/message-store.js'
@@ -91,6 +94,12 @@ describe('delivery once due (fake clock)', () => {
         'two-4',
       ])
       expect(store.stats().schedule).toMatchObject({ pending: 0, delivered: 10, lagMs: 0, nextDueTime: null })
+      const registry = new Registry()
+      collectStoreMetrics(store, { register: registry })
+      const scraped = await registry.metrics()
+      expect(scraped).toContain('mqstore_schedule_delivered_total 10')
+      expect(scraped).toContain('mqstore_schedule_pending{level="3"} 0')
+      expect(scraped).toContain('mqstore_schedule_lag_seconds 0')
 
       const delivered = readAll(store, 'reminders', 1)
       const parked = readAll(store, SCHEDULE_TOPIC, 2)
@@ -375,15 +384,32 @@ describe('interchange with RocketMQ', () => {
       flag: 0,
       reconsumeTimes: 0,
     })
+    // A level-1 record without REAL_TOPIC / REAL_QID: nowhere to deliver it; skipped and said.
+    const third = rocketmqRecord({
+      physicalOffset: first.length + second.length,
+      queueId: 0,
+      queueOffset: 1,
+      topic: SCHEDULE_TOPIC,
+      body: Buffer.from('lost'),
+      properties: 'DELAY\u00011',
+      storeTimestamp: stored,
+      bornTimestamp: stored,
+      flag: 0,
+      reconsumeTimes: 0,
+    })
     const log = Buffer.alloc(size)
     first.copy(log, 0)
     second.copy(log, first.length)
+    third.copy(log, first.length + second.length)
     fs.writeFileSync(join(dir, 'commitlog', '00000000000000000000'), log)
     // fastjson's shape: unquoted keys, no line break before them; level 1 has delivered nothing yet.
     fs.writeFileSync(join(dir, 'config', 'delayOffset.json'), '{\n\t"offsetTable":{1:0,18:0\n\t}\n}')
-    const store = await MessageStore.open(dir, SMALL)
+    const lines: string[] = []
+    const store = await MessageStore.open(dir, { ...SMALL, logger: (level: string, message: string) => lines.push(`${level} ${message}`) })
     try {
       await waitFor(() => store.getMaxOffsetInQueue('orders', 1) === 1, 'the pending level-1 message')
+      await waitFor(() => store.stats().schedule.skipped === 1, 'the record without REAL_TOPIC to be skipped')
+      expect(lines).toContainEqual(expect.stringMatching(/^error delay level 1, offset 1 .*no valid REAL_TOPIC \/ REAL_QID; skipped/))
       const [m] = readAll(store, 'orders', 1)
       expect(m.body.toString()).toBe('from a broker')
       expect(m.properties).toEqual({
@@ -404,9 +430,10 @@ describe('interchange with RocketMQ', () => {
   it('writes schedule records and units a RocketMQ broker reads: fields at the spec offsets, tagsCode the due time', async () => {
     const dir = tempDir('mqstore-schedule-')
     const fake = new FakeClock()
-    fake.at = 0
+    fake.at = Date.now() + 2000
     const store = await MessageStore.open(dir, { ...SMALL, clock: fake.clock })
     const r = await store.putMessage({ topic: 'orders', queueId: 5, body: 'hello', properties: { UNIQ_KEY: 'U1' }, delayTimeLevel: 4 })
+    await scheduleOf(store).deliverDue()
     await store.close()
     const log = fs.readFileSync(join(dir, 'commitlog', '00000000000000000000'))
     const at = r.wroteOffset
@@ -424,7 +451,7 @@ describe('interchange with RocketMQ', () => {
     expect(Number(unit.readBigInt64BE(0))).toBe(at)
     expect(unit.readInt32BE(8)).toBe(r.wroteBytes)
     expect(Number(unit.readBigInt64BE(12))).toBe(r.storeTimestamp + 30_000)
-    expect(fs.readFileSync(join(dir, 'config', 'delayOffset.json'), 'utf8')).toBe('{\n\t"offsetTable":{}\n}')
+    expect(fs.readFileSync(join(dir, 'config', 'delayOffset.json'), 'utf8')).toBe('{\n\t"offsetTable":{4:0\n\t}\n}')
   })
 })
 

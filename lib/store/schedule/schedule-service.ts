@@ -95,7 +95,8 @@ export class ScheduleService {
   private stopped = false
   /** Progress tables taken by the periodic save, waiting for the commit log to be flushed past them. */
   private snapshots: Snapshot[] = []
-  private savedText = ''
+  /** The table last written (or read back), so that an unchanged table is not written again; none yet is an empty one. */
+  private savedText = '[]'
   private delivered = 0
   private lostToRetention = 0
   private skipped = 0
@@ -142,6 +143,7 @@ export class ScheduleService {
   load(): void {
     const loaded = loadDelayOffsets(this.deps.path)
     for (const [level, offset] of loaded.table) this.progress.set(level, offset)
+    if (loaded.damage === null) this.savedText = tableText(loaded.table)
     if (loaded.damage !== null) {
       this.deps.repair(
         loaded.fromBackup ? 'read config/delayOffset.json.bak instead' : 'rebuilt config/delayOffset.json from the schedule queues',
@@ -221,7 +223,7 @@ export class ScheduleService {
   }
 
   private save(table: Map<number, number>): void {
-    const text = JSON.stringify([...table].sort((a, b) => a[0] - b[0]))
+    const text = tableText(table)
     if (text === this.savedText) return
     saveDelayOffsets(this.deps.path, table)
     this.savedText = text
@@ -418,6 +420,10 @@ export class ScheduleService {
       oldestPendingCommitLogOffset: oldest,
     }
   }
+}
+
+function tableText(table: ReadonlyMap<number, number>): string {
+  return JSON.stringify([...table].sort((a, b) => a[0] - b[0]))
 }
 
 /** The unit at `offset` of a consume queue, or null when it cannot be read. */
