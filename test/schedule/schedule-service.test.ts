@@ -252,6 +252,36 @@ describe('config/delayOffset.json', () => {
     expect(loadDelayOffsets(path)).toMatchObject({ table: new Map(), fromBackup: false, damage: expect.stringMatching(/not JSON/) })
   })
 
+  it('a periodic save never counts a delivery whose copy is not flushed yet (a power cut could lose it)', async () => {
+    const dir = tempDir('mqstore-schedule-')
+    const fake = new FakeClock()
+    const path = join(dir, 'config', 'delayOffset.json')
+    const store = await MessageStore.open(dir, { ...SMALL, clock: fake.clock, flushDelayOffsetInterval: 20 })
+    try {
+      fake.at = Date.now() + 2000
+      for (let i = 0; i < 4; i++) await store.putMessage({ topic: 't', body: `m${i}`, delayTimeLevel: 3 })
+      fake.at += 60_000
+      await scheduleOf(store).deliverDue()
+      const copies = readAll(store, 't', 0)
+      expect(copies).toHaveLength(4)
+      // For a while: whatever the file says, the copies it counts are flushed.
+      for (let i = 0; i < 25; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        if (!fs.existsSync(path)) continue
+        const saved = parseDelayOffsets(fs.readFileSync(path, 'utf8'))
+        if (typeof saved === 'string') throw new Error(saved)
+        const counted = saved.get(3) ?? 0
+        if (counted > 0) {
+          const copy = copies[counted - 1]
+          expect(store.stats().commitLogFlushedOffset).toBeGreaterThanOrEqual(copy.commitLogOffset + copy.storeSize)
+        }
+      }
+    } finally {
+      await store.close()
+    }
+    expect(fs.readFileSync(path, 'utf8')).toBe('{\n\t"offsetTable":{3:4\n\t}\n}')
+  })
+
   it('is saved at close and periodically, covering only flushed deliveries; a damaged one is rebuilt as a repair (at least once)', async () => {
     const dir = tempDir('mqstore-schedule-')
     const fake = new FakeClock()
