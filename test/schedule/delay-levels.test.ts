@@ -167,6 +167,8 @@ describe('a put with a delay level', () => {
       expect(readAll(store, 'ok', 0).map((m) => m.body.toString())).toEqual(['first', 'last'])
       expect(store.getMaxOffsetInQueue('t', 0)).toBe(0)
       expect((await store.putMessage({ topic: 'bad topic', body: 'x', delayTimeLevel: 1 })).status).toBe('MESSAGE_ILLEGAL')
+      const loop = await store.putMessage({ topic: SCHEDULE_TOPIC, body: 'x', delayTimeLevel: 1 })
+      expect(loop).toMatchObject({ status: 'MESSAGE_ILLEGAL', reason: expect.stringMatching(/cannot be bound for the schedule topic/) })
       // Misuse stays a TypeError, as for any put.
       await expect(store.putMessage({ topic: 5 as unknown as string, body: 'x', delayTimeLevel: 1 })).rejects.toThrow(TypeError)
       await expect(store.putMessage({ topic: 't', queueId: -1, body: 'x', delayTimeLevel: 1 })).rejects.toThrow(RangeError)

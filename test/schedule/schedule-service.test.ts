@@ -427,10 +427,24 @@ describe('interchange with RocketMQ', () => {
       flag: 0,
       reconsumeTimes: 0,
     })
+    // One bound for the transaction half topic: RocketMQ never delivers there either.
+    const fourth = rocketmqRecord({
+      physicalOffset: first.length + second.length + third.length,
+      queueId: 0,
+      queueOffset: 2,
+      topic: SCHEDULE_TOPIC,
+      body: Buffer.from('half'),
+      properties: 'DELAY\u00011\u0002REAL_TOPIC\u0001RMQ_SYS_TRANS_HALF_TOPIC\u0002REAL_QID\u00010',
+      storeTimestamp: stored,
+      bornTimestamp: stored,
+      flag: 0,
+      reconsumeTimes: 0,
+    })
     const log = Buffer.alloc(size)
     first.copy(log, 0)
     second.copy(log, first.length)
     third.copy(log, first.length + second.length)
+    fourth.copy(log, first.length + second.length + third.length)
     fs.writeFileSync(join(dir, 'commitlog', '00000000000000000000'), log)
     // fastjson's shape: unquoted keys, no line break before them; level 1 has delivered nothing yet.
     fs.writeFileSync(join(dir, 'config', 'delayOffset.json'), '{\n\t"offsetTable":{1:0,18:0\n\t}\n}')
@@ -438,7 +452,9 @@ describe('interchange with RocketMQ', () => {
     const store = await MessageStore.open(dir, { ...SMALL, logger: (level: string, message: string) => lines.push(`${level} ${message}`) })
     try {
       await waitFor(() => store.getMaxOffsetInQueue('orders', 1) === 1, 'the pending level-1 message')
-      await waitFor(() => store.stats().schedule.skipped === 1, 'the record without REAL_TOPIC to be skipped')
+      await waitFor(() => store.stats().schedule.skipped === 2, 'the records without a destination to be skipped')
+      expect(lines).toContainEqual(expect.stringMatching(/^error delay level 1, offset 2 .*REAL_TOPIC is RMQ_SYS_TRANS_HALF_TOPIC/))
+      expect(store.getMaxOffsetInQueue('RMQ_SYS_TRANS_HALF_TOPIC', 0)).toBe(0)
       expect(lines).toContainEqual(expect.stringMatching(/^error delay level 1, offset 1 .*no valid REAL_TOPIC \/ REAL_QID; skipped/))
       const [m] = readAll(store, 'orders', 1)
       expect(m.body.toString()).toBe('from a broker')

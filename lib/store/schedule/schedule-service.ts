@@ -17,6 +17,8 @@ import type { Message, MessageExt } from '../types.js'
 import { asksForDelay, delayedMessage, type DelayLevels, isDelayRefusal } from './delay-levels.js'
 import { loadDelayOffsets, saveDelayOffsets } from './delay-offsets.js'
 
+/** RocketMQ's transaction half topic: a delayed message is never delivered there. */
+const TRANSACTION_HALF_TOPIC = 'RMQ_SYS_TRANS_HALF_TOPIC'
 /** Due messages of one level put in one call. */
 const DELIVERY_BATCH = 32
 /** Retry after a refused put, and RocketMQ's pause between passes. */
@@ -122,7 +124,9 @@ export class ScheduleService {
       if (typeof message.topic !== 'string') continue
       const queueId = message.queueId ?? 0
       if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) continue
-      const invalid = validateTopic(message.topic)
+      const invalid =
+        validateTopic(message.topic) ??
+        (message.topic === SCHEDULE_TOPIC ? 'a delayed message cannot be bound for the schedule topic' : null)
       const delayed = invalid === null ? delayedMessage(message, this.deps.levels) : { reason: `invalid topic: ${invalid}` }
       if (isDelayRefusal(delayed)) {
         refusals ??= []
@@ -365,6 +369,13 @@ export class ScheduleService {
     if (record === null || topic === undefined || validateTopic(topic) !== null || queueId < 0 || queueId > 0x7fffffff) {
       this.skipped++
       deps.log('error', `${where}: ${record === null ? 'the record is unreadable' : 'no valid REAL_TOPIC / REAL_QID'}; skipped`)
+      return null
+    }
+    // Never back into the schedule topic (it would come round again at once), nor, as RocketMQ
+    // refuses, into the transaction half topic.
+    if (topic === SCHEDULE_TOPIC || topic === TRANSACTION_HALF_TOPIC) {
+      this.skipped++
+      deps.log('error', `${where}: REAL_TOPIC is ${topic}, where a delayed message is never delivered; skipped`)
       return null
     }
     // What RocketMQ's messageTimeup keeps: body (as stored), flag, sysFlag, born time and host,
