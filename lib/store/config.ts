@@ -3,7 +3,7 @@
 // `preset: 'rocketmq'` restores RocketMQ 4.9's exact sizes.
 import { MQStoreError } from '../errors.js'
 import { DEFAULT_MESSAGE_DELAY_LEVEL } from './commitlog/record-names.js'
-import { parseMessageDelayLevel } from './schedule/delay-levels.js'
+import { parseMessageDelayLevel } from './schedule/delay-level-table.js'
 
 export type FlushDiskType = 'ASYNC_FLUSH' | 'SYNC_FLUSH'
 
