@@ -202,10 +202,44 @@ describe('delivery once due (fake clock)', () => {
       fake.at = Date.now() + 60_000
       await scheduleOf(store).deliverDue()
       expect(bodies(store, 't')).toEqual([])
-      expect(lines.some((l) => /delivery of delay level 3 refused with SERVICE_NOT_AVAILABLE/.test(l))).toBe(true)
+      await waitFor(
+        () => lines.some((l) => /delivery of delay level 3 refused with SERVICE_NOT_AVAILABLE/.test(l)),
+        'the refusal to be said',
+      )
+      await new Promise((resolve) => setTimeout(resolve, 350))
+      // Retried every 100 ms, said once.
+      expect(lines.filter((l) => /refused with SERVICE_NOT_AVAILABLE/.test(l))).toHaveLength(1)
       e.flags.clear('NOT_WRITEABLE')
       await waitFor(() => store.getMaxOffsetInQueue('t', 0) === 2, 'the retried deliveries')
       expect(bodies(store, 't')).toEqual(['a', 'b'])
+      await waitFor(() => lines.includes('info delivery of delay level 3 resumed'), 'the resumption to be said')
+    } finally {
+      await store.close()
+    }
+  })
+})
+
+describe('a message its real topic refuses for good', () => {
+  it('is skipped and said (a compacted topic takes no message without a key), and the level goes on', async () => {
+    const fake = new FakeClock()
+    const lines: string[] = []
+    const store = await MessageStore.open(tempDir('mqstore-schedule-'), {
+      ...SMALL,
+      clock: fake.clock,
+      topics: { kv: { cleanupPolicy: 'compact' } },
+      logger: (level: string, message: string) => lines.push(`${level} ${message}`),
+    })
+    try {
+      fake.at = Date.now() + 2000
+      expect((await store.putMessage({ topic: 'kv', body: 'no key', delayTimeLevel: 3 })).status).toBe('PUT_OK')
+      expect((await store.putMessage({ topic: 'kv', keys: ['k'], body: 'keyed', delayTimeLevel: 3 })).status).toBe('PUT_OK')
+      fake.at += 60_000
+      await scheduleOf(store).deliverDue()
+      expect(store.stats().schedule).toMatchObject({ delivered: 1, skipped: 1, pending: 0 })
+      expect(lines).toContainEqual(
+        expect.stringMatching(/^error delay level 3, offset 0: its real topic refuses it \(MESSAGE_ILLEGAL: .*\); skipped/),
+      )
+      expect(store.getLatestByKey('kv', 'k')?.body.toString()).toBe('keyed')
     } finally {
       await store.close()
     }

@@ -25,6 +25,8 @@ export type { ScheduleLevelStats, ScheduleStats } from './schedule-stats.js'
 const TRANSACTION_HALF_TOPIC = 'RMQ_SYS_TRANS_HALF_TOPIC'
 /** Due messages of one level put in one call. */
 const DELIVERY_BATCH = 32
+/** Statuses a put gives a message whatever the time: delivery skips it rather than retry. */
+const PERMANENT_REFUSALS: ReadonlySet<string> = new Set(['MESSAGE_ILLEGAL', 'PROPERTIES_SIZE_EXCEEDED'])
 /** Retry after a refused put, and RocketMQ's pause between passes. */
 const RETRY_MS = 100
 /** An idle level (nothing pending) looks again this often; a put to it wakes it at once. */
@@ -66,6 +68,8 @@ export class ScheduleService {
   /** Levels sleeping with nothing pending: a put to them wakes them at once. */
   private readonly idle = new Set<number>()
   private readonly passes = new Map<number, Promise<void>>()
+  /** Levels whose head's put is being refused (said once per run). */
+  private readonly refusing = new Set<number>()
   private put: Put | null = null
   private persistTimer: NodeJS.Timeout | null = null
   private stopped = false
@@ -278,6 +282,8 @@ export class ScheduleService {
       units.push(message === null ? -1 : batch.length)
       if (message !== null) batch.push(message)
     }
+    /** Messages of the batch done with, in order: delivered, or refused for good (skipped). */
+    let done = 0
     let delivered = 0
     let refused: PutMessageResult | null = null
     if (batch.length > 0) {
@@ -285,26 +291,44 @@ export class ScheduleService {
       if (put === null) return null
       const results = await put(batch)
       for (const result of results) {
-        if (result.status !== 'PUT_OK') {
+        if (result.status === 'PUT_OK') {
+          delivered++
+        } else if (PERMANENT_REFUSALS.has(result.status)) {
+          // The real topic will never take it (a compacted topic and no key, ...): holding the
+          // level behind it for ever would stop every message after it.
+          this.skipped++
+          deps.log(
+            'error',
+            `delay level ${level}, offset ${offset + unitOf(units, done)}: its real topic refuses it (${result.status}: ${result.reason ?? ''}); skipped`,
+          )
+        } else {
           refused = result
           break
         }
-        delivered++
+        done++
       }
     }
     // Progress covers the units before the first refused put; skipped ones go with them.
     let advanced = 0
     for (const index of units) {
-      if (index >= delivered) break
+      if (index >= done) break
       advanced++
     }
     this.delivered += delivered
     if (advanced > 0) this.progress.set(level, offset + advanced)
     if (this.stopped) return null
     if (refused !== null) {
-      deps.log('warn', `delivery of delay level ${level} refused with ${refused.status} (${refused.reason ?? ''}); retrying`)
+      // Said once per run of refusals, not every 100 ms.
+      if (!this.refusing.has(level)) {
+        this.refusing.add(level)
+        deps.log(
+          'warn',
+          `delivery of delay level ${level} refused with ${refused.status} (${refused.reason ?? ''}); retrying every ${RETRY_MS} ms`,
+        )
+      }
       return { ms: RETRY_MS, idle: false }
     }
+    if (this.refusing.delete(level)) deps.log('info', `delivery of delay level ${level} resumed`)
     if (advanced < units.length || (wait < 0 && offset + advanced < max && units.length === DELIVERY_BATCH)) return { ms: 0, idle: false }
     if (wait >= 0) return { ms: Math.min(wait, MAX_SLEEP_MS), idle: false }
     if (offset + advanced < max) return { ms: RETRY_MS * 10, idle: false } // a unit that could not be read yet
@@ -405,6 +429,11 @@ export class ScheduleService {
       oldestPendingCommitLogOffset: oldest,
     }
   }
+}
+
+/** The position in the pass's units of the batch's message `index` (units hold -1 for skipped ones). */
+function unitOf(units: readonly number[], index: number): number {
+  return units.indexOf(index)
 }
 
 function tableText(table: ReadonlyMap<number, number>): string {
