@@ -27,6 +27,8 @@ export type {
   RecoveryDamage,
   RecoveryOutcome,
   Repair,
+  RetryGroupStats,
+  RetryStats,
   ScheduleLevelStats,
   ScheduleStats,
   Subscription,

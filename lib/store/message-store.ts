@@ -411,6 +411,7 @@ export class MessageStore implements AsyncDisposable {
         maxReconsumeTimes,
         lookMessage: (offset) => this.lookMessageByOffset(offset),
         put: (message) => this.putMessage(message),
+        onNack: (deadLettered) => this.e.retries.record(options.group, deadLettered),
         awaitFlush: (offset) => this.e.flusher.awaitFlush(offset),
       },
     )

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs'
 import { CleanupService } from './cleanup/cleanup-service.js'
 import { CommitLog, type RecoveryOutcome } from './commitlog/commit-log.js'
-import { type DispatchRequest, type HostAddress, SCHEDULE_TOPIC } from './commitlog/record.js'
+import type { DispatchRequest, HostAddress } from './commitlog/record.js'
 import { parseHost, resolveConfig, type MessageStoreConfig } from './config.js'
 import { ConsumerOffsets } from './consumer-offsets.js'
 import { DispatchTargets } from './dispatch-targets.js'
@@ -26,7 +26,9 @@ import { Subscriptions } from './read/subscriptions.js'
 import { syncCommitLogAhead, syncRecoveredFiles } from './recovery/crash-sync.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
 import { RunningFlags } from './running-flags.js'
+import { RetryCounts } from './retry/retry-stats.js'
 import { DelayLevels } from './schedule/delay-level-table.js'
+import { dueTimeCorrection } from './schedule/delay-levels.js'
 import { ScheduleService } from './schedule/schedule-service.js'
 import { ServiceLoop } from './service-loop.js'
 import { closeStore } from './store-close.js'
@@ -73,6 +75,7 @@ export class StoreEngine {
   readonly flags: RunningFlags
   readonly cleanup: CleanupService
   readonly schedule: ScheduleService
+  readonly retries = new RetryCounts()
   cleanLoop: ServiceLoop | null = null
   /** Where the last clean close had dispatched everything to (from its shutdown record), or null. */
   dispatchedTo: number | null = null
@@ -90,7 +93,7 @@ export class StoreEngine {
    * until the first record.
    */
   private indexInScan: boolean | null = null
-  /** A schedule unit's due time under the store's delay levels (identity for the default ones). */
+  /** A schedule unit's due time under the store's delay levels (the parser assumes RocketMQ's). */
   private readonly dueTimes: (request: DispatchRequest) => DispatchRequest
   closed = false
   statsAtClose: MessageStoreStats | null = null
@@ -192,24 +195,22 @@ export class StoreEngine {
       path: this.paths.delayOffsets,
       flushDelayOffsetInterval: this.config.flushDelayOffsetInterval,
     })
-    // The record parser computes a schedule unit's due time with RocketMQ's default levels.
-    this.dueTimes = levels.isDefault ? (request) => request : (request) => dueTimeOf(request, levels)
-    this.dispatcher = new Dispatcher(
-      this.commitLog,
-      (request) => this.targets.dispatch(this.dueTimes(request)) && this.compacted.dispatch(request),
-      {
-        onSkip: (offset, bytes, reason) => {
-          this.statsService.dispatchSkippedRanges++
-          this.statsService.dispatchSkippedBytes += bytes
-          dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`)
-        },
-        onFailure: (offset, error) =>
-          logError(dispatchLog)(
-            `dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`,
-            error ?? 'a consume queue could not be written',
-          ),
+    this.dueTimes = dueTimeCorrection(levels)
+    const dispatch = levels.isDefault
+      ? (request: DispatchRequest) => this.targets.dispatch(request) && this.compacted.dispatch(request)
+      : (request: DispatchRequest) => this.targets.dispatch(this.dueTimes(request)) && this.compacted.dispatch(request)
+    this.dispatcher = new Dispatcher(this.commitLog, dispatch, {
+      onSkip: (offset, bytes, reason) => {
+        this.statsService.dispatchSkippedRanges++
+        this.statsService.dispatchSkippedBytes += bytes
+        dispatchLog('error', `dispatch skipped ${bytes} damaged bytes at commit-log offset ${offset}: ${reason}`)
       },
-    )
+      onFailure: (offset, error) =>
+        logError(dispatchLog)(
+          `dispatch stopped at commit-log offset ${offset}; puts are refused until it gets past it`,
+          error ?? 'a consume queue could not be written',
+        ),
+    })
     this.flags = new RunningFlags(
       () => this.env.clock.now(),
       (name, set, reason) => this.logger(set ? 'warn' : 'info', `running flag ${name} ${set ? 'set' : 'cleared'}: ${reason}`),
@@ -473,6 +474,7 @@ export class StoreEngine {
       mapping: mappingStats(this.queues.budget),
       descriptors: { cached: descriptors.size, opened: descriptors.opened },
       schedule: this.schedule.stats(),
+      retry: this.retries.stats(),
     })
   }
 
@@ -512,14 +514,6 @@ export class StoreEngine {
     if (!durable) return Promise.resolve()
     return this.consumerOffsets.persistDurable((error) => this.logger('error', `durable offset commit failed: ${error.message}`))
   }
-}
-
-/** The request with the tagsCode of a schedule-topic unit recomputed with `levels` (its queue is level − 1). */
-function dueTimeOf(request: DispatchRequest, levels: DelayLevels): DispatchRequest {
-  if (request.topic === SCHEDULE_TOPIC && request.queueId < levels.maxLevel) {
-    request.tagsCode = request.storeTimestamp + levels.delayOf(request.queueId + 1)
-  }
-  return request
 }
 
 /** How a service's failure is logged: its name and the error's message, at error level. */

@@ -86,6 +86,7 @@ describe('nack → retry → DLQ', () => {
         return []
       })()
       expect(fromDlq?.body.toString()).toBe('work')
+      expect(store.stats().retry.groups).toEqual({ workers: { retried: 3, deadLettered: 1 } })
       // commit() covers the topic's queue and the retry queue.
       await sub.commit()
       expect(store.queryOffset('workers', 'jobs', 0)).toBe(1)

@@ -7,7 +7,7 @@ import type { PutMessageResult, PutMessageStatus } from '../commitlog/commit-log
 import type { QueueIterator } from '../read/subscriptions.js'
 import { mergeQueueSubscriptions, type MergeOptions } from '../read/topic-subscription.js'
 import type { CommitOptions, Message, MessageExt, NackOptions, Subscription, TopicSubscription } from '../types.js'
-import { RetryProperty, sendBackMessage } from './retry-topics.js'
+import { dlqTopicOf, RetryProperty, sendBackMessage } from './retry-topics.js'
 
 /** The key of the retry queue among the merged queue subscriptions (never a real queue id). */
 export const RETRY_SLOT = -1
@@ -18,6 +18,8 @@ export interface RetryDeps {
   /** The stored record at a commit-log offset (the send-back reads it, as RocketMQ's broker does). */
   lookMessage(commitLogOffset: number): MessageExt | null
   put(message: Message): Promise<PutMessageResult>
+  /** Counts a nack stored (stats().retry). */
+  onNack(deadLettered: boolean): void
   /** Resolves once the commit log is flushed up to `offset`. */
   awaitFlush(offset: number): Promise<PutMessageStatus>
 }
@@ -70,7 +72,8 @@ export function subscribeWithRetries(
       if (record === null) {
         throw new MQStoreError('CORRUPTION', `nack: no readable record at commit-log offset ${message.commitLogOffset}`)
       }
-      const result = await deps.put(sendBackMessage(record, deps.group, deps.maxReconsumeTimes, delayLevel))
+      const sent = sendBackMessage(record, deps.group, deps.maxReconsumeTimes, delayLevel)
+      const result = await deps.put(sent)
       if (result.status !== 'PUT_OK') {
         const code = result.status === 'CREATE_MAPEDFILE_FAILED' ? 'NO_SPACE' : 'IO_ERROR'
         throw new MQStoreError(
@@ -79,6 +82,7 @@ export function subscribeWithRetries(
         )
       }
       nackedTo = Math.max(nackedTo, result.wroteOffset + result.wroteBytes)
+      deps.onNack(sent.topic === dlqTopicOf(deps.group))
       return result
     },
     [Symbol.asyncIterator]: () => merged[Symbol.asyncIterator](),

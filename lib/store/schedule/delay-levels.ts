@@ -3,7 +3,7 @@
 // before appending. The schedule service (schedule-service.ts) later puts the message back.
 import { randomBytes } from 'node:crypto'
 
-import { PropertyName, SCHEDULE_TOPIC } from '../commitlog/record.js'
+import { type DispatchRequest, PropertyName, SCHEDULE_TOPIC } from '../commitlog/record.js'
 import { isQueuedRecord } from '../commitlog/sys-flag.js'
 import type { Message } from '../types.js'
 import type { DelayLevels } from './delay-level-table.js'
@@ -98,4 +98,19 @@ export function newUniqKey(now = Date.now()): string {
     .toString(16)
     .padStart(12, '0')
   return `${uniqPrefix}${time}${uniqCounter.toString(16).padStart(4, '0')}`.toUpperCase()
+}
+
+/**
+ * What dispatch applies to each record for a store's levels: the record parser computes a schedule
+ * unit's due time (its tagsCode) with RocketMQ's default levels, so other levels recompute it from
+ * the store time and the unit's queue (level − 1). Nothing to do for the default levels.
+ */
+export function dueTimeCorrection(levels: DelayLevels): (request: DispatchRequest) => DispatchRequest {
+  if (levels.isDefault) return (request) => request
+  return (request) => {
+    if (request.topic === SCHEDULE_TOPIC && request.queueId < levels.maxLevel) {
+      request.tagsCode = request.storeTimestamp + levels.delayOf(request.queueId + 1)
+    }
+    return request
+  }
 }
