@@ -5,7 +5,7 @@ import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
 import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
 import { PutMessageResult } from './commitlog/commit-log.js'
-import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord } from './commitlog/record.js'
+import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord, validateTopic } from './commitlog/record.js'
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'
@@ -22,7 +22,6 @@ import {
   checkQueue,
   filterTags,
 } from './message-validation.js'
-import { validateTopic } from './commitlog/record.js'
 import { RETRY_SLOT, subscribeWithRetries } from './retry/retry-subscription.js'
 import { DEFAULT_MAX_RECONSUME_TIMES, RETRY_QUEUE_ID, retryTopicOf } from './retry/retry-topics.js'
 import { listTopicInfos, topicQueueIds } from './topics/topic-list.js'

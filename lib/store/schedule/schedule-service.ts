@@ -85,10 +85,6 @@ export class ScheduleService {
     this.deps = deps
   }
 
-  get levels(): DelayLevels {
-    return this.deps.levels
-  }
-
   /**
    * Rewrites, in place, the messages of a put that ask for a delay (delay-levels.ts); returns
    * the refusals by index (MESSAGE_ILLEGAL), or null when none was refused.
@@ -174,11 +170,20 @@ export class ScheduleService {
     await Promise.allSettled([...this.passes.values()])
   }
 
-  /** The save at close, after the commit log was flushed: the table as it is. */
+  /**
+   * The save at close, after the commit log's flush: the table as it is, or, when that flush
+   * failed, the newest periodic table whose deliveries are on disk.
+   */
   saveAtClose(onError: (error: Error) => void): void {
     if (this.put === null) return
     try {
-      this.save(new Map(this.progress))
+      const flushed = this.deps.commitLogFlushedOffset()
+      if (flushed >= this.deps.commitLogMaxOffset()) {
+        this.save(new Map(this.progress))
+      } else {
+        const covered = this.snapshots.filter((snapshot) => snapshot.logEnd <= flushed).pop()
+        if (covered !== undefined) this.save(covered.table)
+      }
     } catch (error) {
       onError(error instanceof Error ? error : new Error(String(error)))
     }
