@@ -131,6 +131,16 @@ const DEFINITIONS: Definition[] = [
     one(s.sharing?.forwardedPuts ?? 0),
   ),
   // Compaction: the cleaner's measurements (stats().compaction) are added here with compaction.
+  gauge('schedule_pending', 'Delayed messages not yet delivered, by delay level.', ['level'], (s) =>
+    s.schedule.levels.map((l) => [{ level: String(l.level) }, l.pending]),
+  ),
+  counter('schedule_delivered_total', 'Delayed messages delivered to their real topic since open.', [], (s) => one(s.schedule.delivered)),
+  gauge('schedule_lag_seconds', 'How long the oldest due delayed message not yet delivered has been due.', [], (s) =>
+    one(s.schedule.lagMs / 1000),
+  ),
+  counter('schedule_lost_to_retention_total', 'Pending delayed messages whose record retention deleted since open.', [], (s) =>
+    one(s.schedule.lostToRetention),
+  ),
 ]
 
 /** Labels of the metrics themselves ('le' is the histograms'): a store's labels must differ. */

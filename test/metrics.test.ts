@@ -54,6 +54,10 @@ const EXPECTED = [
   'cleanup_last_pass_timestamp_seconds',
   'connected_producers',
   'forwarded_puts_total',
+  'schedule_pending',
+  'schedule_delivered_total',
+  'schedule_lag_seconds',
+  'schedule_lost_to_retention_total',
 ]
 
 /** One sample of the scrape: `name{labels}` → value, parsed from the text format. */

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 
 import { statfsDiskUsage } from '../store/environment.js'
 import { EXIT, type Command, type CommandContext } from './frame.js'
+import { formatSchedule, scheduleReport, type ScheduleReport } from './schedule-report.js'
 import { StoreReader, type Segment } from './store-reader.js'
 
 export interface QueueSummary {
@@ -48,6 +49,8 @@ export interface InspectReport {
   index: { files: { name: string; size: number; entries: number }[] }
   checkpoint: { physicMsgTimestamp: number; logicsMsgTimestamp: number; indexMsgTimestamp: number } | null
   disk: DiskReport
+  /** Delayed messages pending in SCHEDULE_TOPIC_XXXX (schedule-report.ts). */
+  schedule: ScheduleReport
 }
 
 export interface DiskReport {
@@ -150,6 +153,7 @@ export function inspectStore(dir: string): InspectReport {
     index: { files: reader.indexFiles().map((f) => ({ name: f.name, size: f.size, entries: reader.indexEntries(f) })) },
     checkpoint: reader.checkpoint(),
     disk: diskReport(reader),
+    schedule: scheduleReport(reader),
   }
 }
 
@@ -200,6 +204,7 @@ export function formatInspect(r: InspectReport): string {
       ]),
     )
   }
+  lines.push(...formatSchedule(r.schedule, time))
   lines.push(`index: ${r.index.files.length} file(s), ${r.index.files.reduce((s, f) => s + f.entries, 0)} entries`)
   const cp = r.checkpoint
   lines.push(
@@ -224,8 +229,9 @@ export const inspectCommand: Command = {
   summary: 'files, offsets, topics and queues, consumer lag, disk usage (read-only)',
   synopsis: 'inspect <dir> [--json]',
   description: `Shows what a store holds: commit-log files and offsets, every topic and queue with its
-min and max offsets, consumer groups with their committed offsets and lag, index files, the
-checkpoint, disk usage, and whether the last shutdown was clean.
+min and max offsets, consumer groups with their committed offsets and lag, delayed messages still
+pending (per level, with their due times and destinations), index files, the checkpoint, disk
+usage, and whether the last shutdown was clean.
 
 Read-only: takes no lock and changes nothing, so it works on a store another process has open (the
 live tail it reports may then be a moment old).`,

@@ -2,6 +2,8 @@
 // embedded profile (a Node service rarely wants 1 GiB commit-log files and 420 MB index files).
 // `preset: 'rocketmq'` restores RocketMQ 4.9's exact sizes.
 import { MQStoreError } from '../errors.js'
+import { DEFAULT_MESSAGE_DELAY_LEVEL } from './commitlog/record-names.js'
+import { parseMessageDelayLevel } from './schedule/delay-level-table.js'
 
 export type FlushDiskType = 'ASYNC_FLUSH' | 'SYNC_FLUSH'
 
@@ -85,6 +87,13 @@ export interface MessageStoreConfig {
   mappingBudgetBytes: number
   /** Such a file unused for this long is unmapped by the next consume-queue flush pass. */
   mappingIdleMs: number
+  /**
+   * RocketMQ's delay levels: level n (1-based) waits the n-th item; units s, m, h, d. Default
+   * "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".
+   */
+  messageDelayLevel: string
+  /** How often the schedule service saves its progress (config/delayOffset.json), ms. Default 10,000. */
+  flushDelayOffsetInterval: number
 }
 
 export type MessageStoreOptions = Partial<MessageStoreConfig> & { preset?: 'embedded' | 'rocketmq' }
@@ -140,6 +149,8 @@ export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
   corruptionPolicy: 'tolerant',
   mappingBudgetBytes: 256 * MiB,
   mappingIdleMs: 30_000,
+  messageDelayLevel: DEFAULT_MESSAGE_DELAY_LEVEL,
+  flushDelayOffsetInterval: 10_000,
 })
 
 export const ROCKETMQ_SIZES: Readonly<Partial<MessageStoreConfig>> = Object.freeze({
@@ -173,6 +184,7 @@ const POSITIVE_INTEGERS = new Set<keyof MessageStoreConfig>([
   'transientStorePoolSize',
   'osPageCacheBusyTimeOutMills',
   'cleanResourceInterval',
+  'flushDelayOffsetInterval',
 ])
 
 /** Options that are not store settings: the preset and what open() takes besides the config. */
@@ -271,6 +283,7 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
   if (config.diskMaxUsedSpaceRatio > 95) config.diskMaxUsedSpaceRatio = 95
   parseHost(config.storeHost, 'storeHost')
   parseHost(config.bornHost, 'bornHost')
+  parseMessageDelayLevel(config.messageDelayLevel)
   return config
 }
 

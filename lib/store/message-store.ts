@@ -5,7 +5,7 @@ import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
 import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
 import { PutMessageResult } from './commitlog/commit-log.js'
-import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord } from './commitlog/record.js'
+import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord, validateTopic } from './commitlog/record.js'
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'
@@ -22,8 +22,9 @@ import {
   checkQueue,
   filterTags,
 } from './message-validation.js'
-import { mergeQueueSubscriptions } from './read/topic-subscription.js'
 import { Producer } from './sharing/producer-client.js'
+import { RETRY_SLOT, subscribeWithRetries } from './retry/retry-subscription.js'
+import { DEFAULT_MAX_RECONSUME_TIMES, RETRY_QUEUE_ID, retryTopicOf } from './retry/retry-topics.js'
 import { listTopicInfos, topicQueueIds } from './topics/topic-list.js'
 import type {
   CommitOptions,
@@ -90,6 +91,8 @@ export class MessageStore implements AsyncDisposable {
       throw error
     }
     const store = new MessageStore(engine)
+    // Due delayed messages go back to their real topics through the store's own put.
+    engine.schedule.start((messages) => store.putMessages(messages))
     if (shareWrites === true) {
       try {
         await engine.shareWrites((messages) => store.putMessages(messages))
@@ -127,12 +130,14 @@ export class MessageStore implements AsyncDisposable {
     if (!Array.isArray(given)) throw new TypeError('messages must be an array')
     // Messages without a queueId get one from their topic: by key hash, else round robin.
     const messages = given.map((message) => this.e.router.route(message))
+    // A message with a delay level is parked in the schedule topic (schedule/delay-levels.ts).
+    const refusals = this.e.schedule.rewrite(messages)
     const began = Date.now()
     const unavailable = this.e.checkWritable()
     if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
     for (let i = 0; i < messages.length; i++) checkMessageShape(messages[i])
-    const { appended, bytes, lastEnd, waitForFlush } = this.appendAll(messages, results)
+    const { appended, bytes, lastEnd, waitForFlush } = this.appendAll(messages, results, refusals)
     if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') this.e.commitLog.writeBackBehind()
     if (appended > 0) {
       this.e.dispatcher.schedule()
@@ -160,7 +165,11 @@ export class MessageStore implements AsyncDisposable {
    * slice in one native call (CommitLog.finishAppends). The shapes were checked before: a
    * TypeError for one message must not leave the earlier ones stored behind the caller's back.
    */
-  private appendAll(messages: readonly Message[], results: PutMessageResult[]): PutTally {
+  private appendAll(
+    messages: readonly Message[],
+    results: PutMessageResult[],
+    refusals: readonly (PrepareFailure | undefined)[] | null,
+  ): PutTally {
     const now = Date.now()
     const defaults = this.e.recordDefaults
     const compacted = this.e.compacted
@@ -175,7 +184,7 @@ export class MessageStore implements AsyncDisposable {
     for (let from = 0; from < messages.length; from += PUT_SLICE) {
       const to = Math.min(messages.length, from + PUT_SLICE)
       for (let i = from; i < to; i++) {
-        records[i - from] = compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
+        records[i - from] = refusals?.[i] ?? compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
       }
       try {
         for (let i = from; i < to; i++) {
@@ -421,6 +430,9 @@ export class MessageStore implements AsyncDisposable {
     checkQueue(options.topic, 0)
     if (typeof options.from === 'number')
       throw new TypeError('from: an offset needs a queueId (a topic subscription starts every queue at committed, earliest or latest)')
+    const maxReconsumeTimes = options.maxReconsumeTimes ?? DEFAULT_MAX_RECONSUME_TIMES
+    if (!Number.isSafeInteger(maxReconsumeTimes) || maxReconsumeTimes < 0)
+      throw new RangeError('maxReconsumeTimes must be a non-negative integer')
     this.e.catchUp()
     const stop = new AbortController()
     const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal])
@@ -428,11 +440,34 @@ export class MessageStore implements AsyncDisposable {
     for (const queueId of topicQueueIds(options.topic, this.e.compacted.table, this.e.queues)) {
       subscriptions.set(queueId, this.e.subscriptions.subscribe({ ...options, queueId, signal, autoCommit: false }, batchSize, tags))
     }
+    // The group's retry queue is read beside the topic (every tag: the first read filtered them).
+    const retryTopic = retryTopicOf(options.group)
+    const retry =
+      retryTopic === options.topic || validateTopic(retryTopic) !== null
+        ? null
+        : this.e.subscriptions.subscribe(
+            { ...options, topic: retryTopic, queueId: RETRY_QUEUE_ID, signal, autoCommit: false },
+            batchSize,
+            undefined,
+          )
     const autoCommit = options.autoCommit === true
-    return mergeQueueSubscriptions(subscriptions, {
-      stop,
-      onHandOut: autoCommit ? (queueId, position) => this.commitOffset(options.group, options.topic, queueId, position) : undefined,
-    })
+    const commitAt = (queueId: number, position: number) =>
+      queueId === RETRY_SLOT
+        ? this.commitOffset(options.group, retryTopic, RETRY_QUEUE_ID, position)
+        : this.commitOffset(options.group, options.topic, queueId, position)
+    return subscribeWithRetries(
+      subscriptions,
+      retry,
+      { stop, onHandOut: autoCommit ? commitAt : undefined },
+      {
+        group: options.group,
+        maxReconsumeTimes,
+        lookMessage: (offset) => this.lookMessageByOffset(offset),
+        put: (message) => this.putMessage(message),
+        onNack: (deadLettered) => this.e.retries.record(options.group, deadLettered),
+        awaitFlush: (offset) => this.e.flusher.awaitFlush(offset),
+      },
+    )
   }
 
   /**

@@ -43,6 +43,8 @@ export interface ClosingStore {
   paths: StorePaths
   lock: StoreLock
   logger: StoreLog
+  /** Saves its progress once the commit log is flushed. */
+  schedule: { saveAtClose(onError: (error: Error) => void): void }
   /** The files are about to be unmapped: from here on stats() gives the figures at close. */
   takeFigures(): void
 }
@@ -82,6 +84,7 @@ export function closeStore(store: ClosingStore): Promise<void> {
     saveOffsets: async () => {
       await store.consumerOffsets.settle()
       store.consumerOffsets.saveAtClose((error) => store.logger('error', `consumer offsets not saved at close: ${error.message}`))
+      store.schedule.saveAtClose((error) => store.logger('error', `delay offsets not saved at close: ${error.message}`))
     },
     caughtUp: () => dispatcher.behindBytes() <= 0 && !dispatcher.failed,
     writeShutdownRecord: () =>

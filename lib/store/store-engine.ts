@@ -26,6 +26,10 @@ import { Subscriptions } from './read/subscriptions.js'
 import { syncCommitLogAhead, syncRecoveredFiles } from './recovery/crash-sync.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
 import { RunningFlags } from './running-flags.js'
+import { RetryCounts } from './retry/retry-stats.js'
+import { DelayLevels } from './schedule/delay-level-table.js'
+import { dueTimeCorrection } from './schedule/delay-levels.js'
+import { ScheduleService } from './schedule/schedule-service.js'
 import { ServiceLoop } from './service-loop.js'
 import { maxFrameBytesFor } from './sharing/frame.js'
 import { ForwardingServer } from './sharing/forwarding-server.js'
@@ -73,6 +77,8 @@ export class StoreEngine {
   /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
   readonly flags: RunningFlags
   readonly cleanup: CleanupService
+  readonly schedule: ScheduleService
+  readonly retries = new RetryCounts()
   cleanLoop: ServiceLoop | null = null
   /** Where the last clean close had dispatched everything to (from its shutdown record), or null. */
   dispatchedTo: number | null = null
@@ -90,6 +96,8 @@ export class StoreEngine {
    * until the first record.
    */
   private indexInScan: boolean | null = null
+  /** A schedule unit's due time under the store's delay levels (the parser assumes RocketMQ's). */
+  private readonly dueTimes: (request: DispatchRequest) => DispatchRequest
   closed = false
   statsAtClose: MessageStoreStats | null = null
   closing: Promise<void> | null = null
@@ -177,8 +185,25 @@ export class StoreEngine {
       subscriptions: this.subscriptions,
       log: (message) => dispatchLog('error', message),
     })
+    const levels = new DelayLevels(this.config.messageDelayLevel)
+    this.schedule = new ScheduleService({
+      levels,
+      queues: this.queues,
+      lookMessage: (offset) => this.reads.lookMessageByOffset(offset),
+      commitLogMinOffset: () => this.commitLog.getMinOffset(),
+      commitLogMaxOffset: () => this.commitLog.getMaxOffset(),
+      commitLogFlushedOffset: () => this.commitLog.mappedFileQueue.flushedWhere,
+      catchUp: () => this.catchUp(),
+      clock: this.env.clock,
+      log: this.logger.child('schedule'),
+      repair: (action, reason) => this.repair(action, reason),
+      path: this.paths.delayOffsets,
+      flushDelayOffsetInterval: this.config.flushDelayOffsetInterval,
+    })
+    this.dueTimes = dueTimeCorrection(levels)
+    const dueTimes = this.dueTimes
     const dispatch = (request: DispatchRequest) => {
-      const done = this.targets.dispatch(request)
+      const done = this.targets.dispatch(levels.isDefault ? request : dueTimes(request))
       return done === true ? this.compacted.dispatch(request) : done
     }
     this.dispatcher = new Dispatcher(this.commitLog, dispatch, {
@@ -248,6 +273,7 @@ export class StoreEngine {
       this.repair('deleted the index to rebuild it', indexFailure)
     }
     this.consumerOffsets.load()
+    this.schedule.load()
     this.compacted.load()
     const progress =
       this.onProgress === null
@@ -265,7 +291,7 @@ export class StoreEngine {
       discardIndex: (reason) => this.discardIndex(reason),
       dispatchRecovered: (request) => {
         this.indexInScan ??= this.indexEndsBy(request.commitLogOffset)
-        this.targets.dispatch(request, this.indexInScan)
+        this.targets.dispatch(this.dueTimes(request), this.indexInScan)
         this.compacted.dispatch(request)
       },
       progress,
@@ -466,6 +492,8 @@ export class StoreEngine {
       mapping: mappingStats(this.queues.budget),
       descriptors: { cached: descriptors.size, opened: descriptors.opened },
       sharing: this.sharing?.stats() ?? null,
+      schedule: this.schedule.stats(),
+      retry: this.retries.stats(),
     })
   }
 
@@ -475,6 +503,7 @@ export class StoreEngine {
     await this.sharing?.close()
     this.closed = true
     this.subscriptions.wakeAll()
+    await this.schedule.stop()
     const { cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues } = this
     const { index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger } = this
     const takeFigures = (): void => void (this.statsAtClose = this.stats())
@@ -496,6 +525,7 @@ export class StoreEngine {
       lock,
       logger,
       takeFigures,
+      schedule: this.schedule,
     })
   }
 

@@ -5,6 +5,7 @@
 //   <root>/checkpoint, <root>/abort, <root>/lock
 //   <root>/queueends                          each queue's end at the last clean close (mqstore)
 //   <root>/config/consumerOffset.json, <root>/config/topics.json
+//   <root>/config/delayOffset.json            the schedule service's progress per delay level
 //   <root>/config/storeSizes.json             the file sizes the store was written with (mqstore)
 //   <root>/compaction/<topic>/<queueId>/<20-digit queue offset>   compaction logs of compacted topics
 //   <root>/compaction/cleaner-offset-checkpoint
@@ -22,6 +23,7 @@ export const QUEUE_ENDS_FILE = 'queueends'
 export const CONSUMER_OFFSET_FILE = 'consumerOffset.json'
 export const TOPICS_FILE = 'topics.json'
 export const STORE_SIZES_FILE = 'storeSizes.json'
+export const DELAY_OFFSET_FILE = 'delayOffset.json'
 export const COMPACTION_DIR = 'compaction'
 export const SHARE_SOCKET_FILE = 'writer.sock'
 
@@ -38,6 +40,7 @@ export class StorePaths {
   readonly consumerOffsets: string
   readonly topics: string
   readonly storeSizes: string
+  readonly delayOffsets: string
   readonly compaction: string
   readonly shareSocket: string
 
@@ -53,6 +56,7 @@ export class StorePaths {
     this.consumerOffsets = join(this.config, CONSUMER_OFFSET_FILE)
     this.topics = join(this.config, TOPICS_FILE)
     this.storeSizes = join(this.config, STORE_SIZES_FILE)
+    this.delayOffsets = join(this.config, DELAY_OFFSET_FILE)
     this.compaction = join(root, COMPACTION_DIR)
     this.shareSocket = join(root, SHARE_SOCKET_FILE)
   }

@@ -1,18 +1,22 @@
 // The public types of the store's API: what a program puts, gets back and passes as options.
 import type { DecodedMessage } from './commitlog/record.js'
-import type { RecoveryOutcome } from './commitlog/commit-log.js'
+import type { PutMessageResult, RecoveryOutcome } from './commitlog/commit-log.js'
 import type { MessageStoreOptions } from './config.js'
 import type { Clock, DiskUsageSource } from './environment.js'
 import type { CleanupStats } from './cleanup/cleanup-service.js'
 import type { DiskReading } from './cleanup/disk-policy.js'
 import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
+import type { ScheduleStats } from './schedule/schedule-stats.js'
+import type { RetryStats } from './retry/retry-stats.js'
 import type { CleanerStats, CompactionOptions } from './compaction/compaction-service.js'
 import type { TopicConfigInput } from './topics/topic-table.js'
 
 export type { CleanupPolicy, TopicConfig, TopicConfigInput } from './topics/topic-table.js'
 export type { CleanerStats, CompactionOptions, CompactReport } from './compaction/compaction-service.js'
 export type { PassResult } from './compaction/cleaner.js'
+export type { ScheduleLevelStats, ScheduleStats } from './schedule/schedule-stats.js'
+export type { RetryGroupStats, RetryStats } from './retry/retry-stats.js'
 
 export type { PutMessageStatus } from './commitlog/commit-log.js'
 export { PutMessageResult } from './commitlog/commit-log.js'
@@ -33,6 +37,11 @@ export interface Message {
   bornHost?: string
   reconsumeTimes?: number
   preparedTransactionOffset?: number
+  /**
+   * Deliver later: RocketMQ's delay level (1-based into `messageDelayLevel`; clamped to its last
+   * level; 0 = no delay). Same as a `DELAY` property; this field wins when both are given.
+   */
+  delayTimeLevel?: number
 }
 
 /** A stored message as returned: RocketMQ MessageExt's fields, read-only. */
@@ -113,6 +122,20 @@ export interface ConsumeOptions {
   autoCommit?: boolean
   /** Messages fetched per read (default 32). */
   batchSize?: number
+  /**
+   * Topic subscriptions: how many times a message may be nacked back to the group's retry topic
+   * before a nack sends it to the dead-letter queue `%DLQ%<group>` (RocketMQ's 16).
+   */
+  maxReconsumeTimes?: number
+}
+
+/** How a nacked message is retried. */
+export interface NackOptions {
+  /**
+   * The delay level of the retry (default 0: level 3 + the message's reconsumeTimes, RocketMQ's
+   * back-off). Negative: straight to the dead-letter queue.
+   */
+  delayLevel?: number
 }
 
 /** How an offset commit is kept. */
@@ -145,6 +168,14 @@ export interface TopicSubscription extends AsyncIterable<MessageExt> {
    * Subscription.commit.
    */
   commit(options?: CommitOptions): Promise<void>
+  /**
+   * Sends a message this subscription handed out back for a later retry (RocketMQ's send-back):
+   * to `%RETRY%<group>` with a delay level, read again by this group's topic subscriptions with
+   * `reconsumeTimes` one higher; after `maxReconsumeTimes` retries, to `%DLQ%<group>`. Resolves
+   * with the put's result once stored; rejects (MQStoreError) when the put is refused. The next
+   * durable commit() waits until every nacked message is on disk.
+   */
+  nack(message: MessageExt, options?: NackOptions): Promise<PutMessageResult>
 }
 
 /** A topic as listTopics() reports it. */
@@ -272,4 +303,8 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly descriptors: { cached: number; opened: number }
   /** Shared writes (`shareWrites`): the socket, producers connected, puts forwarded; null when off. */
   readonly sharing: SharingStats | null
+  /** Delayed messages: pending per level, next due time, delivered, lag (schedule-service.ts). */
+  readonly schedule: ScheduleStats
+  /** Nacks per consumer group since open: retried, or sent to the dead-letter queue. */
+  readonly retry: RetryStats
 }

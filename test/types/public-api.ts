@@ -12,6 +12,8 @@ import {
   type Message,
   type MessageExt,
   type MessageStoreStats,
+  type NackOptions,
+  type ScheduleStats,
   type OpenOptions,
   type PutMessageStatus,
   type QueryMessageResult,
@@ -101,6 +103,22 @@ export async function typeTests(): Promise<void> {
   assertType<Equal<typeof subscription.position, number>>()
   // @ts-expect-error from is 'committed', 'earliest', 'latest' or an offset
   store.consume({ group: 'g', topic: 'orders', queueId: 0, from: 'newest' })
+
+  // Delayed delivery, retries and the dead-letter queue.
+  const delayed: Message = { topic: 'orders', body: 'later', delayTimeLevel: 3 }
+  await store.putMessage(delayed)
+  const topicSub = store.consume({ group: 'g', topic: 'orders', maxReconsumeTimes: 5 })
+  for await (const m of topicSub) {
+    const nackOptions: NackOptions = { delayLevel: 2 }
+    const sent: PutMessageResult = await topicSub.nack(m, nackOptions)
+    assertType<Equal<typeof sent.status, PutMessageStatus>>()
+    await topicSub.commit()
+    break
+  }
+  // @ts-expect-error a delay level is a number
+  store.putMessage({ topic: 'orders', body: 'x', delayTimeLevel: '3' })
+  const schedule: ScheduleStats = store.stats().schedule
+  assertType<Equal<typeof schedule.nextDueTime, number | null>>()
 
   // Offsets: a plain commit returns nothing; a durable one (and subscription.commit()) a promise.
   assertType<Equal<ReturnType<typeof subscription.commit>, Promise<void>>>()

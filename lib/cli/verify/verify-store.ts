@@ -3,11 +3,21 @@
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
+import { SCHEDULE_TOPIC } from '../../store/commitlog/record.js'
 import { isQueuedRecord } from '../../store/commitlog/sys-flag.js'
 import { BEGIN_PHY_OFFSET_OFFSET, indexCoverageBreak, isIndexFileName, type IndexCoverage } from '../../store/index/index-layout.js'
 import { isTempSegmentName } from '../../store/mapped/segment-name.js'
 import { CQ_STORE_UNIT_SIZE } from '../../store/queue/cq-unit.js'
-import { ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR } from '../../store/store-paths.js'
+import { loadDelayOffsets } from '../../store/schedule/delay-offsets.js'
+import {
+  ABORT_FILE,
+  CHECKPOINT_FILE,
+  COMMITLOG_DIR,
+  CONFIG_DIR,
+  CONSUME_QUEUE_DIR,
+  DELAY_OFFSET_FILE,
+  INDEX_DIR,
+} from '../../store/store-paths.js'
 import { checkCheckpoint } from './checkpoint-check.js'
 import { walkCommitLog } from './commit-log-walk.js'
 import {
@@ -235,6 +245,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
   if (cqCounts.extTags > 0)
     notes.push(`${cqCounts.extTags} units hold consume-queue extension addresses; their tags codes were not checked`)
 
+  notes.push(...delayOffsetNotes(dir, queues))
   const checkpoint = checkCheckpoint(dir, maxProblems, givenDims)
   const problemCount = clProblems.count + cqProblems.count + ixProblems.count + checkpoint.problems.length + checkpoint.moreProblems
   return {
@@ -289,4 +300,28 @@ function withRecordedIndexDims(dir: string, options: VerifyOptions): VerifyOptio
   } catch {
     return options // a damaged record is reported by the checkpoint check
   }
+}
+
+/**
+ * What is off in config/delayOffset.json (the schedule service's progress): a damaged file, or a
+ * level whose progress lies past the end of its schedule queue. Notes, not problems: open repairs
+ * both (rebuilt from the queues; clamped to the queue), at the cost of deliveries repeated.
+ */
+function delayOffsetNotes(
+  dir: string,
+  queues: readonly { topic: string; queueId: number; files: readonly { size: number }[] }[],
+): string[] {
+  const { table, damage, fromBackup } = loadDelayOffsets(join(dir, CONFIG_DIR, DELAY_OFFSET_FILE))
+  const notes: string[] = []
+  if (damage !== null) {
+    notes.push(
+      `config/${DELAY_OFFSET_FILE}: ${damage}; ${fromBackup ? 'its .bak copy is used' : 'open rebuilds it from the schedule queues (messages may be delivered again)'}`,
+    )
+  }
+  for (const [level, offset] of table) {
+    const queue = queues.find((q) => q.topic === SCHEDULE_TOPIC && q.queueId === level - 1)
+    if (queue === undefined && offset > 0)
+      notes.push(`config/${DELAY_OFFSET_FILE}: level ${level} has progress ${offset} but no schedule queue`)
+  }
+  return notes
 }

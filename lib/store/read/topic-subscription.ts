@@ -17,7 +17,10 @@ export interface MergeOptions {
  * message each), so positions are tracked here, from what was handed out: a commit never covers a
  * message the consumer has not been given.
  */
-export function mergeQueueSubscriptions(subscriptions: ReadonlyMap<number, Subscription>, options: MergeOptions): TopicSubscription {
+export function mergeQueueSubscriptions(
+  subscriptions: ReadonlyMap<number, Subscription>,
+  options: MergeOptions,
+): Omit<TopicSubscription, 'nack'> {
   const entries = [...subscriptions]
   const positions = new Map(entries.map(([queueId, sub]) => [queueId, sub.position]))
   return {
