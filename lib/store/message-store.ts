@@ -52,6 +52,8 @@ interface PutTally {
   bytes: number
   lastEnd: number
   waitForFlush: boolean
+  /** Some record was left to the dispatcher's pass over the log (not dispatched from what the put knew). */
+  leftToDispatch: boolean
 }
 
 /** Records a put appends, completes and dispatches at a time (a batch's records stay in the cache). */
@@ -137,9 +139,12 @@ export class MessageStore implements AsyncDisposable {
     if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
     const results: PutMessageResult[] = new Array(messages.length)
     for (let i = 0; i < messages.length; i++) checkMessageShape(messages[i])
-    const { appended, bytes, lastEnd, waitForFlush } = this.appendAll(messages, results, refusals)
+    const { appended, bytes, lastEnd, waitForFlush, leftToDispatch } = this.appendAll(messages, results, refusals)
     if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') this.e.commitLog.writeBackBehind()
     if (appended > 0) {
+      // Records the put could not dispatch itself (the schedule topic's, say) are readable now
+      // without a write buffer: dispatched here, so that a wait for a new queue's file is known.
+      if (leftToDispatch && this.e.pool === null) this.e.dispatcher.doReput()
       this.e.dispatcher.schedule()
       if (this.e.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {
         const status = await this.e.flusher.awaitFlush(lastEnd)
@@ -175,7 +180,7 @@ export class MessageStore implements AsyncDisposable {
     const compacted = this.e.compacted
     const commitLog = this.e.commitLog
     const records: (PreparedRecord | PrepareFailure | undefined)[] = new Array(PUT_SLICE).fill(undefined)
-    const tally: PutTally = { appended: 0, bytes: 0, lastEnd: -1, waitForFlush: false }
+    const tally: PutTally = { appended: 0, bytes: 0, lastEnd: -1, waitForFlush: false, leftToDispatch: false }
     // Without a write buffer an appended record is readable at once, so it can be dispatched
     // from what we know here instead of being parsed back out of the commit log; the first that
     // cannot be leaves the rest to the dispatcher's next pass. Slices of the batch are appended,
@@ -216,6 +221,7 @@ export class MessageStore implements AsyncDisposable {
         else if (this.e.dispatcher.waiting !== null) this.e.targets.prepareAhead(record, result.queueOffset)
       }
     }
+    tally.leftToDispatch = !directDispatch
     return tally
   }
 

@@ -9,7 +9,7 @@ import { ConsumeQueue } from '../../lib/store/queue/consume-queue.js'
 import { DelayLevels, newUniqKey, parseMessageDelayLevel } from '../../lib/store/schedule/delay-levels.js'
 import type { StoreEngine } from '../../lib/store/store-engine.js'
 import { tempDir } from '../helpers/tmp.js'
-import { FakeClock, readAll, SMALL } from './helpers.js'
+import { FakeClock, readAll, scheduleOf, SMALL } from './helpers.js'
 
 /** The tagsCode of a schedule-queue unit, as written by dispatch. */
 function unitTagsCode(store: MessageStore, level: number, offset: number): number {
@@ -26,10 +26,13 @@ function unitTagsCode(store: MessageStore, level: number, offset: number): numbe
 }
 
 async function openStore(options = {}): Promise<MessageStore> {
-  // A clock far in the past: nothing becomes due while these tests look at the schedule topic.
+  // These tests look at the schedule topic: delivery is stopped, so nothing leaves it while they
+  // do (a put that makes a new queue's file lets the timers run).
   const fake = new FakeClock()
   fake.at = 1_000_000
-  return MessageStore.open(tempDir('mqstore-delay-'), { ...SMALL, clock: fake.clock, ...options })
+  const store = await MessageStore.open(tempDir('mqstore-delay-'), { ...SMALL, clock: fake.clock, ...options })
+  await scheduleOf(store).stop()
+  return store
 }
 
 describe('messageDelayLevel', () => {
