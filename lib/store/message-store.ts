@@ -40,8 +40,11 @@ import type {
 } from './types.js'
 import { StoreEngine } from './store-engine.js'
 import { withoutEviction } from './mapped/mapping-budget.js'
+import { MessageStoreReader, type ReadOnlyOpenOptions } from './sharing/read-only-store.js'
 
 export * from './types.js'
+export { MessageStoreReader }
+export type { ReadOnlyOpenOptions, ReaderStats } from './sharing/read-only-store.js'
 
 /** Records a put appends, completes and dispatches at a time (a batch's records stay in the cache). */
 const PUT_SLICE = 64
@@ -61,10 +64,15 @@ export class MessageStore implements AsyncDisposable {
   /**
    * Opens (creating if needed) the store in `dir`: takes the directory lock, loads every file,
    * recovers from the last shutdown (normal or abnormal), dispatches what the consume queues miss,
-   * and starts the background services.
+   * and starts the background services. With `{ readOnly: true }`: a reader beside the writer
+   * (MessageStoreReader), which takes no lock and writes nothing.
    */
-  static async open(dir: string, options: OpenOptions = {}): Promise<MessageStore> {
+  static open(dir: string, options: ReadOnlyOpenOptions): Promise<MessageStoreReader>
+  static open(dir: string, options?: OpenOptions): Promise<MessageStore>
+  static async open(dir: string, options: OpenOptions | ReadOnlyOpenOptions = {}): Promise<MessageStore | MessageStoreReader> {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
+    // Any number of processes and threads may read beside the one writer (sharing/read-only-store.ts).
+    if (options?.readOnly === true) return MessageStoreReader.open(dir, options)
     const engine = new StoreEngine(resolve(dir), options)
     try {
       withoutEviction(engine.queues.budget, () => engine.load())

@@ -92,7 +92,7 @@ export class StoreEngine {
   closing: Promise<void> | null = null
 
   constructor(storePath: string, options: OpenOptions) {
-    const { logger, onProgress, clock, diskUsage, topics, compaction, ...storeOptions } = options
+    const { logger, onProgress, clock, diskUsage, topics, compaction, readOnly: _writer, ...storeOptions } = options
     this.storePath = storePath
     this.paths = new StorePaths(storePath)
     this.config = resolveConfig(storeOptions)
