@@ -10,9 +10,7 @@ export const FOLLOW_INTERVAL_MS = 4
 export interface FollowTarget {
   /** The queues consumers wait on now. */
   waited(): Iterable<[string, number]>
-  /** The queue's end as the reader knows it, without reading. */
-  knownEnd(topic: string, queueId: number): number
-  /** Reads the queue's end again. */
+  /** Reads the queue's end again (for a compacted topic, its compaction log's). */
   readEnd(topic: string, queueId: number): number
   /** Wakes the consumers of a queue. */
   wake(topic: string, queueId: number): void
@@ -21,6 +19,8 @@ export interface FollowTarget {
 
 export class Follower {
   private timer: NodeJS.Timeout | null = null
+  /** The end each waited queue had at the last tick (queues no longer waited on are dropped). */
+  private ends = new Map<string, number>()
   /** Ticks run, for stats. */
   ticks = 0
 
@@ -36,14 +36,22 @@ export class Follower {
     this.timer = setInterval(() => this.tick(), this.intervalMs)
   }
 
-  /** One look at every waited queue. */
+  /**
+   * One look at every waited queue: its consumers are woken when its end moved since the last
+   * tick, or when this tick is the first to see them wait (they may have read just before an
+   * append this tick would not tell apart from the end it reads now).
+   */
   tick(): void {
     this.ticks++
+    const ends = new Map<string, number>()
     const grown: [string, number][] = []
     for (const [topic, queueId] of this.target.waited()) {
-      const before = this.target.knownEnd(topic, queueId)
-      if (this.target.readEnd(topic, queueId) !== before) grown.push([topic, queueId])
+      const key = `${topic}-${queueId}`
+      const end = this.target.readEnd(topic, queueId)
+      ends.set(key, end)
+      if (this.ends.get(key) !== end) grown.push([topic, queueId])
     }
+    this.ends = ends
     for (const [topic, queueId] of grown) this.target.wake(topic, queueId)
     if (!this.target.hasWaiters()) this.stop()
   }
@@ -52,6 +60,7 @@ export class Follower {
     if (this.timer === null) return
     clearInterval(this.timer)
     this.timer = null
+    this.ends.clear()
   }
 
   get watching(): boolean {

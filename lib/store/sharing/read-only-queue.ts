@@ -29,11 +29,6 @@ export class ReadOnlyQueue {
     this.files = new ReadOnlySegments(join(consumeQueueRoot, topic, String(queueId)))
   }
 
-  /** The end found by the last refresh (no read). */
-  get knownEnd(): number {
-    return this.end
-  }
-
   /** The queue offset after the last unit, read again now. */
   getMaxOffsetInQueue(): number {
     this.refresh()

@@ -9,6 +9,7 @@ import { dirname, relative, resolve, isAbsolute } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
 import { resolveConfig, type MessageStoreConfig, type MessageStoreOptions } from '../config.js'
+import { decodeMessage, tagsMatch } from '../commitlog/record.js'
 import { ConsumerOffsets } from '../consumer-offsets.js'
 import {
   checkCommitOptions,
@@ -38,6 +39,7 @@ import type {
   TopicSubscription,
 } from '../types.js'
 import { Follower, FOLLOW_INTERVAL_MS } from './follower.js'
+import { compactionLogDir, TopicsFile, ReadOnlyCompactionLog } from './read-only-compaction.js'
 import { ReadOnlyIndex } from './read-only-index.js'
 import { ReadOnlyCommitLog } from './read-only-log.js'
 import { ReadOnlyQueue } from './read-only-queue.js'
@@ -86,6 +88,8 @@ export interface ReaderStats {
   readonly offsetStorePath: string | null
 }
 
+/** Records a compacted read steps over for the tag filter before it answers (as the writer). */
+const MAX_SKIPPED_PER_READ = 800
 /** Units read per getMessage at the least (as the writer: RocketMQ reads 16,000 bytes of units). */
 const MIN_UNITS_PER_PULL = 800
 
@@ -97,6 +101,8 @@ export class MessageStoreReader implements AsyncDisposable {
   private readonly log: ReadOnlyCommitLog
   private readonly index: ReadOnlyIndex
   private readonly queues = new Map<string, ReadOnlyQueue>()
+  private readonly topics: TopicsFile
+  private readonly compactionLogs = new Map<string, ReadOnlyCompactionLog>()
   private readonly offsets: ConsumerOffsets
   private readonly offsetStorePath: string | null
   private readonly subscriptions: Subscriptions
@@ -121,6 +127,7 @@ export class MessageStoreReader implements AsyncDisposable {
     this.offsetStorePath = offsetStorePath === undefined ? null : this.ownOffsetPath(offsetStorePath)
     this.log = new ReadOnlyCommitLog(this.paths.commitLog)
     this.index = new ReadOnlyIndex(this.paths.index, this.config)
+    this.topics = new TopicsFile(this.paths.topics)
     // The reader's own commits first, the writer's offsets under them.
     this.offsets = new ConsumerOffsets(this.offsetStorePath ?? this.paths.consumerOffsets)
     if (this.offsetStorePath !== null) this.offsets.load()
@@ -128,10 +135,7 @@ export class MessageStoreReader implements AsyncDisposable {
     this.subscriptions = new Subscriptions({
       read: {
         readQueue: (topic, queueId, offset, max, tags) => this.readQueue(topic, queueId, offset, max, tags),
-        bounds: (topic, queueId) => {
-          const queue = this.queue(topic, queueId)
-          return { min: queue.getMinOffsetInQueue(), max: queue.getMaxOffsetInQueue() }
-        },
+        bounds: (topic, queueId) => this.bounds(topic, queueId),
       },
       queues: { find: () => null },
       offsets: this.offsets,
@@ -146,8 +150,7 @@ export class MessageStoreReader implements AsyncDisposable {
     this.follower = new Follower(
       {
         waited: () => this.subscriptions.waitedQueues(),
-        knownEnd: (topic, queueId) => this.queue(topic, queueId).knownEnd,
-        readEnd: (topic, queueId) => this.queue(topic, queueId).getMaxOffsetInQueue(),
+        readEnd: (topic, queueId) => this.bounds(topic, queueId).max,
         wake: (topic, queueId) => this.subscriptions.notifyArrival(topic, queueId),
         hasWaiters: () => this.subscriptions.hasWaiters,
       },
@@ -187,6 +190,27 @@ export class MessageStoreReader implements AsyncDisposable {
       this.queues.set(key, queue)
     }
     return queue
+  }
+
+  /** The compaction log of a queue of a compacted topic (null for other topics), up to date. */
+  private compactionLog(topic: string, queueId: number): ReadOnlyCompactionLog | null {
+    if (!this.topics.isCompacted(topic)) return null
+    const key = `${topic}-${queueId}`
+    let log = this.compactionLogs.get(key)
+    if (log === undefined) {
+      log = new ReadOnlyCompactionLog(compactionLogDir(this.paths.compaction, topic, queueId))
+      this.compactionLogs.set(key, log)
+    }
+    log.refresh()
+    return log
+  }
+
+  /** A queue's first and next offsets: its compaction log's for a compacted topic, else its consume queue's. */
+  private bounds(topic: string, queueId: number): { min: number; max: number } {
+    const log = this.compactionLog(topic, queueId)
+    if (log !== null) return { min: log.minOffset(), max: log.maxOffset() }
+    const queue = this.queue(topic, queueId)
+    return { min: queue.getMinOffsetInQueue(), max: queue.getMaxOffsetInQueue() }
   }
 
   private assertOpen(): void {
@@ -244,6 +268,8 @@ export class MessageStoreReader implements AsyncDisposable {
 
   private readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined): GetMessageResult {
     this.getMessageTimes++
+    const log = this.compactionLog(topic, queueId)
+    if (log !== null) return this.readCompacted(log, topic, queueId, offset, maxMsgNums, tags)
     const queue = this.queue(topic, queueId)
     const max = queue.getMaxOffsetInQueue()
     const min = queue.getMinOffsetInQueue()
@@ -279,6 +305,44 @@ export class MessageStoreReader implements AsyncDisposable {
     const status = messages.length > 0 ? 'FOUND' : removing ? 'MESSAGE_WAS_REMOVING' : 'NO_MATCHED_MESSAGE'
     const bodyCrcFailures = this.log.bodyCrcFailures - crcBefore
     return { ...result, status, messages, nextBeginOffset: offset + consumed, bufferTotalSize: taken, bodyCrcFailures }
+  }
+
+  /** As the writer reads a compacted queue: the survivors from `offset` on, removed offsets skipped. */
+  private readCompacted(
+    log: ReadOnlyCompactionLog,
+    topic: string,
+    queueId: number,
+    offset: number,
+    maxMsgNums: number,
+    tags: string[] | undefined,
+  ): GetMessageResult {
+    const min = log.minOffset()
+    const max = log.maxOffset()
+    const result = { minOffset: min, maxOffset: max, bufferTotalSize: 0, suggestPullingFromSlave: false, bodyCrcFailures: 0 }
+    if (max === 0) return { ...result, status: 'NO_MESSAGE_IN_QUEUE', messages: [], nextBeginOffset: 0 }
+    if (offset === max) return { ...result, status: 'OFFSET_OVERFLOW_ONE', messages: [], nextBeginOffset: offset }
+    if (offset > max) return { ...result, status: 'OFFSET_OVERFLOW_BADLY', messages: [], nextBeginOffset: max }
+    const messages: MessageExt[] = []
+    let next = offset
+    let skipped = 0
+    let taken = 0
+    log.read(offset, (bytes, queueOffset, size, tagsCode) => {
+      if (messages.length >= maxMsgNums || (messages.length > 0 && taken + size > this.config.maxTransferBytesOnMessageInMemory))
+        return false
+      next = queueOffset + 1
+      if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
+      const message = decodeMessage(bytes, 0, false)
+      if (message === null || message.topic !== topic || message.queueId !== queueId || message.queueOffset !== queueOffset) return true
+      if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) return ++skipped < MAX_SKIPPED_PER_READ
+      messages.push(message)
+      taken += size
+      return true
+    })
+    // Nothing at or after the offset survives: skip to the end.
+    if (next === offset && messages.length === 0) next = max
+    this.getMessageFoundCount += messages.length
+    const status = messages.length > 0 ? 'FOUND' : 'NO_MATCHED_MESSAGE'
+    return { ...result, status, messages, nextBeginOffset: next, bufferTotalSize: taken }
   }
 
   /** The writer's transfer limits for reads from memory (a reader cannot tell what is cached). */
@@ -354,11 +418,13 @@ export class MessageStoreReader implements AsyncDisposable {
   }
 
   getMinOffsetInQueue(topic: string, queueId: number): number {
-    return this.checkedQueue(topic, queueId).getMinOffsetInQueue()
+    this.checkedQueue(topic, queueId)
+    return this.bounds(topic, queueId).min
   }
 
   getMaxOffsetInQueue(topic: string, queueId: number): number {
-    return this.checkedQueue(topic, queueId).getMaxOffsetInQueue()
+    this.checkedQueue(topic, queueId)
+    return this.bounds(topic, queueId).max
   }
 
   getMessageTotalInQueue(topic: string, queueId: number): number {
@@ -387,6 +453,8 @@ export class MessageStoreReader implements AsyncDisposable {
   getOffsetInQueueByTime(topic: string, queueId: number, timestamp: number): number {
     checkOffset(timestamp, 'timestamp')
     const queue = this.checkedQueue(topic, queueId)
+    const log = this.compactionLog(topic, queueId)
+    if (log !== null) return log.offsetByTime(timestamp)
     const min = queue.getMinOffsetInQueue()
     const max = queue.getMaxOffsetInQueue()
     if (max <= min) return 0
@@ -413,7 +481,8 @@ export class MessageStoreReader implements AsyncDisposable {
 
   getMessageStoreTimeStamp(topic: string, queueId: number, consumeQueueOffset: number): number {
     checkOffset(consumeQueueOffset, 'consumeQueueOffset')
-    return this.storeTimeAt(this.checkedQueue(topic, queueId), consumeQueueOffset)
+    const queue = this.checkedQueue(topic, queueId)
+    return this.compactionLog(topic, queueId)?.storeTimeAt(consumeQueueOffset) ?? this.storeTimeAt(queue, consumeQueueOffset)
   }
 
   /** Store time of the earliest message of one queue, or of the whole commit log; -1 when there is none. */
@@ -421,7 +490,8 @@ export class MessageStoreReader implements AsyncDisposable {
     this.assertOpen()
     if (topic !== undefined && queueId !== undefined) {
       const queue = this.checkedQueue(topic, queueId)
-      return this.storeTimeAt(queue, queue.getMinOffsetInQueue())
+      // As the writer: a compacted queue answers with the time of its offset 0 while it is kept.
+      return this.compactionLog(topic, queueId)?.storeTimeAt(0) ?? this.storeTimeAt(queue, queue.getMinOffsetInQueue())
     }
     const min = this.log.minOffset()
     return min < 0 ? -1 : (this.log.read(min)?.storeTimestamp ?? -1)
@@ -435,13 +505,22 @@ export class MessageStoreReader implements AsyncDisposable {
     return this.log.maxOffset()
   }
 
-  /** Every topic that has consume queues, with the queues it has now. */
+  /** Every topic: those in the writer's topic table, and those that only have queues, by name (as the writer). */
   listTopics(): TopicInfo[] {
     this.assertOpen()
-    return listNames(this.paths.consumeQueues)
-      .map((topic) => ({ topic, queues: this.queueIdsOf(topic).length }))
-      .filter(({ queues }) => queues > 0)
-      .map(({ topic, queues }) => ({ topic, readQueueNums: queues, writeQueueNums: queues, created: false }))
+    const infos = new Map<string, TopicInfo>()
+    for (const topic of this.topics.topics()) {
+      const entry = this.topics.entry(topic)
+      if (entry !== undefined)
+        infos.set(topic, { topic, readQueueNums: entry.readQueueNums, writeQueueNums: entry.writeQueueNums, created: true })
+    }
+    for (const topic of listNames(this.paths.consumeQueues)) {
+      const ids = this.queueIdsOf(topic)
+      if (infos.has(topic) || ids.length === 0) continue
+      const count = ids[ids.length - 1] + 1
+      infos.set(topic, { topic, readQueueNums: count, writeQueueNums: count, created: false })
+    }
+    return [...infos.values()].sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : 0))
   }
 
   private queueIdsOf(topic: string): number[] {
@@ -449,6 +528,14 @@ export class MessageStoreReader implements AsyncDisposable {
       .filter((name) => /^\d+$/.test(name))
       .map(Number)
       .sort((a, b) => a - b)
+  }
+
+  /** The queues consume() without a queueId reads: the created count, else the queues there are (at least queue 0). */
+  private consumedQueueIds(topic: string): number[] {
+    const entry = this.topics.entry(topic)
+    if (entry !== undefined) return Array.from({ length: entry.readQueueNums }, (_, i) => i)
+    const ids = this.queueIdsOf(topic)
+    return ids.length === 0 ? [0] : ids
   }
 
   // ---- offsets and subscriptions -------------------------------------------------------------
@@ -502,7 +589,7 @@ export class MessageStoreReader implements AsyncDisposable {
     const stop = new AbortController()
     const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal])
     const subscriptions = new Map<number, Subscription>()
-    for (const queueId of this.queueIdsOf(options.topic)) {
+    for (const queueId of this.consumedQueueIds(options.topic)) {
       subscriptions.set(queueId, this.subscriptions.subscribe({ ...options, queueId, signal, autoCommit: false }, batchSize, tags))
     }
     const autoCommit = options.autoCommit === true
@@ -559,6 +646,7 @@ export class MessageStoreReader implements AsyncDisposable {
       this.persistOffsets()
     }
     for (const queue of this.queues.values()) queue.close()
+    for (const log of this.compactionLogs.values()) log.close()
     this.log.close()
   }
 
