@@ -140,7 +140,7 @@ describe('a reader follows the writer', () => {
     const inodes = () =>
       fs.readdirSync(join(dir, 'compaction', 'kv', '0')).map((n) => fs.statSync(join(dir, 'compaction', 'kv', '0', n)).ino)
     const beforeSwap = inodes()
-    const report = await w.compact('kv')
+    await w.compact('kv')
     expect(inodes()).not.toEqual(beforeSwap)
     const fromWriter = get(w)
     const fromReader = get(r)
