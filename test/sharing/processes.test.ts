@@ -16,7 +16,6 @@ const WRITER = fileURLToPath(new URL('../fixtures/sharing-writer.mjs', import.me
 const READER = fileURLToPath(new URL('../fixtures/sharing-reader.mjs', import.meta.url))
 const QUEUES = 3
 
-// biome-ignore lint/suspicious/noExplicitAny: messages of the fixtures, checked where read
 type Message = Record<string, any>
 
 /** A child process or worker thread and the messages it sent. */

@@ -1,11 +1,15 @@
 // How a read-only opener learns that the writer (another process) appended: the writer's dispatch
 // cannot wake it, and file-change events do not report writes made through a mapping, so the
-// reader looks. A timer runs only while a consumer waits; each tick reads the end of the queues
-// waited on (a stat of the folder and a 80 KiB positioned read at most, usually one unit) and
-// wakes the consumers of a queue that grew. With nobody waiting there is no timer at all.
+// reader looks. A timer runs only while a consumer waits; each tick reads the unit after the known
+// end of each queue waited on (one 20-byte positioned read; the folder is listed again at most
+// every 100 ms, or when that unit is there) and wakes the consumers of a queue whose end moved.
+// After a second without arrivals the looks come half as often (the wake-up of a timer is most of
+// a tick's cost). With nobody waiting there is no timer at all.
 
-/** Default milliseconds between two looks while a consumer waits. */
+/** Default milliseconds between two looks while messages arrive. */
 export const FOLLOW_INTERVAL_MS = 4
+/** Without an arrival for this long, the looks come at twice the interval. */
+const QUIET_AFTER_MS = 1000
 
 export interface FollowTarget {
   /** The queues consumers wait on now. */
@@ -23,6 +27,8 @@ export class Follower {
   private ends = new Map<string, number>()
   /** Ticks run, for stats. */
   ticks = 0
+  /** When a look last found a queue's end moved (Date.now()). */
+  private lastArrival = 0
 
   constructor(
     private readonly target: FollowTarget,
@@ -32,16 +38,28 @@ export class Follower {
   /** A consumer started waiting: look every intervalMs until none waits. */
   watch(): void {
     if (this.timer !== null) return
+    this.lastArrival = Date.now()
+    this.schedule()
+  }
+
+  private schedule(): void {
+    const quiet = Date.now() - this.lastArrival > QUIET_AFTER_MS
     // Ref'd on purpose: a process whose consumer waits for messages stays alive, as with a writer.
-    this.timer = setInterval(() => this.tick(), this.intervalMs)
+    this.timer = setTimeout(
+      () => {
+        this.timer = null
+        if (this.tick()) this.schedule()
+      },
+      quiet ? 2 * this.intervalMs : this.intervalMs,
+    )
   }
 
   /**
    * One look at every waited queue: its consumers are woken when its end moved since the last
    * tick, or when this tick is the first to see them wait (they may have read just before an
-   * append this tick would not tell apart from the end it reads now).
+   * append this tick would not tell apart from the end it reads now). False once nobody waits.
    */
-  tick(): void {
+  tick(): boolean {
     this.ticks++
     const ends = new Map<string, number>()
     const grown: [string, number][] = []
@@ -52,13 +70,17 @@ export class Follower {
       if (this.ends.get(key) !== end) grown.push([topic, queueId])
     }
     this.ends = ends
+    if (grown.length > 0) this.lastArrival = Date.now()
     for (const [topic, queueId] of grown) this.target.wake(topic, queueId)
-    if (!this.target.hasWaiters()) this.stop()
+    // Woken consumers wait again only after they read: the timer (and what it knows) stays for them.
+    if (grown.length > 0 || this.target.hasWaiters()) return true
+    this.ends.clear()
+    return false
   }
 
   stop(): void {
     if (this.timer === null) return
-    clearInterval(this.timer)
+    clearTimeout(this.timer)
     this.timer = null
     this.ends.clear()
   }

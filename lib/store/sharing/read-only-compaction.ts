@@ -12,6 +12,8 @@ import { checkRecord } from '../commitlog/record.js'
 import { parseLenientJson } from '../consumer-offsets.js'
 import { ReadOnlySegments, type ReadOnlySegment } from './read-only-segments.js'
 
+/** How long a reading of config/topics.json stands before the file is looked at again. */
+const TOPICS_MAX_AGE_MS = 50
 /** Bytes read per step when indexing a compaction-log file. */
 const SCAN_BYTES = 256 * 1024
 
@@ -160,6 +162,7 @@ export interface TopicEntry {
 export class TopicsFile {
   private stamp = ''
   private entries = new Map<string, TopicEntry>()
+  private lookedAt = Number.NEGATIVE_INFINITY
 
   constructor(private readonly topicsFile: string) {}
 
@@ -178,13 +181,13 @@ export class TopicsFile {
   }
 
   private refresh(): void {
-    let stamp = 'missing'
-    try {
-      const st = fs.statSync(this.topicsFile, { bigint: true })
-      stamp = `${st.ino}:${st.mtimeNs}:${st.size}`
-    } catch {
-      // no topics file: no topic created or configured
-    }
+    // At most one look a few milliseconds: the follower asks at every tick, and topic settings
+    // change rarely.
+    const now = Date.now()
+    if (now - this.lookedAt < TOPICS_MAX_AGE_MS) return
+    this.lookedAt = now
+    const st = fs.statSync(this.topicsFile, { bigint: true, throwIfNoEntry: false })
+    const stamp = st === undefined ? 'missing' : `${st.ino}:${st.mtimeNs}:${st.size}`
     if (stamp === this.stamp) return
     this.stamp = stamp
     const entries = new Map<string, TopicEntry>()

@@ -8,6 +8,8 @@ import { CQ_STORE_UNIT_SIZE, isBlankUnit, isValidUnit, queueOffsetAt, readUnitOf
 import type { ReadOnlyCommitLog } from './read-only-log.js'
 import { ReadOnlySegments } from './read-only-segments.js'
 
+/** How old the listing may be when the follower looks at the queue's end without listing it. */
+const LISTING_MAX_AGE_MS = 100
 /** Units read per step when looking for the queue's end or start. */
 const SCAN_UNITS = 4096
 
@@ -18,6 +20,8 @@ export class ReadOnlyQueue {
   /** The first readable queue offset, and the first file and commit-log start it was found for. */
   private start = 0
   private startFor = ''
+  /** When the folder was last looked at (Date.now()). */
+  private listedAt = 0
   private readonly scan = Buffer.alloc(SCAN_UNITS * CQ_STORE_UNIT_SIZE)
 
   constructor(
@@ -66,8 +70,26 @@ export class ReadOnlyQueue {
     return this.start
   }
 
+  /**
+   * The queue's end for the follower's frequent looks: one read of the unit after the known end
+   * when the listing is recent, a full refresh when that unit is there (or the listing is old:
+   * files rolled, deleted or rebuilt are noticed within LISTING_MAX_AGE_MS).
+   */
+  peekEnd(now: number): number {
+    const segment = this.files.segmentOf(this.end * CQ_STORE_UNIT_SIZE)
+    if (segment === null || now - this.listedAt >= LISTING_MAX_AGE_MS) {
+      this.refresh()
+      return this.end
+    }
+    const unit = this.files.read(segment, this.end * CQ_STORE_UNIT_SIZE - segment.offset, CQ_STORE_UNIT_SIZE, this.scan)
+    if (unit.length === CQ_STORE_UNIT_SIZE && isValidUnit(readUnitOffset(unit, 0), readUnitSize(unit, 0))) this.refresh()
+    else if (unit.length < CQ_STORE_UNIT_SIZE) this.refresh()
+    return this.end
+  }
+
   /** Reads the folder (when it changed) and the units after the known end. */
   refresh(): void {
+    this.listedAt = Date.now()
     const change = this.files.refresh()
     const segments = this.files.segments
     if (segments.length === 0) {
@@ -82,7 +104,10 @@ export class ReadOnlyQueue {
       const segment = this.files.segmentOf(this.end * CQ_STORE_UNIT_SIZE)
       if (segment === null) return
       const within = this.end * CQ_STORE_UNIT_SIZE - segment.offset
-      const bytes = this.files.read(segment, within, this.scan.length, this.scan)
+      // Usually nothing new: one unit read tells, before a step's worth is read.
+      const first = this.files.read(segment, within, CQ_STORE_UNIT_SIZE, this.scan)
+      const more = first.length === CQ_STORE_UNIT_SIZE && isValidUnit(readUnitOffset(first, 0), readUnitSize(first, 0))
+      const bytes = more ? this.files.read(segment, within, this.scan.length, this.scan) : first
       let whole = 0
       while (whole + CQ_STORE_UNIT_SIZE <= bytes.length && isValidUnit(readUnitOffset(bytes, whole), readUnitSize(bytes, whole))) {
         whole += CQ_STORE_UNIT_SIZE

@@ -150,7 +150,7 @@ export class MessageStoreReader implements AsyncDisposable {
     this.follower = new Follower(
       {
         waited: () => this.subscriptions.waitedQueues(),
-        readEnd: (topic, queueId) => this.bounds(topic, queueId).max,
+        readEnd: (topic, queueId) => this.compactionLog(topic, queueId)?.maxOffset() ?? this.queue(topic, queueId).peekEnd(Date.now()),
         wake: (topic, queueId) => this.subscriptions.notifyArrival(topic, queueId),
         hasWaiters: () => this.subscriptions.hasWaiters,
       },
