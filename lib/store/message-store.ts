@@ -73,6 +73,8 @@ export class MessageStore implements AsyncDisposable {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
     // Any number of processes and threads may read beside the one writer (sharing/read-only-store.ts).
     if (options?.readOnly === true) return MessageStoreReader.open(dir, options)
+    if (options?.readOnly !== undefined && options.readOnly !== false)
+      throw new MQStoreError('INVALID_OPTION', 'readOnly must be a boolean')
     const engine = new StoreEngine(resolve(dir), options)
     try {
       withoutEviction(engine.queues.budget, () => engine.load())

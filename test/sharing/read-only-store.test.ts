@@ -219,3 +219,50 @@ describe('offsets in a reader', () => {
     expect(w.queryOffset('g', 't', 0)).toBe(10)
   })
 })
+
+describe('a store the writer left behind', () => {
+  it('after a crash: stats() says it needs recovery, and a unit whose record is not whole is not served', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    await putMany(w, 'orders', 0, 0, 10)
+    const end = w.getMaxPhyOffset()
+    await w.close()
+    opened.splice(opened.indexOf(w), 1)
+    // What a writer killed while it appended leaves: the abort file, and a unit dispatched for a
+    // record whose bytes are not (yet) in the commit log.
+    fs.writeFileSync(join(dir, 'abort'), '')
+    const queueDir = join(dir, 'consumequeue', 'orders', '0')
+    const [file] = fs.readdirSync(queueDir)
+    const unit = Buffer.alloc(20)
+    unit.writeBigInt64BE(BigInt(end), 0)
+    unit.writeInt32BE(250, 8)
+    const fd = fs.openSync(join(queueDir, file), 'r+')
+    fs.writeSync(fd, unit, 0, 20, 10 * 20)
+    fs.closeSync(fd)
+    const r = await reader(dir)
+    expect(r.stats()).toMatchObject({ needsRecovery: process.platform === 'linux', storeExists: true })
+    expect(r.getMaxOffsetInQueue('orders', 0)).toBe(10)
+    expect(r.getMessage('g', 'orders', 0, 0, 32).messages).toHaveLength(10)
+    expect(r.getMessage('g', 'orders', 0, 10, 32).status).toBe('OFFSET_OVERFLOW_ONE')
+  })
+
+  it('a reader walking many files keeps few descriptors open', async () => {
+    const dir = tempDir()
+    const w = await writer(dir, { mappedFileSizeConsumeQueue: 20 * 4 })
+    await putMany(w, 'many', 0, 0, 800)
+    await w.close()
+    opened.splice(opened.indexOf(w), 1)
+    expect(fs.readdirSync(join(dir, 'consumequeue', 'many', '0')).length).toBe(200)
+    const r = await reader(dir)
+    const fds = () => (process.platform === 'linux' ? fs.readdirSync('/proc/self/fd').length : 0)
+    const before = fds()
+    let n = 0
+    for await (const m of r.consume({ group: 'g', topic: 'many', queueId: 0, from: 'earliest' })) {
+      expect(m.queueOffset).toBe(n)
+      if (++n === 800) break
+    }
+    expect(fds() - before).toBeLessThanOrEqual(130)
+    // Files whose descriptor was closed are opened again when read.
+    expect(r.getMessage('g', 'many', 0, 0, 4).messages.map((m) => m.queueOffset)).toEqual([0, 1, 2, 3])
+  })
+})

@@ -1,6 +1,6 @@
 // The segment files of one folder of a store another process writes (the commit log, or one
 // consume queue), as a read-only opener sees them: listed again when the folder changes, each read
-// with positioned reads through a descriptor opened 'r'.
+// with positioned reads through a descriptor opened 'r' (at most MAX_OPEN_SEGMENTS kept open).
 //
 // Why positioned reads and not a mapping: the writer creates files at full size with holes and
 // reserves blocks ahead of itself, recovery may rebuild a file under the same name, and a mapping
@@ -111,6 +111,11 @@ export class ReadOnlySegments {
         this.invalidate()
         return target.subarray(0, 0)
       }
+      openSegments.add(segment)
+      if (openSegments.size > MAX_OPEN_SEGMENTS) closeSegment(openSegments.values().next().value as ReadOnlySegment)
+    } else {
+      openSegments.delete(segment)
+      openSegments.add(segment)
     }
     let done = 0
     while (done < length) {
@@ -129,7 +134,16 @@ export class ReadOnlySegments {
   }
 }
 
+/**
+ * Descriptors readers keep open, least recently read first, process-wide: a reader that walks a
+ * long queue must not run the process out of descriptors. A closed one is opened again when read;
+ * only a file deleted in between is then gone, as it is for the writer.
+ */
+const MAX_OPEN_SEGMENTS = 128
+const openSegments = new Set<ReadOnlySegment>()
+
 function closeSegment(segment: ReadOnlySegment): void {
+  openSegments.delete(segment)
   if (segment.fd < 0) return
   try {
     fs.closeSync(segment.fd)
