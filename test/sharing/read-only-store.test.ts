@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 
 import { MQStoreError } from '../../lib/errors.js'
 import { MessageStore, MessageStoreReader } from '../../lib/store/message-store.js'
-import { tempDir } from '../helpers/tmp.js'
+import { repoRoot, tempDir } from '../helpers/tmp.js'
 import { snapshotStore } from './store-snapshot.js'
 
 const SMALL = { mappedFileSizeCommitLog: 64 * 1024, mappedFileSizeConsumeQueue: 20 * 64, flushIntervalCommitLog: 50 }
@@ -264,5 +264,16 @@ describe('a store the writer left behind', () => {
     expect(fds() - before).toBeLessThanOrEqual(130)
     // Files whose descriptor was closed are opened again when read.
     expect(r.getMessage('g', 'many', 0, 0, 4).messages.map((m) => m.queueOffset)).toEqual([0, 1, 2, 3])
+  })
+})
+
+describe('docs/api.md', () => {
+  it('documents every field of a reader stats() in its Several processes section', async () => {
+    const api = fs.readFileSync(join(repoRoot, 'docs', 'api.md'), 'utf8')
+    const start = api.indexOf('\n## Several processes')
+    expect(start).toBeGreaterThan(0)
+    const text = api.slice(start, api.indexOf('\n## ', start + 1))
+    const r = await reader(tempDir())
+    expect(Object.keys(r.stats()).filter((field) => !text.includes(`\`${field}\``))).toEqual([])
   })
 })
