@@ -26,11 +26,14 @@ interface FileRecords {
   tagsCodes: number[]
   /** Bytes indexed: the next record is read from here. */
   scannedTo: number
+  /** Indexed to its end after a later file appeared: it gains no more records. */
+  sealed: boolean
 }
 
 export class ReadOnlyCompactionLog {
   readonly files: ReadOnlySegments
   private readonly records = new Map<number, FileRecords>()
+  private readonly probe = Buffer.alloc(4)
 
   constructor(dir: string) {
     this.files = new ReadOnlySegments(dir)
@@ -42,15 +45,25 @@ export class ReadOnlyCompactionLog {
       const live = new Set(this.files.segments.map((s) => s.ino))
       for (const ino of this.records.keys()) if (!live.has(ino)) this.records.delete(ino)
     }
-    for (const segment of this.files.segments) this.index(segment)
+    const segments = this.files.segments
+    // Only the last file grows; an older one is indexed to its end once, after the next appeared.
+    for (let i = 0; i < segments.length; i++) {
+      const known = this.index(segments[i])
+      if (i < segments.length - 1) known.sealed = true
+    }
   }
 
   private index(segment: ReadOnlySegment): FileRecords {
     let known = this.records.get(segment.ino)
     if (known === undefined) {
-      known = { offsets: [], positions: [], sizes: [], times: [], tagsCodes: [], scannedTo: 0 }
+      known = { offsets: [], positions: [], sizes: [], times: [], tagsCodes: [], scannedTo: 0, sealed: false }
       this.records.set(segment.ino, known)
     }
+    if (known.sealed) return known
+    // The active file is preallocated: a zero length where the next record would start (or the
+    // file's end) means nothing new, told by one small read instead of a step's worth of zeros.
+    const probe = this.files.read(segment, known.scannedTo, 4, this.probe)
+    if (probe.length < 4 || probe.readInt32BE(0) <= 0) return known
     for (let steps = 0; steps < 1 << 16; steps++) {
       const chunk = this.files.read(segment, known.scannedTo, SCAN_BYTES)
       let pos = 0

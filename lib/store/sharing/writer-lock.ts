@@ -5,12 +5,9 @@ import * as fs from 'node:fs'
 
 /** True when some process holds a lock on the file at `lockPath`, false when none does; null where that cannot be told. */
 export function writerHoldsLock(lockPath: string, locksFile = '/proc/locks'): boolean | null {
-  let inode: number
-  try {
-    inode = fs.statSync(lockPath).ino
-  } catch {
-    return false
-  }
+  const st = fs.statSync(lockPath, { throwIfNoEntry: false })
+  if (st === undefined) return false
+  const inode = st.ino
   let locks: string
   try {
     locks = fs.readFileSync(locksFile, 'utf8')
@@ -18,7 +15,8 @@ export function writerHoldsLock(lockPath: string, locksFile = '/proc/locks'): bo
     return null
   }
   // Lines look like "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a waiter has "->" after
-  // the number); the inode is the last colon-separated part of the device field.
+  // the number); the inode is the last colon-separated part of the device field. The device is not
+  // compared: overlay file systems report one device to stat() and another in /proc/locks.
   for (const line of locks.split('\n')) {
     const fields = line.trim().split(/\s+/)
     const device = fields[fields[1] === '->' ? 6 : 5]
