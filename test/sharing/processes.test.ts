@@ -23,6 +23,8 @@ class Peer {
   readonly messages: Message[] = []
   last: Message = {}
   readonly exited: Promise<number | null>
+  /** The exit code (or signal) once the peer ended. */
+  exit: string | null = null
   private waiters: (() => void)[] = []
 
   constructor(readonly handle: ChildProcess | Worker) {
@@ -31,7 +33,13 @@ class Peer {
       this.last = message
       for (const wake of this.waiters.splice(0)) wake()
     })
-    this.exited = new Promise((resolve) => handle.once('exit', (code: number | null) => resolve(code)))
+    this.exited = new Promise((resolve) =>
+      handle.once('exit', (code: number | null, signal?: string | null) => {
+        this.exit = `code ${code}, signal ${signal ?? null}`
+        for (const wake of this.waiters.splice(0)) wake()
+        resolve(code)
+      }),
+    )
   }
 
   send(message: unknown): void {
@@ -40,10 +48,11 @@ class Peer {
   }
 
   /** The first message (from now on, or already received when `past`) that satisfies `test`. */
-  async waitFor(test: (message: Message) => boolean, what: string, timeoutMs = 120_000): Promise<Message> {
+  async waitFor(test: (message: Message) => boolean, what: string, timeoutMs = 60_000): Promise<Message> {
     const deadline = Date.now() + timeoutMs
     for (let from = 0; ; ) {
       for (; from < this.messages.length; from++) if (test(this.messages[from])) return this.messages[from]
+      if (this.exit !== null) throw new Error(`ended (${this.exit}) while waiting for ${what}; last message ${JSON.stringify(this.last)}`)
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last message ${JSON.stringify(this.last)}`)
       await new Promise<void>((resolve) => {
         this.waiters.push(resolve)
@@ -135,7 +144,7 @@ describe('readers in other processes follow a writer in another process', () => 
     const store = await MessageStore.open(dir)
     for (let q = 0; q < QUEUES; q++) expect(store.getMaxOffsetInQueue('flow', q)).toBe(ends[q])
     await store.close()
-  })
+  }, 300_000)
 
   it('a reader in a worker thread follows a writer in this process', async () => {
     const dir = tempDir()

@@ -153,12 +153,23 @@ function closeSegment(segment: ReadOnlySegment): void {
   segment.fd = -1
 }
 
+/**
+ * The kernel stamps a folder's times from a coarse clock (a few milliseconds a step), so an entry
+ * added in the same step as a listing leaves the times as that listing saw them: a folder changed
+ * this recently is listed again at every refresh until its times are older than this.
+ */
+const RACY_STAMP_MS = 50n
+let racyStamps = 0
+
 /** The folder's identity and change times: a new or removed entry moves its mtime. */
 function folderStamp(dir: string): string {
   // No exception for a missing folder: the follower asks several times a tick, and a thrown
   // error costs more than the stat.
   const st = fs.statSync(dir, { bigint: true, throwIfNoEntry: false })
-  return st === undefined ? 'missing' : `${st.ino}:${st.mtimeNs}:${st.ctimeNs}`
+  if (st === undefined) return 'missing'
+  const nowMs = BigInt(Date.now())
+  if (nowMs - st.mtimeNs / 1_000_000n < RACY_STAMP_MS || nowMs - st.ctimeNs / 1_000_000n < RACY_STAMP_MS) return `racy:${racyStamps++}`
+  return `${st.ino}:${st.mtimeNs}:${st.ctimeNs}`
 }
 
 export function listNames(dir: string): string[] {
