@@ -60,6 +60,10 @@ function drain(store: MessageStore | MessageStoreReader, topic: string, from: nu
   return ns
 }
 
+async function until(test: () => boolean): Promise<void> {
+  while (!test()) await new Promise((resolve) => setTimeout(resolve, 2))
+}
+
 function ageCommitLog(dir: string, keep: number): void {
   const names = fs.readdirSync(join(dir, 'commitlog')).sort()
   const old = (Date.now() - 100 * 3_600_000) / 1000
@@ -125,6 +129,40 @@ describe('a reader follows the writer', () => {
     w = await writer(dir)
     await produce(w, 't', 10, 10)
     expect(drain(r, 't', 0)).toEqual(Array.from({ length: 20 }, (_, n) => n))
+  })
+
+  it('a consumer ahead of a queue that the writer rebuilds waits at its offset instead of moving back', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    await produce(w, 't', 0, 6)
+    await w.close()
+    const r = await reader(dir)
+    const seen: number[] = []
+    const stop = new AbortController()
+    const consuming = (async () => {
+      for await (const m of r.consume({ group: 'g', topic: 't', queueId: 0, from: 4, signal: stop.signal })) {
+        seen.push(m.queueOffset)
+        if (seen.length === 3) stop.abort()
+      }
+    })()
+    await until(() => r.stats().waitingQueues === 1)
+    // What a reader sees while a writer's recovery rebuilds a queue: fewer units than before.
+    const queueDir = join(dir, 'consumequeue', 't', '0')
+    const saved = new Map(fs.readdirSync(queueDir).map((name) => [name, fs.readFileSync(join(queueDir, name))]))
+    fs.rmSync(queueDir, { recursive: true })
+    fs.mkdirSync(queueDir)
+    const [first] = [...saved.keys()].sort()
+    fs.writeFileSync(
+      join(queueDir, first),
+      Buffer.concat([saved.get(first)!.subarray(0, 2 * 20), Buffer.alloc(saved.get(first)!.length - 40)]),
+    )
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    expect(seen).toEqual([4, 5])
+    expect(r.getMaxOffsetInQueue('t', 0)).toBe(2)
+    const again = await writer(dir)
+    await produce(again, 't', 6, 1)
+    await consuming
+    expect(seen).toEqual([4, 5, 6])
   })
 
   it('serves a compacted topic from its compaction logs, as the writer, also after the cleaner swapped them', async () => {

@@ -134,7 +134,12 @@ export class MessageStoreReader implements AsyncDisposable {
     this.offsets.mergeFrom(this.paths.consumerOffsets)
     this.subscriptions = new Subscriptions({
       read: {
-        readQueue: (topic, queueId, offset, max, tags) => this.readQueue(topic, queueId, offset, max, tags),
+        readQueue: (topic, queueId, offset, max, tags) => {
+          const result = this.readQueue(topic, queueId, offset, max, tags)
+          // Past the end only while the writer rebuilds the queue after a crash: wait there
+          // instead of moving back (the writer's own consumers are never ahead of its queues).
+          return result.status === 'OFFSET_OVERFLOW_BADLY' ? { ...result, nextBeginOffset: offset } : result
+        },
         bounds: (topic, queueId) => this.bounds(topic, queueId),
       },
       queues: { find: () => null },
