@@ -13,6 +13,7 @@ export const ERROR_CODES = [
   'NO_SPACE', // the disk is full (preallocation failed)
   'TOO_MANY_OPEN_FILES', // the process is out of file descriptors (EMFILE / ENFILE); retried later
   'IO_ERROR', // any other system call failure
+  'READ_ONLY', // a writing call on a store opened with { readOnly: true }
 ] as const
 
 export type ErrorCode = (typeof ERROR_CODES)[number]

@@ -4,7 +4,8 @@
 //
 // The typings name Node's Buffer: TypeScript users need @types/node (a peer dependency).
 /// <reference types="node" preserve="true" />
-export { MessageStore, PutMessageResult } from './store/message-store.js'
+export { MessageStore, MessageStoreReader, PutMessageResult } from './store/message-store.js'
+export type { ReadOnlyOpenOptions, ReaderStats } from './store/message-store.js'
 export type {
   CleanerStats,
   CleanupPolicy,

@@ -1,12 +1,16 @@
 // `mqstore tail <dir> --topic T [--queue N] [--from ...] [--follow]`: prints the messages of a
-// topic's queues, read-only. With --follow it keeps polling the queues for new units until stopped.
+// topic's queues, read-only. With --follow it follows the store through a read-only opener
+// (MessageStore.open with readOnly), which waits for the writer's new messages until stopped.
 import type { DecodedMessage } from '../store/commitlog/record.js'
+import { MessageStore, type MessageStoreReader } from '../store/message-store.js'
 import { CQ_STORE_UNIT_SIZE } from '../store/queue/consume-queue.js'
 import { CliError, EXIT, intOption, requireOption, stringOption, UsageError, type Command, type CommandContext } from './frame.js'
 import { StoreReader, type QueueRef } from './store-reader.js'
 
-/** How often --follow looks for new units: the writer is another process, so there is no event. */
-const FOLLOW_POLL_MS = 200
+/** How often --follow without --queue looks for queues of the topic it does not follow yet. */
+const NEW_QUEUES_POLL_MS = 200
+/** The consumer group --follow reads as (it commits nothing). */
+const FOLLOW_GROUP = 'mqstore-tail'
 const READ_BATCH = 256
 
 export type BinaryEncoding = 'hex' | 'base64'
@@ -92,17 +96,58 @@ function startOffset(reader: StoreReader, queue: QueueRef, from: From): number {
   }
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve()
-    const timer = setTimeout(done, ms)
-    function done(): void {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', done)
-      resolve()
+/** Where --follow starts in one queue of a reader (an offset or a time is clamped to the queue). */
+function followStart(reader: MessageStoreReader, topic: string, queueId: number, from: From): 'earliest' | 'latest' | number {
+  if (from.kind === 'earliest' || from.kind === 'latest') return from.kind
+  const min = reader.getMinOffsetInQueue(topic, queueId)
+  const max = reader.getMaxOffsetInQueue(topic, queueId)
+  if (from.kind === 'offset') return Math.min(Math.max(from.offset, min), max)
+  if (max <= min) return min
+  // The nearest message by store time; the first one stored at or after the time is wanted.
+  const nearest = reader.getOffsetInQueueByTime(topic, queueId, from.timestamp)
+  return reader.getMessageStoreTimeStamp(topic, queueId, nearest) < from.timestamp ? nearest + 1 : nearest
+}
+
+/** The queues --follow reads: the given one, or the topic's (queue 0 of a topic not there yet). */
+function followedQueues(reader: MessageStoreReader, topic: string, queueId: number | undefined): number[] {
+  if (queueId !== undefined) return [queueId]
+  const count = reader.listTopics().find((t) => t.topic === topic)?.readQueueNums ?? 0
+  return count === 0 ? [0] : Array.from({ length: count }, (_, i) => i)
+}
+
+/** --follow: every followed queue through the reader's consume(), until interrupted or the limit. */
+async function follow(
+  ctx: CommandContext,
+  topic: string,
+  queueId: number | undefined,
+  from: From,
+  limit: number,
+  print: (m: DecodedMessage) => void,
+): Promise<number> {
+  const reader = await MessageStore.open(ctx.positionals[0], { readOnly: true })
+  const done = new AbortController()
+  const signal = AbortSignal.any([ctx.signal, done.signal])
+  const running = new Map<number, Promise<void>>()
+  let printed = 0
+  const followQueue = async (id: number): Promise<void> => {
+    for await (const m of reader.consume({ group: FOLLOW_GROUP, topic, queueId: id, from: followStart(reader, topic, id, from), signal })) {
+      print(m)
+      if (++printed >= limit) done.abort()
     }
-    signal.addEventListener('abort', done, { once: true })
-  })
+  }
+  const startNew = () => {
+    for (const id of followedQueues(reader, topic, queueId)) if (!running.has(id)) running.set(id, followQueue(id))
+  }
+  try {
+    startNew()
+    const timer = queueId === undefined ? setInterval(startNew, NEW_QUEUES_POLL_MS) : null
+    await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })))
+    if (timer !== null) clearInterval(timer)
+    await Promise.all(running.values())
+  } finally {
+    await reader.close()
+  }
+  return EXIT.OK
 }
 
 export const tailCommand: Command = {
@@ -114,9 +159,10 @@ earliest (the default), latest (only new messages, with --follow), a queue offse
 (the first message stored at or after it). A body that is valid UTF-8 prints as text, any other as
 --binary (base64 by default, or hex). With --json, one JSON object per line (NDJSON).
 
---follow keeps watching the queues (every ${FOLLOW_POLL_MS} ms) and prints new messages until
-interrupted (Ctrl-C, SIGTERM), then exits 0. Read-only: no lock is taken, so it follows a store that
-another process is writing. Exit code 4 when the topic (or queue) does not exist, without --follow.`,
+--follow opens the store as a read-only opener and prints new messages as the writer (another
+process) adds them, within milliseconds, until interrupted (Ctrl-C, SIGTERM), then exits 0; without
+--queue it also follows queues the topic gains. Read-only: no lock is taken and nothing is written.
+Exit code 4 when the topic (or queue) does not exist, without --follow.`,
   positionals: [1, 1],
   options: {
     topic: { type: 'string', value: 'T', description: 'the topic (required)' },
@@ -132,48 +178,41 @@ another process is writing. Exit code 4 when the topic (or queue) does not exist
     const limit = intOption(ctx.values, 'limit', 1) ?? Number.POSITIVE_INFINITY
     const from = parseFrom(stringOption(ctx.values, 'from'))
     const encoding = binaryOption(ctx)
-    const follow = ctx.values.follow === true
-    using reader = StoreReader.open(ctx.positionals[0])
     const print = (m: DecodedMessage) => ctx.line(ctx.json ? JSON.stringify(messageJson(m, encoding)) : messageLine(m, encoding))
+    if (ctx.values.follow === true) return follow(ctx, topic, queueId, from, limit, print)
+    using reader = StoreReader.open(ctx.positionals[0])
     const queues = (): QueueRef[] =>
       queueId === undefined ? reader.queues().filter((q) => q.topic === topic) : [reader.queue(topic, queueId)]
-    if (!follow && queues().every((q) => q.segments.length === 0)) {
+    if (queues().every((q) => q.segments.length === 0)) {
       const what = queueId === undefined ? `topic ${topic}` : `queue ${topic}/${queueId}`
       throw new CliError(`no ${what} in this store (--follow waits for it)`, EXIT.NOT_FOUND)
     }
-    const positions = new Map<number, number>()
     let printed = 0
-    for (;;) {
-      for (const queue of queues()) {
-        // Segments come and go (new files, retention): list them again on every pass.
-        let position = positions.get(queue.queueId) ?? startOffset(reader, queue, from)
-        for (;;) {
-          const units = reader.readUnits(queue, position, Math.min(READ_BATCH, limit - printed))
-          if (units.length === 0) {
-            // Retention removed the files under the position: go on from the queue's new start.
-            const first = queue.segments[0]
-            if (first !== undefined && position * CQ_STORE_UNIT_SIZE < first.offset) {
-              position = reader.minOffset(queue)
-              continue
-            }
-            break
+    for (const queue of queues()) {
+      let position = startOffset(reader, queue, from)
+      for (;;) {
+        const units = reader.readUnits(queue, position, Math.min(READ_BATCH, limit - printed))
+        if (units.length === 0) {
+          // Retention removed the files under the position: go on from the queue's new start.
+          const first = queue.segments[0]
+          if (first !== undefined && position * CQ_STORE_UNIT_SIZE < first.offset) {
+            position = reader.minOffset(queue)
+            continue
           }
-          for (const unit of units) {
-            const message = reader.readMessage(unit.commitLogOffset)
-            // A unit whose record is gone (expired, or not readable yet) is skipped.
-            if (message !== null) {
-              print(message)
-              printed++
-            }
-            position = unit.queueOffset + 1
-          }
-          if (printed >= limit) return EXIT.OK
+          break
         }
-        positions.set(queue.queueId, position)
+        for (const unit of units) {
+          const message = reader.readMessage(unit.commitLogOffset)
+          // A unit whose record is gone (expired, or not readable yet) is skipped.
+          if (message !== null) {
+            print(message)
+            printed++
+          }
+          position = unit.queueOffset + 1
+        }
+        if (printed >= limit) return EXIT.OK
       }
-      if (!follow || ctx.signal.aborted) return EXIT.OK
-      await sleep(FOLLOW_POLL_MS, ctx.signal)
-      if (ctx.signal.aborted) return EXIT.OK
     }
+    return EXIT.OK
   },
 }

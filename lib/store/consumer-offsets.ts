@@ -29,15 +29,23 @@ export class ConsumerOffsets {
   }
 
   load(): void {
-    const parsed = readJson(this.path) ?? readJson(`${this.path}.bak`)
+    this.mergeFrom(this.path)
+  }
+
+  /**
+   * Adds what the file at `path` (or its .bak) holds for the queues this table has no offset for:
+   * a read-only opener starts from the writer's file under the offsets it committed itself.
+   */
+  mergeFrom(path: string): void {
+    const parsed = readJson(path) ?? readJson(`${path}.bak`)
     if (parsed === null) return
     const offsetTable = (parsed as { offsetTable?: Record<string, Record<string, unknown>> }).offsetTable ?? {}
     for (const [key, queues] of Object.entries(offsetTable)) {
-      const map = new Map<number, number>()
+      const map = this.table.get(key) ?? new Map<number, number>()
       for (const [queueId, offset] of Object.entries(queues ?? {})) {
         const id = Number(queueId)
         const value = Number(offset)
-        if (Number.isSafeInteger(id) && Number.isSafeInteger(value)) map.set(id, value)
+        if (Number.isSafeInteger(id) && Number.isSafeInteger(value) && !map.has(id)) map.set(id, value)
       }
       this.table.set(key, map)
     }

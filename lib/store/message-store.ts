@@ -43,8 +43,11 @@ import type {
 } from './types.js'
 import { StoreEngine } from './store-engine.js'
 import { withoutEviction } from './mapped/mapping-budget.js'
+import { MessageStoreReader, type ReadOnlyOpenOptions } from './sharing/read-only-store.js'
 
 export * from './types.js'
+export { MessageStoreReader }
+export type { ReadOnlyOpenOptions, ReaderStats } from './sharing/read-only-store.js'
 
 /** What one put appended (see MessageStore.appendAll). */
 interface PutTally {
@@ -75,10 +78,17 @@ export class MessageStore implements AsyncDisposable {
    * Opens (creating if needed) the store in `dir`: takes the directory lock, loads every file,
    * recovers from the last shutdown (normal or abnormal), dispatches what the consume queues miss,
    * and starts the background services. With `shareWrites`, it then listens for producers in
-   * other processes (MessageStore.connect) on a socket in the directory.
+   * other processes (MessageStore.connect) on a socket in the directory. With `{ readOnly: true }`:
+   * a reader beside the writer (MessageStoreReader), which takes no lock and writes nothing.
    */
-  static async open(dir: string, options: OpenOptions = {}): Promise<MessageStore> {
+  static open(dir: string, options: ReadOnlyOpenOptions): Promise<MessageStoreReader>
+  static open(dir: string, options?: OpenOptions): Promise<MessageStore>
+  static async open(dir: string, options: OpenOptions | ReadOnlyOpenOptions = {}): Promise<MessageStore | MessageStoreReader> {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a non-empty string')
+    // Any number of processes and threads may read beside the one writer (sharing/read-only-store.ts).
+    if (options?.readOnly === true) return MessageStoreReader.open(dir, options)
+    if (options?.readOnly !== undefined && options.readOnly !== false)
+      throw new MQStoreError('INVALID_OPTION', 'readOnly must be a boolean')
     const shareWrites: unknown = options?.shareWrites
     if (shareWrites !== undefined && typeof shareWrites !== 'boolean') {
       throw new MQStoreError('INVALID_OPTION', `option 'shareWrites' must be a boolean, got ${typeof shareWrites}`)

@@ -105,7 +105,17 @@ export class StoreEngine {
   sharing: ForwardingServer | null = null
 
   constructor(storePath: string, options: OpenOptions) {
-    const { logger, onProgress, clock, diskUsage, topics, compaction, shareWrites: _shareWrites, ...storeOptions } = options
+    const {
+      logger,
+      onProgress,
+      clock,
+      diskUsage,
+      topics,
+      compaction,
+      shareWrites: _shareWrites,
+      readOnly: _writer,
+      ...storeOptions
+    } = options
     this.storePath = storePath
     this.paths = new StorePaths(storePath)
     this.config = resolveConfig(storeOptions)

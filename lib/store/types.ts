@@ -193,6 +193,8 @@ export interface TopicInfo {
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 
 export interface OpenOptions extends MessageStoreOptions {
+  /** false (the default) opens the store for writing; `true` opens a reader (ReadOnlyOpenOptions). */
+  readOnly?: false
   /**
    * Where the store tells what it repaired or noticed at open and while running: a function
    * `(level, message)`, or a pino-compatible logger (debug, info, warn and error methods;

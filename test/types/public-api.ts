@@ -23,6 +23,8 @@ import {
   type CompactReport,
   type Producer,
   type SharingStats,
+  type MessageStoreReader,
+  type ReaderStats,
 } from 'mqstore'
 import type { MappedFile } from 'mqstore/internals'
 
@@ -190,6 +192,17 @@ export async function typeTests(): Promise<void> {
   void [code, unknown]
   await using disposable = await MessageStore.open('./data')
   void disposable
+
+  // A read-only opener is its own class: reads, no puts that type-check as puts.
+  const reader = await MessageStore.open('./data', { readOnly: true, offsetStorePath: './reader-offsets.json' })
+  assertType<Equal<typeof reader, MessageStoreReader>>()
+  assertType<Equal<ReturnType<typeof reader.stats>, ReaderStats>>()
+  assertType<Equal<ReturnType<typeof reader.getMessage>, GetMessageResult>>()
+  const refused: Promise<never> = reader.putMessage({ topic: 't', body: 'x' })
+  void refused
+  // @ts-expect-error offsetStorePath belongs to readers
+  void ({ offsetStorePath: './x.json' } satisfies OpenOptions)
+  await reader.close()
 
   // Internals are a separate entry point, not on the package root.
   const mapped: typeof MappedFile | undefined = undefined

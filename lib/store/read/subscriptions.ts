@@ -1,20 +1,22 @@
 // Subscriptions: consume() tails a queue, and dispatch wakes the consumers waiting on a queue when
 // a message arrives for it (no polling).
 import type { ConsumerOffsets } from '../consumer-offsets.js'
-import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { CommitOptions, ConsumeOptions, MessageExt, Subscription } from '../types.js'
 import type { ReadService } from './read-service.js'
 
 export interface SubscriptionDeps {
   /** Reads of a queue; `bounds` gives a queue's offsets when they do not come from its consume queue (compacted topics). */
   read: Pick<ReadService, 'readQueue'> & { bounds?: (topic: string, queueId: number) => { min: number; max: number } | null }
-  queues: ConsumeQueueTable
+  /** A queue's offsets when `read.bounds` gives none (the store's consume queues). */
+  queues: { find(topic: string, queueId: number): { getMinOffsetInQueue(): number; getMaxOffsetInQueue(): number } | null }
   offsets: ConsumerOffsets
   /** Dispatches what the log holds beyond the consume queues, so a read sees every put. */
   catchUp: () => void
   isClosed: () => boolean
   /** Commits through the store's checks (subscription.commit()); resolves as the options say. */
   commit: (group: string, topic: string, queueId: number, offset: number, options: CommitOptions) => Promise<void>
+  /** Told when a consumer starts waiting (a read-only opener then watches the queue's end). */
+  onWait?: () => void
 }
 
 /**
@@ -35,6 +37,14 @@ export class Subscriptions {
   /** True while some consumer waits; dispatch skips notifying otherwise. */
   get hasWaiters(): boolean {
     return this.waiters.size > 0
+  }
+
+  /** The queues consumers wait on, as [topic, queueId]. */
+  *waitedQueues(): IterableIterator<[string, number]> {
+    for (const key of this.waiters.keys()) {
+      const dash = key.lastIndexOf('-')
+      yield [key.slice(0, dash), Number(key.slice(dash + 1))]
+    }
   }
 
   /** Wakes the consumers waiting on a queue. */
@@ -173,6 +183,7 @@ export class Subscriptions {
       }
       set.add(wake)
       signal?.addEventListener('abort', onAbort, { once: true })
+      this.deps.onWait?.()
     })
   }
 }

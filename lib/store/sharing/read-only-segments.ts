@@ -1,0 +1,181 @@
+// The segment files of one folder of a store another process writes (the commit log, or one
+// consume queue), as a read-only opener sees them: listed again when the folder changes, each read
+// with positioned reads through a descriptor opened 'r' (at most MAX_OPEN_SEGMENTS kept open).
+//
+// Why positioned reads and not a mapping: the writer creates files at full size with holes and
+// reserves blocks ahead of itself, recovery may rebuild a file under the same name, and a mapping
+// read of a page the file no longer backs is a SIGBUS. read(2) past a file's end returns fewer
+// bytes instead, so no sequence of writer actions can crash a reader. A descriptor kept open on a
+// file the writer deleted still reads its (unlinked) inode until the next listing drops it.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+
+import { parseOffsetName } from '../mapped/segment-name.js'
+
+export interface ReadOnlySegment {
+  /** Start offset (the file's name). */
+  readonly offset: number
+  readonly path: string
+  readonly ino: number
+  /** The descriptor, opened on first read; -1 before, or once the file could not be opened. */
+  fd: number
+}
+
+/** What a listing changed. */
+export interface ListingChange {
+  /** Some file changed at all (added, removed, replaced). */
+  changed: boolean
+  /** A file other than the first ones was removed, or one was replaced by a new inode. */
+  replaced: boolean
+}
+
+const UNCHANGED: ListingChange = { changed: false, replaced: false }
+
+export class ReadOnlySegments {
+  /** By start offset. */
+  segments: ReadOnlySegment[] = []
+  /** The folder's inode and times when last listed ('' before the first listing). */
+  private stamp = ''
+
+  constructor(readonly dir: string) {}
+
+  /** Lists the folder again if it changed since the last listing (one stat when it did not). */
+  refresh(): ListingChange {
+    const stamp = folderStamp(this.dir)
+    if (stamp === this.stamp) return UNCHANGED
+    this.stamp = stamp
+    const previous = new Map(this.segments.map((segment) => [segment.path, segment]))
+    const next: ReadOnlySegment[] = []
+    let replaced = false
+    for (const name of listNames(this.dir)) {
+      const offset = parseOffsetName(name)
+      if (offset === null) continue
+      const path = join(this.dir, name)
+      let st: fs.Stats
+      try {
+        st = fs.statSync(path)
+      } catch {
+        continue
+      }
+      if (!st.isFile()) continue
+      const known = previous.get(path)
+      if (known !== undefined && known.ino === st.ino) {
+        previous.delete(path)
+        next.push(known)
+        continue
+      }
+      if (known !== undefined) replaced = true
+      next.push({ offset, path, ino: st.ino, fd: -1 })
+    }
+    next.sort((a, b) => a.offset - b.offset)
+    const first = next[0]?.offset ?? Number.POSITIVE_INFINITY
+    for (const gone of previous.values()) {
+      // Retention removes the oldest files; anything else gone means the writer rebuilt the folder.
+      if (gone.offset >= first) replaced = true
+      closeSegment(gone)
+    }
+    this.segments = next
+    return { changed: true, replaced }
+  }
+
+  /** Forgets the last listing: the next refresh lists again (a file vanished under a read). */
+  invalidate(): void {
+    this.stamp = ''
+  }
+
+  /** The segment holding `offset`: the last one starting at or before it (null before the first). */
+  segmentOf(offset: number): ReadOnlySegment | null {
+    const segments = this.segments
+    let lo = 0
+    let hi = segments.length - 1
+    let found: ReadOnlySegment | null = null
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1
+      if (segments[mid].offset <= offset) {
+        found = segments[mid]
+        lo = mid + 1
+      } else {
+        hi = mid - 1
+      }
+    }
+    return found
+  }
+
+  /** Bytes [pos, pos + length) of a segment; fewer at its end, none when it cannot be read. */
+  read(segment: ReadOnlySegment, pos: number, length: number, into?: Buffer): Buffer {
+    const target = into !== undefined && into.length >= length ? into.subarray(0, length) : Buffer.allocUnsafe(length)
+    if (segment.fd < 0) {
+      try {
+        segment.fd = fs.openSync(segment.path, 'r')
+      } catch {
+        this.invalidate()
+        return target.subarray(0, 0)
+      }
+      openSegments.add(segment)
+      if (openSegments.size > MAX_OPEN_SEGMENTS) closeSegment(openSegments.values().next().value as ReadOnlySegment)
+    } else {
+      openSegments.delete(segment)
+      openSegments.add(segment)
+    }
+    let done = 0
+    while (done < length) {
+      const n = fs.readSync(segment.fd, target, done, length - done, pos + done)
+      if (n <= 0) break
+      done += n
+    }
+    return target.subarray(0, done)
+  }
+
+  /** Closes every descriptor; the listing is kept, and a later read opens them again. */
+  close(): void {
+    for (const segment of this.segments) closeSegment(segment)
+    this.segments = []
+    this.stamp = ''
+  }
+}
+
+/**
+ * Descriptors readers keep open, least recently read first, process-wide: a reader that walks a
+ * long queue must not run the process out of descriptors. A closed one is opened again when read;
+ * only a file deleted in between is then gone, as it is for the writer.
+ */
+const MAX_OPEN_SEGMENTS = 128
+const openSegments = new Set<ReadOnlySegment>()
+
+function closeSegment(segment: ReadOnlySegment): void {
+  openSegments.delete(segment)
+  if (segment.fd < 0) return
+  try {
+    fs.closeSync(segment.fd)
+  } catch {
+    // already closed
+  }
+  segment.fd = -1
+}
+
+/**
+ * The kernel stamps a folder's times from a coarse clock (a few milliseconds a step), so an entry
+ * added in the same step as a listing leaves the times as that listing saw them: a folder changed
+ * this recently is listed again at every refresh until its times are older than this.
+ */
+const RACY_STAMP_MS = 50n
+let racyStamps = 0
+
+/** The folder's identity and change times: a new or removed entry moves its mtime. */
+function folderStamp(dir: string): string {
+  // No exception for a missing folder: the follower asks several times a tick, and a thrown
+  // error costs more than the stat.
+  const st = fs.statSync(dir, { bigint: true, throwIfNoEntry: false })
+  if (st === undefined) return 'missing'
+  const nowMs = BigInt(Date.now())
+  if (nowMs - st.mtimeNs / 1_000_000n < RACY_STAMP_MS || nowMs - st.ctimeNs / 1_000_000n < RACY_STAMP_MS) return `racy:${racyStamps++}`
+  return `${st.ino}:${st.mtimeNs}:${st.ctimeNs}`
+}
+
+export function listNames(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir).sort()
+  } catch {
+    return []
+  }
+}

@@ -1,0 +1,285 @@
+// Read-only openers in the writer's own process: every read the writer serves, writing calls
+// refused, offsets from the writer's file kept apart from it, nothing in the store changed, and
+// consume() woken by the follower when the writer appends.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+
+import { MQStoreError } from '../../lib/errors.js'
+import { MessageStore, MessageStoreReader } from '../../lib/store/message-store.js'
+import { repoRoot, tempDir } from '../helpers/tmp.js'
+import { snapshotStore } from './store-snapshot.js'
+
+const SMALL = { mappedFileSizeCommitLog: 64 * 1024, mappedFileSizeConsumeQueue: 20 * 64, flushIntervalCommitLog: 50 }
+
+const opened: { close(): Promise<void> }[] = []
+afterEach(async () => {
+  for (const store of opened.splice(0).reverse()) await store.close()
+})
+
+async function writer(dir: string, options = {}): Promise<MessageStore> {
+  const store = await MessageStore.open(dir, { ...SMALL, ...options })
+  opened.push(store)
+  return store
+}
+
+async function reader(dir: string, options: { offsetStorePath?: string; followIntervalMs?: number } = {}): Promise<MessageStoreReader> {
+  const store = await MessageStore.open(dir, { readOnly: true, ...options })
+  opened.push(store)
+  return store
+}
+
+function body(i: number): Buffer {
+  return Buffer.from(`message ${i} `.padEnd(200, 'x'))
+}
+
+async function putMany(store: MessageStore, topic: string, queueId: number, from: number, count: number, tags = 'a'): Promise<void> {
+  const results = await store.putMessages(
+    Array.from({ length: count }, (_, k) => ({ topic, queueId, body: body(from + k), tags, keys: [`key-${from + k}`] })),
+  )
+  for (const r of results) expect(r.status).toBe('PUT_OK')
+}
+
+describe('a read-only opener beside a writer in the same process', () => {
+  it('serves getMessage, lookups by key, offset and time, and stats, as the writer does', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    await putMany(w, 'orders', 0, 0, 300)
+    await putMany(w, 'orders', 1, 300, 5, 'b')
+    const r = await reader(dir)
+    expect(r).toBeInstanceOf(MessageStoreReader)
+    expect(r.readOnly).toBe(true)
+
+    const got = r.getMessage('g', 'orders', 0, 10, 5)
+    const expected = w.getMessage('g', 'orders', 0, 10, 5)
+    expect(got.status).toBe('FOUND')
+    expect(got.messages.map((m) => m.queueOffset)).toEqual(expected.messages.map((m) => m.queueOffset))
+    expect(got.messages.map((m) => m.body.toString())).toEqual(expected.messages.map((m) => m.body.toString()))
+    expect(got.nextBeginOffset).toBe(expected.nextBeginOffset)
+    expect(got.minOffset).toBe(0)
+    expect(got.maxOffset).toBe(300)
+    expect(got.messages[0].msgId).toBe(expected.messages[0].msgId)
+
+    expect(r.getMessage('g', 'orders', 0, 300, 5).status).toBe('OFFSET_OVERFLOW_ONE')
+    expect(r.getMessage('g', 'orders', 0, 301, 5)).toMatchObject({ status: 'OFFSET_OVERFLOW_BADLY', nextBeginOffset: 300 })
+    expect(r.getMessage('g', 'nothing', 0, 0, 5)).toMatchObject({ status: 'NO_MESSAGE_IN_QUEUE', nextBeginOffset: 0 })
+    expect(r.getMessage('g', 'orders', 1, 0, 32, ['a']).status).toBe('NO_MATCHED_MESSAGE')
+    expect(r.getMessage('g', 'orders', 1, 0, 32, 'b').messages).toHaveLength(5)
+
+    expect(r.getLatestByKey('orders', 'key-42')?.body.toString()).toBe(body(42).toString())
+    expect(r.getLatestByKey('orders', 'no-such-key')).toBeNull()
+    expect(r.getLatestByKey('other', 'key-42')).toBeNull()
+    const query = r.queryMessage('orders', 'key-7', 10)
+    expect(query.messages.map((m) => m.queueOffset)).toEqual([7])
+    const first = got.messages[0]
+    expect(r.lookMessageByOffset(first.commitLogOffset)?.queueOffset).toBe(10)
+    expect(r.lookMessageByOffset(first.commitLogOffset + 1)).toBeNull()
+    expect(r.getCommitLogOffsetInQueue('orders', 0, 10)).toBe(first.commitLogOffset)
+    expect(r.getCommitLogOffsetInQueue('orders', 0, 1000)).toBe(0)
+    expect(r.getMessageStoreTimeStamp('orders', 0, 10)).toBe(first.storeTimestamp)
+    expect(r.getMessageStoreTimeStamp('orders', 0, 1000)).toBe(-1)
+    // A batch shares one store time: any offset stored then is an exact answer, as in the writer.
+    const byTime = r.getOffsetInQueueByTime('orders', 0, first.storeTimestamp)
+    expect(r.getMessageStoreTimeStamp('orders', 0, byTime)).toBe(
+      w.getMessageStoreTimeStamp('orders', 0, w.getOffsetInQueueByTime('orders', 0, first.storeTimestamp)),
+    )
+    expect(r.getOffsetInQueueByTime('orders', 0, 0)).toBe(0)
+    expect(r.getOffsetInQueueByTime('orders', 0, Date.now() + 60_000)).toBe(299)
+    expect(r.getOffsetInQueueByTime('none', 0, 1)).toBe(0)
+    expect(r.getEarliestMessageTime()).toBe(w.getEarliestMessageTime())
+    expect(r.getEarliestMessageTime('orders', 1)).toBe(w.getEarliestMessageTime('orders', 1))
+    expect(r.getMinOffsetInQueue('orders', 0)).toBe(0)
+    expect(r.getMaxOffsetInQueue('orders', 1)).toBe(5)
+    expect(r.getMessageTotalInQueue('orders', 0)).toBe(300)
+    expect(r.getMinPhyOffset()).toBe(w.getMinPhyOffset())
+    expect(r.getMaxPhyOffset()).toBe(w.getMaxPhyOffset())
+    expect(r.listTopics()).toEqual([{ topic: 'orders', readQueueNums: 2, writeQueueNums: 2, created: false }])
+
+    const stats = r.stats()
+    expect(stats).toMatchObject({ readOnly: true, needsRecovery: false, storeExists: true, offsetStorePath: null })
+    expect(stats.commitLogMaxOffset).toBe(w.getMaxPhyOffset())
+    if (process.platform === 'linux') expect(stats.writerRunning).toBe(true)
+  })
+
+  it('refuses every writing call with READ_ONLY and reads nothing after close', async () => {
+    const dir = tempDir()
+    await writer(dir)
+    const r = await reader(dir)
+    await expect(r.putMessage({ topic: 't', queueId: 0, body: Buffer.from('x') })).rejects.toMatchObject({ code: 'READ_ONLY' })
+    await expect(r.putMessages([])).rejects.toBeInstanceOf(MQStoreError)
+    await expect(r.setTopicConfig('t', {})).rejects.toMatchObject({ code: 'READ_ONLY' })
+    await expect(r.compact()).rejects.toMatchObject({ code: 'READ_ONLY' })
+    expect(() => r.createTopic('t', { queues: 2 })).toThrow(expect.objectContaining({ code: 'READ_ONLY' }))
+    expect(() => r.retryCompaction()).toThrow(expect.objectContaining({ code: 'READ_ONLY' }))
+    expect(() => r.executeDeleteFilesManually()).toThrow(expect.objectContaining({ code: 'READ_ONLY' }))
+    // A nack is a put to the group's retry topic: refused as well.
+    const stop = new AbortController()
+    const sub = r.consume({ group: 'g', topic: 't', signal: stop.signal })
+    const [first] = r.getMessage('g', 't', 0, 0, 1).messages
+    await expect(sub.nack(first)).rejects.toMatchObject({ code: 'READ_ONLY' })
+    stop.abort()
+    await r.close()
+    await r.close()
+    expect(r.isClosed).toBe(true)
+    expect(() => r.getMessage('g', 't', 0, 0, 1)).toThrow(expect.objectContaining({ code: 'STORE_CLOSED' }))
+  })
+
+  it('rejects bad options and arguments with typed errors', async () => {
+    const dir = tempDir()
+    await expect(MessageStore.open(dir, { readOnly: true, offsetStorePath: join(dir, 'mine.json') })).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+    })
+    await expect(MessageStore.open(dir, { readOnly: true, followIntervalMs: 0 })).rejects.toMatchObject({ code: 'INVALID_OPTION' })
+    await expect(MessageStoreReader.open('', { readOnly: true })).rejects.toBeInstanceOf(TypeError)
+    await expect(MessageStoreReader.open(dir, {} as never)).rejects.toBeInstanceOf(TypeError)
+    const r = await reader(dir)
+    expect(() => r.getMessage('g', 't', -1, 0, 1)).toThrow(RangeError)
+    expect(() => r.queryMessage('t', '', 1)).toThrow(TypeError)
+    expect(() => r.consume({ group: 'g', topic: 't', from: 3 })).toThrow(TypeError)
+  })
+
+  it('opens a directory no writer ever created, changes nothing, and follows the writer once it starts', async () => {
+    const dir = join(tempDir(), 'later')
+    const r = await reader(dir, { followIntervalMs: 2 })
+    expect(fs.existsSync(dir)).toBe(false)
+    expect(r.stats()).toMatchObject({ storeExists: false, commitLogMinOffset: -1, commitLogMaxOffset: 0 })
+    expect(r.getMessage('g', 't', 0, 0, 1).status).toBe('NO_MESSAGE_IN_QUEUE')
+    const seen: number[] = []
+    const stop = new AbortController()
+    const consuming = (async () => {
+      for await (const m of r.consume({ group: 'g', topic: 't', queueId: 0, from: 'earliest', signal: stop.signal })) {
+        seen.push(m.queueOffset)
+        if (seen.length === 50) stop.abort()
+      }
+    })()
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(fs.existsSync(dir)).toBe(false)
+    const w = await writer(dir)
+    for (let i = 0; i < 50; i += 10) await putMany(w, 't', 0, i, 10)
+    await consuming
+    expect(seen).toEqual(Array.from({ length: 50 }, (_, i) => i))
+    expect(r.stats().followTicks).toBeGreaterThan(0)
+  })
+
+  it('writes no byte in the store: content, sizes, mtimes and inodes are unchanged by reads', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    await putMany(w, 'orders', 0, 0, 500)
+    await w.commitOffset('g', 'orders', 0, 17, { durable: true })
+    await w.close()
+    opened.splice(opened.indexOf(w), 1)
+    const before = snapshotStore(dir)
+    const own = join(tempDir(), 'reader', 'offsets.json')
+    const r = await reader(dir, { offsetStorePath: own })
+    r.getMessage('g', 'orders', 0, 0, 32)
+    r.queryMessage('orders', 'key-3', 4)
+    r.getOffsetInQueueByTime('orders', 0, Date.now())
+    r.stats()
+    const sub = r.consume({ group: 'g', topic: 'orders', queueId: 0 })
+    let n = 0
+    for await (const m of sub) {
+      expect(m.queueOffset).toBe(17 + n)
+      m.body.fill(0)
+      if (++n === 100) break
+    }
+    await sub.commit()
+    await r.close()
+    opened.splice(opened.indexOf(r), 1)
+    expect(snapshotStore(dir)).toEqual(before)
+    expect(JSON.parse(fs.readFileSync(own, 'utf8')).offsetTable['orders@g']).toEqual({ 0: 117 })
+  })
+})
+
+describe('offsets in a reader', () => {
+  it('start from the writer file, are kept apart from it, and resume from the reader own file', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    await putMany(w, 't', 0, 0, 40)
+    await w.commitOffset('g', 't', 0, 10, { durable: true })
+    await w.commitOffset('h', 't', 0, 20, { durable: true })
+
+    const memory = await reader(dir)
+    expect(memory.queryOffset('g', 't', 0)).toBe(10)
+    memory.commitOffset('g', 't', 0, 30)
+    await memory.commitOffset('g', 't', 0, 31, { durable: true })
+    expect(memory.queryOffset('g', 't', 0)).toBe(31)
+    expect(w.queryOffset('g', 't', 0)).toBe(10)
+
+    const own = join(tempDir(), 'offsets.json')
+    const first = await reader(dir, { offsetStorePath: own })
+    await first.commitOffset('g', 't', 0, 25, { durable: true })
+    first.commitOffset('h', 't', 0, 21)
+    await first.close()
+    const again = await reader(dir, { offsetStorePath: own })
+    expect(again.queryOffset('g', 't', 0)).toBe(25)
+    expect(again.queryOffset('h', 't', 0)).toBe(21)
+    expect(again.queryOffset('x', 't', 0)).toBe(-1)
+    const sub = again.consume({ group: 'g', topic: 't', queueId: 0 })
+    expect(sub.position).toBe(25)
+    const topic = again.consume({ group: 'h', topic: 't', autoCommit: true })
+    for await (const m of topic) {
+      expect(m.queueOffset).toBe(21)
+      break
+    }
+    expect(again.queryOffset('h', 't', 0)).toBe(22)
+    expect(w.queryOffset('g', 't', 0)).toBe(10)
+  })
+})
+
+describe('a store the writer left behind', () => {
+  it('after a crash: stats() says it needs recovery, and a unit whose record is not whole is not served', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    await putMany(w, 'orders', 0, 0, 10)
+    const end = w.getMaxPhyOffset()
+    await w.close()
+    opened.splice(opened.indexOf(w), 1)
+    // What a writer killed while it appended leaves: the abort file, and a unit dispatched for a
+    // record whose bytes are not (yet) in the commit log.
+    fs.writeFileSync(join(dir, 'abort'), '')
+    const queueDir = join(dir, 'consumequeue', 'orders', '0')
+    const [file] = fs.readdirSync(queueDir)
+    const unit = Buffer.alloc(20)
+    unit.writeBigInt64BE(BigInt(end), 0)
+    unit.writeInt32BE(250, 8)
+    const fd = fs.openSync(join(queueDir, file), 'r+')
+    fs.writeSync(fd, unit, 0, 20, 10 * 20)
+    fs.closeSync(fd)
+    const r = await reader(dir)
+    expect(r.stats()).toMatchObject({ needsRecovery: process.platform === 'linux', storeExists: true })
+    expect(r.getMaxOffsetInQueue('orders', 0)).toBe(10)
+    expect(r.getMessage('g', 'orders', 0, 0, 32).messages).toHaveLength(10)
+    expect(r.getMessage('g', 'orders', 0, 10, 32).status).toBe('OFFSET_OVERFLOW_ONE')
+  })
+
+  it('a reader walking many files keeps few descriptors open', async () => {
+    const dir = tempDir()
+    const w = await writer(dir, { mappedFileSizeConsumeQueue: 20 * 4 })
+    await putMany(w, 'many', 0, 0, 800)
+    await w.close()
+    opened.splice(opened.indexOf(w), 1)
+    expect(fs.readdirSync(join(dir, 'consumequeue', 'many', '0')).length).toBe(200)
+    const r = await reader(dir)
+    const fds = () => (process.platform === 'linux' ? fs.readdirSync('/proc/self/fd').length : 0)
+    const before = fds()
+    let n = 0
+    for await (const m of r.consume({ group: 'g', topic: 'many', queueId: 0, from: 'earliest' })) {
+      expect(m.queueOffset).toBe(n)
+      if (++n === 800) break
+    }
+    expect(fds() - before).toBeLessThanOrEqual(130)
+    // Files whose descriptor was closed are opened again when read.
+    expect(r.getMessage('g', 'many', 0, 0, 4).messages.map((m) => m.queueOffset)).toEqual([0, 1, 2, 3])
+  })
+})
+
+describe('docs/api.md', () => {
+  it('documents every field of a reader stats() in its Several processes section', async () => {
+    const api = fs.readFileSync(join(repoRoot, 'docs', 'api.md'), 'utf8')
+    const start = api.indexOf('\n## Several processes')
+    expect(start).toBeGreaterThan(0)
+    const text = api.slice(start, api.indexOf('\n## ', start + 1))
+    const r = await reader(tempDir())
+    expect(Object.keys(r.stats()).filter((field) => !text.includes(`\`${field}\``))).toEqual([])
+  })
+})
