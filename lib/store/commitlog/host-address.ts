@@ -130,6 +130,11 @@ function mapIpOf(address: string): Ip | null {
   return ip
 }
 
+/** A host as a put's `bornHost` takes it: `a.b.c.d:port`, or `[v6]:port`. */
+export function hostText(host: HostAddress): string {
+  return host.address.includes(':') ? `[${host.address}]:${host.port}` : `${host.address}:${host.port}`
+}
+
 export function validPort(port: number): boolean {
   return Number.isInteger(port) && port >= 0 && port <= 0xffff
 }

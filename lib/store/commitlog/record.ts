@@ -532,15 +532,15 @@ function failed(status: CheckStatus, size: number, reason: string | undefined): 
   }
 }
 
-type Slice = (this: Buffer, start: number, end: number) => string
+export type Slice = (this: Buffer, start: number, end: number) => string
 const bufferInternals = Buffer.prototype as unknown as { latin1Slice?: Slice; utf8Slice?: Slice }
 // Buffer's own decoders, without toString's argument handling; the public form otherwise.
-const latin1Slice: Slice =
+export const latin1Slice: Slice =
   bufferInternals.latin1Slice ??
   function (this: Buffer, start: number, end: number): string {
     return this.toString('latin1', start, end)
   }
-const utf8Slice: Slice =
+export const utf8Slice: Slice =
   bufferInternals.utf8Slice ??
   function (this: Buffer, start: number, end: number): string {
     return this.toString('utf8', start, end)

@@ -9,6 +9,7 @@
 // past the written progress are delivered again (same UNIQ_KEY, new offset msgId).
 import type { PutMessageResult } from '../commitlog/commit-log.js'
 import { PropertyName, SCHEDULE_TOPIC, validateTopic } from '../commitlog/record.js'
+import { hostText } from '../commitlog/host-address.js'
 import type { Clock } from '../environment.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
@@ -384,7 +385,6 @@ export class ScheduleService {
     // What RocketMQ's messageTimeup keeps: body (as stored), flag, sysFlag, born time and host,
     // reconsume count and every property but DELAY (REAL_TOPIC / REAL_QID stay, as in its bytes).
     const { [PropertyName.DELAY]: _delay, ...properties } = record.properties
-    const born = record.bornHost
     return {
       topic,
       queueId,
@@ -393,7 +393,7 @@ export class ScheduleService {
       flag: record.flag,
       sysFlag: record.sysFlag,
       bornTimestamp: record.bornTimestamp,
-      bornHost: born.address.includes(':') ? `[${born.address}]:${born.port}` : `${born.address}:${born.port}`,
+      bornHost: hostText(record.bornHost),
       reconsumeTimes: record.reconsumeTimes,
     }
   }

@@ -21,7 +21,7 @@
 // `str` and `bytes` are a u32 length and that many bytes (UTF-8 for str). Numbers travel as f64,
 // exactly as given: the writer's checks see what the producer's caller passed.
 import type { PutMessageStatus } from '../commitlog/commit-log.js'
-import type { HostAddress } from '../commitlog/record.js'
+import { latin1Slice, utf8Slice, type HostAddress } from '../commitlog/record.js'
 import type { Message } from '../types.js'
 
 export const PROTOCOL_VERSION = 1
@@ -82,20 +82,6 @@ const NUMBER_BITS = Field.FLAG | Field.SYS_FLAG | Field.BORN_TIMESTAMP | Field.R
 
 /** Strings up to this many characters take the ASCII fast paths of the encoder and decoder. */
 const SHORT_TEXT = 256
-
-type Slice = (this: Buffer, start: number, end: number) => string
-const bufferInternals = Buffer.prototype as unknown as { latin1Slice?: Slice; utf8Slice?: Slice }
-// Buffer's own decoders, without toString's argument handling; the public form otherwise.
-const latin1Slice: Slice =
-  bufferInternals.latin1Slice ??
-  function (this: Buffer, start: number, end: number): string {
-    return this.toString('latin1', start, end)
-  }
-const utf8Slice: Slice =
-  bufferInternals.utf8Slice ??
-  function (this: Buffer, start: number, end: number): string {
-    return this.toString('utf8', start, end)
-  }
 
 /** A frame the peer sent that breaks the protocol: the connection closes with this reason. */
 export class FrameError extends Error {

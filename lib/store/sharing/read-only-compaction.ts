@@ -17,7 +17,7 @@ const TOPICS_MAX_AGE_MS = 50
 /** Bytes read per step when indexing a compaction-log file. */
 const SCAN_BYTES = 256 * 1024
 
-/** What is known of one file (one inode): its records, as far as they were indexed. */
+/** What is known of one file (one inode, by ReadOnlySegment.id): its records, as far as they were indexed. */
 interface FileRecords {
   offsets: number[]
   positions: number[]
@@ -32,7 +32,7 @@ interface FileRecords {
 
 export class ReadOnlyCompactionLog {
   readonly files: ReadOnlySegments
-  private readonly records = new Map<number, FileRecords>()
+  private readonly records = new Map<string, FileRecords>()
   private readonly probe = Buffer.alloc(4)
 
   constructor(dir: string) {
@@ -42,8 +42,8 @@ export class ReadOnlyCompactionLog {
   /** Lists the folder again if it changed, and indexes what the active file gained. */
   refresh(): void {
     if (this.files.refresh().changed) {
-      const live = new Set(this.files.segments.map((s) => s.ino))
-      for (const ino of this.records.keys()) if (!live.has(ino)) this.records.delete(ino)
+      const live = new Set(this.files.segments.map((s) => s.id))
+      for (const id of this.records.keys()) if (!live.has(id)) this.records.delete(id)
     }
     const segments = this.files.segments
     // Only the last file grows; an older one is indexed to its end once, after the next appeared.
@@ -54,10 +54,10 @@ export class ReadOnlyCompactionLog {
   }
 
   private index(segment: ReadOnlySegment): FileRecords {
-    let known = this.records.get(segment.ino)
+    let known = this.records.get(segment.id)
     if (known === undefined) {
       known = { offsets: [], positions: [], sizes: [], times: [], tagsCodes: [], scannedTo: 0, sealed: false }
-      this.records.set(segment.ino, known)
+      this.records.set(segment.id, known)
     }
     if (known.sealed) return known
     // The active file is preallocated: a zero length where the next record would start (or the

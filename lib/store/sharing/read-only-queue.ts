@@ -45,7 +45,7 @@ export class ReadOnlyQueue {
     const first = this.files.segments[0]
     if (first === undefined) return 0
     const logMin = this.log.minOffset()
-    const key = `${first.ino}:${logMin}:${this.end}`
+    const key = `${first.id}:${logMin}:${this.end}`
     if (key === this.startFor) return this.start
     let offset = queueOffsetAt(first.offset)
     while (offset < this.end) {

@@ -17,6 +17,11 @@ export interface ReadOnlySegment {
   readonly offset: number
   readonly path: string
   readonly ino: number
+  /**
+   * The file's identity: inode and birth time. An inode number alone is reused as soon as a
+   * deleted file's last descriptor closes, so a file written anew under the old name may get it.
+   */
+  readonly id: string
   /** The descriptor, opened on first read; -1 before, or once the file could not be opened. */
   fd: number
 }
@@ -51,21 +56,22 @@ export class ReadOnlySegments {
       const offset = parseOffsetName(name)
       if (offset === null) continue
       const path = join(this.dir, name)
-      let st: fs.Stats
+      let st: fs.BigIntStats
       try {
-        st = fs.statSync(path)
+        st = fs.statSync(path, { bigint: true })
       } catch {
         continue
       }
       if (!st.isFile()) continue
+      const id = `${st.ino}:${st.birthtimeNs}`
       const known = previous.get(path)
-      if (known !== undefined && known.ino === st.ino) {
+      if (known !== undefined && known.id === id) {
         previous.delete(path)
         next.push(known)
         continue
       }
       if (known !== undefined) replaced = true
-      next.push({ offset, path, ino: st.ino, fd: -1 })
+      next.push({ offset, path, ino: Number(st.ino), id, fd: -1 })
     }
     next.sort((a, b) => a.offset - b.offset)
     const first = next[0]?.offset ?? Number.POSITIVE_INFINITY
