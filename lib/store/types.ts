@@ -18,6 +18,13 @@ export type { PassResult } from './compaction/cleaner.js'
 export type { ScheduleLevelStats, ScheduleStats } from './schedule/schedule-stats.js'
 export type { RetryGroupStats, RetryStats } from './retry/retry-stats.js'
 
+import type { HaOptions } from './ha/ha-options.js'
+import type { HaStats } from './ha/ha-service.js'
+export type { BrokerRole, HaOptions } from './ha/ha-options.js'
+export type { HaStats } from './ha/ha-service.js'
+export type { HaConnectionStats } from './ha/ha-connection.js'
+export type { HaClosedConnection } from './ha/ha-master.js'
+export type { HaSlaveStats } from './ha/ha-slave.js'
 export type { PutMessageStatus } from './commitlog/commit-log.js'
 export { PutMessageResult } from './commitlog/commit-log.js'
 export type { HostAddress } from './commitlog/record.js'
@@ -192,7 +199,7 @@ export interface TopicInfo {
 /** 'debug' carries the reason of every refused put; the others what the store repaired or noticed. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 
-export interface OpenOptions extends MessageStoreOptions {
+export interface OpenOptions extends MessageStoreOptions, HaOptions {
   /** false (the default) opens the store for writing; `true` opens a reader (ReadOnlyOpenOptions). */
   readOnly?: false
   /**
@@ -309,4 +316,6 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly schedule: ScheduleStats
   /** Nacks per consumer group since open: retried, or sent to the dead-letter queue. */
   readonly retry: RetryStats
+  /** Replication: the role; a master's port and slaves; a slave's master and lag (docs/api.md, "Replication"). */
+  readonly ha: HaStats
 }
