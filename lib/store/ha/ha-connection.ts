@@ -89,17 +89,24 @@ export class HaConnection {
   private onData(chunk: Buffer): void {
     this.lastReadAt = Date.now()
     const offsets = this.reports.read(chunk)
-    if (offsets instanceof Error) return this.close(offsets.message)
+    if (offsets instanceof Error) {
+      this.close(offsets.message)
+      return
+    }
     if (offsets.length === 0) return
     const offset = offsets[offsets.length - 1]
     const max = this.commitLog.getMaxOffset()
     if (this.next < 0) {
       const start = this.startFor(offset)
-      if (typeof start === 'string') return this.close(start)
+      if (typeof start === 'string') {
+        this.close(start)
+        return
+      }
       this.next = start
       void this.send()
     } else if (offset > max) {
-      return this.close(`the slave reports offset ${offset}, beyond the master's end ${max}`)
+      this.close(`the slave reports offset ${offset}, beyond the master's end ${max}`)
+      return
     }
     this.ackOffset = offset
     this.events.onAck(this)

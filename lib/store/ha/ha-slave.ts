@@ -118,11 +118,17 @@ export class HaSlave {
     for (;;) {
       const frame = frames.next((offset) => this.checkFrame(offset))
       if (frame === null) break
-      if (frame instanceof Error) return this.drop(frame.message)
+      if (frame instanceof Error) {
+        this.drop(frame.message)
+        return
+      }
       this.masterNext = frame.offset + frame.body.length
       if (frame.body.length === 0) continue
       const refused = this.commitLog.appendRaw(frame.offset, frame.body)
-      if (refused !== null) return this.drop(`cannot append ${frame.body.length} bytes at ${frame.offset}: ${refused}`)
+      if (refused !== null) {
+        this.drop(`cannot append ${frame.body.length} bytes at ${frame.offset}: ${refused}`)
+        return
+      }
       this.lastReceived = frame.offset + frame.body.length
       appended = true
     }
