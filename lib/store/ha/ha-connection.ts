@@ -124,7 +124,7 @@ export class HaConnection {
     if (offset === 0) return max - (max % fileSize)
     if (offset > max) return `the slave asks for offset ${offset}, beyond the master's end ${max}`
     if (min < 0 || offset < min) {
-      return `the slave asks for offset ${offset}, which the master no longer has (its commit log starts at ${Math.max(min, max)})`
+      return `the slave asks for offset ${offset}, which the master no longer has (its commit log starts at ${min < 0 ? max : min})`
     }
     return offset
   }
