@@ -39,13 +39,13 @@ export async function waitFor(what: string, check: () => boolean, timeoutMs = 30
 }
 
 /** The commit log's bytes from `from` to `to`, read from its files. */
-export function commitLogBytes(dir: string, from: number, to: number): Buffer {
+export function commitLogBytes(dir: string, from: number, to: number, fileSize = FILE): Buffer {
   const parts: Buffer[] = []
   for (let at = from; at < to; ) {
-    const start = at - (at % FILE)
+    const start = at - (at % fileSize)
     const name = join(dir, 'commitlog', String(start).padStart(20, '0'))
     const fd = fs.openSync(name, 'r')
-    const length = Math.min(to, start + FILE) - at
+    const length = Math.min(to, start + fileSize) - at
     const buffer = Buffer.alloc(length)
     fs.readSync(fd, buffer, 0, length, at - start)
     fs.closeSync(fd)
