@@ -245,7 +245,8 @@ export class StoreEngine {
       () => this.dispatcher.schedule(),
       logError(this.logger.child('flush')),
     )
-    this.ha = new HaService(ha, this.commitLog, this.logger.child('ha'), this.config.syncFlushTimeout, () => this.dispatcher.schedule())
+    const dispatchSoon = () => this.dispatcher.schedule()
+    this.ha = new HaService(ha, this.commitLog, this.logger.child('ha'), this.config.syncFlushTimeout, dispatchSoon, this.paths.haRole)
     this.dispatcher.holdIncompleteTail = ha.brokerRole === 'SLAVE'
     this.cleanup = new CleanupService(
       {

@@ -5,6 +5,7 @@ import type { StoreLog } from '../store-logger.js'
 import type { HaConnectionStats } from './ha-connection.js'
 import { type HaClosedConnection, HaMaster } from './ha-master.js'
 import type { BrokerRole, HaConfig } from './ha-options.js'
+import { writeHaRole } from './ha-role-file.js'
 import { HaSlave, type HaSlaveStats } from './ha-slave.js'
 
 export type SlaveWaitStatus = 'PUT_OK' | 'FLUSH_SLAVE_TIMEOUT' | 'SLAVE_NOT_AVAILABLE'
@@ -43,6 +44,7 @@ export class HaService {
     log: StoreLog,
     private readonly syncFlushTimeout: number,
     onAppended: () => void,
+    private readonly roleFile: string,
   ) {
     const isSlave = config.brokerRole === 'SLAVE'
     this.slave = isSlave ? new HaSlave(commitLog, config, log, onAppended) : null
@@ -60,6 +62,7 @@ export class HaService {
 
   async start(): Promise<void> {
     if (this.master !== null) await this.master.listen()
+    writeHaRole(this.roleFile, this.config, this.master?.port ?? null)
     this.slave?.start()
   }
 
