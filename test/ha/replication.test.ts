@@ -52,6 +52,13 @@ describe('replication between two mqstore stores', () => {
     expect(slaveStats.role).toBe('SLAVE')
     expect(slaveStats.slave?.connected).toBe(true)
     expect(slaveStats.slave?.lastOffsetReceived).toBe(end)
+    // Failover by hand: the slave's directory reopened as a master takes puts from its end.
+    await slave.close()
+    const promoted = await openStore(slaveDir)
+    const [put] = await promoted.putMessages([{ topic: 'orders', queueId: 0, body: Buffer.from('after failover') }])
+    expect(put.status).toBe('PUT_OK')
+    expect(put.wroteOffset).toBe(end)
+    expect(put.queueOffset).toBe(master.getMaxOffsetInQueue('orders', 0))
   })
 
   it('starts a new slave at the start of the master last file', async () => {
