@@ -75,6 +75,8 @@ describe('replication between two mqstore stores', () => {
     const end = master.getMaxPhyOffset()
     await waitFor('the slave to catch up', () => caughtUp(slave, end))
     expect(slave.getMinPhyOffset()).toBe(lastFile)
+    // Its flush runs as on any store, from the first file's start.
+    await waitFor('the slave to flush', () => slave.stats().commitLogFlushedOffset === end)
     expect(commitLogBytes(slaveDir, lastFile, end).equals(commitLogBytes(masterDir, lastFile, end))).toBe(true)
     expect(slave.getLatestByKey('payments', 'new-key-499')?.body.toString()).toBe(messages(500, 'new')[499].body.toString())
     // Reopened, the slave keeps its non-zero start and resumes from its end.
@@ -116,6 +118,7 @@ describe('replication between two mqstore stores', () => {
       [{ brokerRole: 'SLAVE' }, 'haMasterAddress'],
       [{ brokerRole: 'SLAVE', haMasterAddress: 'nohost' }, 'haMasterAddress'],
       [{ brokerRole: 'SLAVE', haMasterAddress: '127.0.0.1:1', haListenPort: 0 }, 'haListenPort'],
+      [{ brokerRole: 'SYNC_MASTER' }, 'haListenPort'],
       [{ haSendHeartbeatInterval: 0 }, 'haSendHeartbeatInterval'],
       [{ haHousekeepingInterval: 1.5 }, 'haHousekeepingInterval'],
       [{ haTransferBatchSize: 8 * 1024 * 1024 }, 'haTransferBatchSize'],
@@ -129,6 +132,14 @@ describe('replication between two mqstore stores', () => {
     }
     const error = await MessageStore.open(dir, { brokerRol: 'SLAVE' } as never).catch((e: unknown) => e)
     expect((error as Error).message).toContain("did you mean 'brokerRole'")
+    // A port already taken is an IO_ERROR naming it, and the directory is free again.
+    const first = await openStore(tempDir('mqstore-ha-options-'), { haListenPort: 0 })
+    const taken = first.stats().ha.port as number
+    const busyDir = tempDir('mqstore-ha-options-')
+    const busy = await MessageStore.open(busyDir, { haListenPort: taken }).catch((e: unknown) => e)
+    expect((busy as MQStoreError).code).toBe('IO_ERROR')
+    expect((busy as Error).message).toContain(`cannot listen for slaves on 127.0.0.1:${taken}`)
+    await (await MessageStore.open(busyDir)).close()
     const plain = await openStore(dir)
     expect(plain.stats().ha).toMatchObject({ role: 'ASYNC_MASTER', host: null, port: null, connections: [], slave: null })
   })

@@ -1,6 +1,7 @@
 // A master's HA port (RocketMQ's AcceptSocketService): accepts any number of slaves, each served
 // by its own HaConnection, and keeps what SYNC_MASTER puts wait on: the best offset a slave acked.
 import * as net from 'node:net'
+import { MQStoreError } from '../../errors.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'
 import { HaConnection, type HaConnectionStats } from './ha-connection.js'
@@ -34,10 +35,11 @@ export class HaMaster {
   async listen(): Promise<number> {
     const server = net.createServer((socket) => this.accept(socket))
     this.server = server
+    const where = `${this.config.haListenHost}:${this.config.haListenPort}`
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject)
+      server.once('error', (error) => reject(new MQStoreError('IO_ERROR', `cannot listen for slaves on ${where}: ${error.message}`)))
       server.listen({ host: this.config.haListenHost, port: this.config.haListenPort ?? 0, exclusive: true }, () => {
-        server.off('error', reject)
+        server.removeAllListeners('error')
         resolve()
       })
     })

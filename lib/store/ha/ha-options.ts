@@ -90,6 +90,9 @@ export function splitHaOptions<T extends object>(options: T & HaOptions): { ha: 
   if (role === 'SLAVE' && master === null) {
     throw new MQStoreError('INVALID_OPTION', "option 'haMasterAddress' is required with brokerRole 'SLAVE'")
   }
+  if (role === 'SYNC_MASTER' && port === null) {
+    throw new MQStoreError('INVALID_OPTION', "option 'haListenPort' is required with brokerRole 'SYNC_MASTER' (its puts wait for a slave)")
+  }
   if (role === 'SLAVE' && port !== null) {
     throw new MQStoreError('INVALID_OPTION', "option 'haListenPort' is for masters; a SLAVE does not serve other slaves")
   }
