@@ -98,3 +98,51 @@ it('replicates between two processes through a SIGKILL of the slave', { timeout:
     await b.close()
   }
 })
+
+it('SYNC_MASTER: every PUT_OK survives a SIGKILL of the slave, puts then fail as documented and succeed once it is back', {
+  timeout: 180_000,
+}, async () => {
+  const masterDir = tempDir('mqstore-ha-proc-sync-')
+  const slaveDir = tempDir('mqstore-ha-proc-sync-slave-')
+  const master = await MessageStore.open(masterDir, { ...SIZES, brokerRole: 'SYNC_MASTER', haListenPort: 0, syncFlushTimeout: 1_000 })
+  try {
+    const address = `127.0.0.1:${master.stats().ha.port}`
+    let slave = start('slave', slaveDir, address)
+    await waitFor('the slave', () => master.stats().ha.connections[0]?.ackOffset >= 0, 60_000)
+    let ackedEnd = 0
+    const statuses = new Set<string>()
+    let killed = false
+    let n = 0
+    const kill = (async () => {
+      await waitFor('some acknowledged puts', () => ackedEnd > 50_000, 60_000)
+      await slave.stop('SIGKILL')
+      killed = true
+    })()
+    while (!killed || statuses.size < 2) {
+      const results = await master.putMessages(
+        Array.from({ length: 10 }, () => ({ topic: 'sync', queueId: n % 2, body: Buffer.from(`sync-${n++}`), keys: `sync-${n}` })),
+      )
+      for (const r of results) {
+        if (!killed) expect(r.status).toBe('PUT_OK')
+        if (r.status === 'PUT_OK') ackedEnd = Math.max(ackedEnd, r.wroteOffset + r.wroteBytes)
+        else {
+          expect(['FLUSH_SLAVE_TIMEOUT', 'SLAVE_NOT_AVAILABLE']).toContain(r.status)
+          statuses.add(r.status)
+        }
+      }
+      if (killed && statuses.has('SLAVE_NOT_AVAILABLE')) break
+    }
+    await kill
+    // The killed slave's files hold every byte it acknowledged (acknowledged = in its page cache).
+    const look = await MessageStore.open(slaveDir, SIZES)
+    expect(look.getMaxPhyOffset()).toBeGreaterThanOrEqual(ackedEnd)
+    await look.close()
+    slave = start('slave', slaveDir, address)
+    await waitFor('the slave back', () => master.stats().ha.connections[0]?.ackOffset >= 0, 60_000)
+    const [again] = await master.putMessages([{ topic: 'sync', queueId: 0, body: Buffer.from('again') }])
+    expect(again.status).toBe('PUT_OK')
+    await slave.stop('SIGTERM')
+  } finally {
+    await master.close()
+  }
+})
