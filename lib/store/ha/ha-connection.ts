@@ -5,23 +5,13 @@ import type { Socket } from 'node:net'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { HaConfig } from './ha-options.js'
 import { encodeFrameHeader, ReportReader } from './ha-protocol.js'
+import type { HaConnectionStats } from './ha-stats.js'
 
 export interface ConnectionEvents {
   /** The slave acknowledged `offset` (every report). */
   onAck(connection: HaConnection): void
   /** The connection ended; `reason` says why. */
   onClose(connection: HaConnection, reason: string): void
-}
-
-/** The master's view of one slave, as stats().ha lists it. */
-export interface HaConnectionStats {
-  readonly peer: string
-  /** The offset the slave last reported (its commit-log max offset); -1 before its first report. */
-  readonly ackOffset: number
-  /** The next offset the master sends it; -1 before its first report. */
-  readonly transferOffset: number
-  /** The master's max offset minus ackOffset (bytes the slave lacks); -1 before its first report. */
-  readonly lagBytes: number
 }
 
 export class HaConnection {

@@ -4,15 +4,9 @@ import * as net from 'node:net'
 import { MQStoreError } from '../../errors.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'
-import { HaConnection, type HaConnectionStats } from './ha-connection.js'
+import { HaConnection } from './ha-connection.js'
+import type { HaClosedConnection, HaConnectionStats } from './ha-stats.js'
 import type { HaConfig } from './ha-options.js'
-
-/** A connection the master closed or lost, with why (the newest few are kept for stats()). */
-export interface HaClosedConnection {
-  readonly peer: string
-  readonly reason: string
-  readonly at: number
-}
 
 const CLOSED_KEPT = 16
 

@@ -2,29 +2,13 @@
 // SYNC_MASTER puts (GroupTransferService), or a slave's link to its master.
 import type { CommitLog, PutMessageResult } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'
-import type { HaConnectionStats } from './ha-connection.js'
-import { type HaClosedConnection, HaMaster } from './ha-master.js'
+import { HaMaster } from './ha-master.js'
 import type { BrokerRole, HaConfig } from './ha-options.js'
 import { writeHaRole } from './ha-role-file.js'
-import { HaSlave, type HaSlaveStats } from './ha-slave.js'
+import { HaSlave } from './ha-slave.js'
+import type { HaStats } from './ha-stats.js'
 
 export type SlaveWaitStatus = 'PUT_OK' | 'FLUSH_SLAVE_TIMEOUT' | 'SLAVE_NOT_AVAILABLE'
-
-/** stats().ha */
-export interface HaStats {
-  readonly role: BrokerRole
-  /** A listening master's host and bound port; null otherwise. */
-  readonly host: string | null
-  readonly port: number | null
-  /** A master's slaves: peer, acknowledged offset, lag in bytes. */
-  readonly connections: readonly HaConnectionStats[]
-  /** The newest connections the master closed or lost, with why. */
-  readonly closedConnections: readonly HaClosedConnection[]
-  /** The best offset a slave acknowledged since open (0 before any). */
-  readonly slaveAckOffset: number
-  /** A slave's link to its master; null on a master. */
-  readonly slave: HaSlaveStats | null
-}
 
 interface SlaveWait {
   end: number

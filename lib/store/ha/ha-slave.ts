@@ -6,19 +6,7 @@ import type { CommitLog } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'
 import type { HaConfig } from './ha-options.js'
 import { encodeReport, FrameReader, MAX_FRAME_BODY_BYTES } from './ha-protocol.js'
-
-/** A slave's side of stats().ha. */
-export interface HaSlaveStats {
-  readonly masterAddress: string
-  readonly connected: boolean
-  /** Why the slave is not connected (the last failure), or null while connected or before the first try. */
-  readonly notConnectedReason: string | null
-  /** The end of the last frame received (the next offset it expects), -1 before the first. */
-  readonly lastOffsetReceived: number
-  /** The master's next transfer offset (from its last frame) minus the slave's max offset, -1 before the first frame. */
-  readonly lagBytes: number
-  readonly reconnects: number
-}
+import type { HaSlaveStats } from './ha-stats.js'
 
 const FIRST_BACKOFF_MS = 100
 const MAX_BACKOFF_MS = 5_000
