@@ -7,6 +7,7 @@ import { statfsDiskUsage } from '../store/environment.js'
 import { EXIT, type Command, type CommandContext } from './frame.js'
 import { formatSchedule, scheduleReport, type ScheduleReport } from './schedule-report.js'
 import { StoreReader, type Segment } from './store-reader.js'
+import { type HaRoleRecord, readHaRole } from '../store/ha/ha-role-file.js'
 
 export interface QueueSummary {
   topic: string
@@ -51,6 +52,8 @@ export interface InspectReport {
   disk: DiskReport
   /** Delayed messages pending in SCHEDULE_TOPIC_XXXX (schedule-report.ts). */
   schedule: ScheduleReport
+  /** The replication role the store last ran with (config/haRole.json); null when that file is unreadable. */
+  role: HaRoleRecord | null
 }
 
 export interface DiskReport {
@@ -154,6 +157,7 @@ export function inspectStore(dir: string): InspectReport {
     checkpoint: reader.checkpoint(),
     disk: diskReport(reader),
     schedule: scheduleReport(reader),
+    role: readHaRole(reader.paths.haRole),
   }
 }
 
@@ -182,6 +186,7 @@ export function formatInspect(r: InspectReport): string {
   const lines = [`store ${r.dir}`]
   const open = r.openElsewhere === true ? 'open in a process now' : r.openElsewhere === false ? 'not open' : 'open or not: unknown'
   lines.push(`state: ${open}; last shutdown ${r.lastShutdownClean ? 'clean' : 'NOT clean (abort file present)'}`)
+  lines.push(`role: ${formatRole(r.role)}`)
   lines.push(
     `commit log: ${r.commitLog.files.length} file(s), offsets ${r.commitLog.minOffset}..${r.commitLog.maxOffset} (${bytes(r.commitLog.maxOffset - r.commitLog.minOffset)} of data)`,
   )
@@ -242,4 +247,12 @@ live tail it reports may then be a moment old).`,
     else ctx.out.write(formatInspect(report))
     return EXIT.OK
   },
+}
+
+/** The role line: the role, then a slave's master or a master's HA port. */
+function formatRole(role: HaRoleRecord | null): string {
+  if (role === null) return 'unknown (config/haRole.json is unreadable)'
+  if (role.haMasterAddress !== undefined) return `${role.brokerRole}, replicating from ${role.haMasterAddress}`
+  if (role.haListen !== undefined) return `${role.brokerRole}, serving slaves on ${role.haListen}`
+  return role.brokerRole
 }

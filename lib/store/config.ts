@@ -4,6 +4,7 @@
 import { MQStoreError } from '../errors.js'
 import { DEFAULT_MESSAGE_DELAY_LEVEL } from './commitlog/record-names.js'
 import { parseMessageDelayLevel } from './schedule/delay-level-table.js'
+import { HA_OPTION_NAMES } from './ha/ha-options.js'
 
 export type FlushDiskType = 'ASYNC_FLUSH' | 'SYNC_FLUSH'
 
@@ -188,7 +189,7 @@ const POSITIVE_INTEGERS = new Set<keyof MessageStoreConfig>([
 ])
 
 /** Options that are not store settings: the preset and what open() takes besides the config. */
-const EXTRA_OPTION_NAMES = ['preset', 'logger', 'onProgress']
+const EXTRA_OPTION_NAMES = ['preset', 'logger', 'onProgress', ...HA_OPTION_NAMES]
 
 /**
  * The known name closest to `name` (case ignored, Levenshtein distance), when it is close enough

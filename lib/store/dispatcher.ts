@@ -2,7 +2,7 @@
 // and feeds each record to the consume queues and the index, in commit-log order. A consumer sees a
 // message only once it is dispatched. Dispatch runs on the JS thread in batches: right after puts
 // (a microtask, so an awaited put is visible to the next read) and before every read.
-import { checkRecord, type DispatchRequest } from './commitlog/record.js'
+import { checkRecord, type DispatchRequest, MESSAGE_MAGIC_CODE, OFFSET_MAGIC, OFFSET_TOTALSIZE } from './commitlog/record.js'
 import type { CommitLog } from './commitlog/commit-log.js'
 import { DataViewCache } from './bytes.js'
 
@@ -32,6 +32,12 @@ export class Dispatcher {
 
   /** Set while dispatch waits at a record (see DispatchHandler); it resumes when this settles. */
   waiting: Promise<void> | null = null
+
+  /**
+   * On a slave, replicated bytes may end inside a record: dispatch then waits at it for the rest
+   * instead of skipping it as damaged.
+   */
+  holdIncompleteTail = false
 
   /** Set while the last record could not be dispatched; cleared when dispatch gets past it. */
   failed = false
@@ -116,6 +122,8 @@ export class Dispatcher {
             this.reputFromOffset = commitLog.rollNextFile(this.reputFromOffset)
             leaveFile = true
             break
+          } else if (this.holdIncompleteTail && view.startOffset + limit >= commitLog.getMaxOffset() && runsPastEnd(buffer, pos, limit)) {
+            return dispatched
           } else {
             // Readable data never holds a bad record unless the file was damaged under a running
             // store; skip the rest of the view (as RocketMQ does on a master) and report it.
@@ -169,4 +177,10 @@ export class Dispatcher {
     this.failureReason = `dispatch is stuck at commit-log offset ${request.commitLogOffset}: ${why}`
     return false
   }
+}
+
+/** True when the bytes from `pos` to `limit` are the start of a record rather than damage. */
+function runsPastEnd(buffer: Buffer, pos: number, limit: number): boolean {
+  if (limit - pos < 8) return true
+  return buffer.readInt32BE(pos + OFFSET_MAGIC) === MESSAGE_MAGIC_CODE && buffer.readInt32BE(pos + OFFSET_TOTALSIZE) > limit - pos
 }

@@ -9,6 +9,7 @@ import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type Prepa
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'
+import { markUnreplicated } from './ha/ha-service.js'
 import type { CompactReport, SetTopicConfigOptions, TopicConfig, TopicConfigInput } from './compaction/compacted-topics.js'
 import {
   buildRecord,
@@ -103,15 +104,15 @@ export class MessageStore implements AsyncDisposable {
       throw error
     }
     const store = new MessageStore(engine)
-    // Due delayed messages go back to their real topics through the store's own put.
-    engine.schedule.start((messages) => store.putMessages(messages))
-    if (shareWrites === true) {
-      try {
-        await engine.shareWrites((messages) => store.putMessages(messages))
-      } catch (error) {
-        await store.close()
-        throw error
-      }
+    // Due delayed messages go back to their real topics through the store's own put; a slave's
+    // come from its master.
+    if (engine.ha.role !== 'SLAVE') engine.schedule.start((messages) => store.putMessages(messages))
+    try {
+      await engine.ha.start()
+      if (shareWrites === true) await engine.shareWrites((messages) => store.putMessages(messages))
+    } catch (error) {
+      await store.close()
+      throw error
     }
     return store
   }
@@ -164,6 +165,12 @@ export class MessageStore implements AsyncDisposable {
         }
       } else {
         this.e.flusher.wakeup()
+      }
+      this.e.ha.notifyAppended()
+      // SYNC_MASTER: one wait for the batch's end, once it is flushed as flushDiskType says.
+      if (this.e.ha.role === 'SYNC_MASTER' && waitForFlush) {
+        const status = await this.e.ha.awaitSlave(lastEnd)
+        if (status !== 'PUT_OK') markUnreplicated(results, status, this.e.config.syncFlushTimeout)
       }
       this.e.statsService.recordPut(appended, bytes, Date.now() - began)
     }

@@ -33,6 +33,8 @@ import { ScheduleService } from './schedule/schedule-service.js'
 import { ServiceLoop } from './service-loop.js'
 import { maxFrameBytesFor } from './sharing/frame.js'
 import { ForwardingServer } from './sharing/forwarding-server.js'
+import { HaService } from './ha/ha-service.js'
+import { splitHaOptions } from './ha/ha-options.js'
 import { closeStore } from './store-close.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
 import { StoreLock } from './store-lock.js'
@@ -103,6 +105,8 @@ export class StoreEngine {
   closing: Promise<void> | null = null
   /** The socket producers in other processes forward puts through (shareWrites), or null. */
   sharing: ForwardingServer | null = null
+  /** Replication: the role, a master's HA port and SYNC_MASTER waits, or a slave's link (ha/). */
+  readonly ha: HaService
 
   constructor(storePath: string, options: OpenOptions) {
     const {
@@ -114,8 +118,9 @@ export class StoreEngine {
       compaction,
       shareWrites: _shareWrites,
       readOnly: _writer,
-      ...storeOptions
+      ...allOptions
     } = options
+    const { ha, rest: storeOptions } = splitHaOptions(allOptions)
     this.storePath = storePath
     this.paths = new StorePaths(storePath)
     this.config = resolveConfig(storeOptions)
@@ -240,6 +245,9 @@ export class StoreEngine {
       () => this.dispatcher.schedule(),
       logError(this.logger.child('flush')),
     )
+    const dispatchSoon = () => this.dispatcher.schedule()
+    this.ha = new HaService(ha, this.commitLog, this.logger.child('ha'), this.config.syncFlushTimeout, dispatchSoon, this.paths.haRole)
+    this.dispatcher.holdIncompleteTail = ha.brokerRole === 'SLAVE'
     this.cleanup = new CleanupService(
       {
         commitLog: this.commitLog,
@@ -461,6 +469,8 @@ export class StoreEngine {
    */
   checkWritable(): string | null {
     if (this.closed) return 'the store is closed'
+    const role = this.ha.refusesPuts()
+    if (role !== null) return role
     const blocked = this.flags.writeBlockedReason()
     if (blocked !== null) return blocked
     if (this.dispatcher.failed) {
@@ -504,6 +514,7 @@ export class StoreEngine {
       sharing: this.sharing?.stats() ?? null,
       schedule: this.schedule.stats(),
       retry: this.retries.stats(),
+      ha: this.ha.stats(),
     })
   }
 
@@ -511,6 +522,7 @@ export class StoreEngine {
   async shutdown(): Promise<void> {
     // Forwarded puts already received are answered before the store stops taking puts.
     await this.sharing?.close()
+    await this.ha.close()
     this.closed = true
     this.subscriptions.wakeAll()
     await this.schedule.stop()

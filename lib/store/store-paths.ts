@@ -7,6 +7,7 @@
 //   <root>/config/consumerOffset.json, <root>/config/topics.json
 //   <root>/config/delayOffset.json            the schedule service's progress per delay level
 //   <root>/config/storeSizes.json             the file sizes the store was written with (mqstore)
+//   <root>/config/haRole.json                 the replication role it last ran with, when not a plain master (mqstore)
 //   <root>/compaction/<topic>/<queueId>/<20-digit queue offset>   compaction logs of compacted topics
 //   <root>/compaction/cleaner-offset-checkpoint
 //   <root>/writer.sock                        the writer's socket for producers in other processes (shareWrites)
@@ -24,6 +25,7 @@ export const CONSUMER_OFFSET_FILE = 'consumerOffset.json'
 export const TOPICS_FILE = 'topics.json'
 export const STORE_SIZES_FILE = 'storeSizes.json'
 export const DELAY_OFFSET_FILE = 'delayOffset.json'
+export const HA_ROLE_FILE = 'haRole.json'
 export const COMPACTION_DIR = 'compaction'
 export const SHARE_SOCKET_FILE = 'writer.sock'
 
@@ -41,6 +43,7 @@ export class StorePaths {
   readonly topics: string
   readonly storeSizes: string
   readonly delayOffsets: string
+  readonly haRole: string
   readonly compaction: string
   readonly shareSocket: string
 
@@ -57,6 +60,7 @@ export class StorePaths {
     this.topics = join(this.config, TOPICS_FILE)
     this.storeSizes = join(this.config, STORE_SIZES_FILE)
     this.delayOffsets = join(this.config, DELAY_OFFSET_FILE)
+    this.haRole = join(this.config, HA_ROLE_FILE)
     this.compaction = join(root, COMPACTION_DIR)
     this.shareSocket = join(root, SHARE_SOCKET_FILE)
   }

@@ -18,6 +18,10 @@ export type { PassResult } from './compaction/cleaner.js'
 export type { ScheduleLevelStats, ScheduleStats } from './schedule/schedule-stats.js'
 export type { RetryGroupStats, RetryStats } from './retry/retry-stats.js'
 
+import type { HaOptions } from './ha/ha-options.js'
+import type { HaStats } from './ha/ha-stats.js'
+export type { BrokerRole, HaOptions } from './ha/ha-options.js'
+export type { HaClosedConnection, HaConnectionStats, HaSlaveStats, HaStats } from './ha/ha-stats.js'
 export type { PutMessageStatus } from './commitlog/commit-log.js'
 export { PutMessageResult } from './commitlog/commit-log.js'
 export type { HostAddress } from './commitlog/record.js'
@@ -192,7 +196,7 @@ export interface TopicInfo {
 /** 'debug' carries the reason of every refused put; the others what the store repaired or noticed. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 
-export interface OpenOptions extends MessageStoreOptions {
+export interface OpenOptions extends MessageStoreOptions, HaOptions {
   /** false (the default) opens the store for writing; `true` opens a reader (ReadOnlyOpenOptions). */
   readOnly?: false
   /**
@@ -309,4 +313,6 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly schedule: ScheduleStats
   /** Nacks per consumer group since open: retried, or sent to the dead-letter queue. */
   readonly retry: RetryStats
+  /** Replication: the role; a master's port and slaves; a slave's master and lag (docs/api.md, "Replication"). */
+  readonly ha: HaStats
 }

@@ -47,6 +47,10 @@ export type PutMessageStatus =
   | 'PROPERTIES_SIZE_EXCEEDED'
   | 'OS_PAGECACHE_BUSY'
   | 'UNKNOWN_ERROR'
+  /** SYNC_MASTER: appended (and flushed), but no slave acknowledged it within syncFlushTimeout. */
+  | 'FLUSH_SLAVE_TIMEOUT'
+  /** SYNC_MASTER: appended (and flushed), but no slave is connected or the best is too far behind. */
+  | 'SLAVE_NOT_AVAILABLE'
 
 /**
  * The outcome of one put. `msgId` is computed on first access (it is a 32-character string).
@@ -86,9 +90,10 @@ export class PutMessageResult {
     return this.id
   }
 
-  /** True when the message was appended (even if a flush wait then timed out). */
+  /** True when the message was appended (even if a flush or slave wait then failed). */
   isOk(): boolean {
-    return this.status === 'PUT_OK' || this.status === 'FLUSH_DISK_TIMEOUT'
+    const status = this.status
+    return status === 'PUT_OK' || status === 'FLUSH_DISK_TIMEOUT' || status === 'FLUSH_SLAVE_TIMEOUT' || status === 'SLAVE_NOT_AVAILABLE'
   }
 
   /** A failed put: no offsets, a status and why. */
@@ -333,6 +338,29 @@ export class CommitLog {
     file.storeTimestamp = now
     if (counted) this.topicQueueTable.set(record.topic, record.queueId, queueOffset + 1)
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
+  }
+
+  /**
+   * A slave's append of bytes replicated from its master (RocketMQ's appendToCommitLog), which
+   * may cut records anywhere. An empty log starts at `startOffset`, which must then be file-aligned;
+   * else the bytes must continue exactly at the log's end. Null on success, else why not.
+   */
+  appendRaw(startOffset: number, bytes: Buffer): string | null {
+    const fileSize = this.config.mappedFileSizeCommitLog
+    let last = this.mappedFileQueue.getLastMappedFile()
+    if (last === null && startOffset % fileSize !== 0) return `an empty commit log starts on a file boundary, not at ${startOffset}`
+    const end = last === null ? startOffset : last.fileFromOffset + last.wrotePosition
+    if (startOffset !== end) return `the bytes start at ${startOffset}, the commit log ends at ${end}`
+    let done = 0
+    while (done < bytes.length) {
+      if (last === null || last.isFull()) last = this.mappedFileQueue.getLastMappedFile(startOffset + done)
+      if (last === null) return this.createFailed().reason ?? 'cannot create a commit-log file'
+      const length = Math.min(bytes.length - done, last.fileSize - last.wrotePosition)
+      if (!last.appendMessage(bytes, done, length)) return this.reserveFailed(last).reason ?? 'cannot reserve blocks'
+      done += length
+      last.storeTimestamp = Date.now()
+    }
+    return null
   }
 
   /**

@@ -1,0 +1,72 @@
+// Shared by the replication tests: small-file store options, opening and closing, waiting for a
+// condition, and reading a commit log's bytes from its files.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
+
+export const FILE = 64 * 1024
+
+export function haOptions(over: OpenOptions = {}): OpenOptions {
+  return {
+    mappedFileSizeCommitLog: FILE,
+    mappedFileSizeConsumeQueue: 20 * 1024,
+    maxHashSlotNum: 256,
+    maxIndexNum: 4096,
+    cleanResourceInterval: 3_600_000,
+    ...over,
+  }
+}
+
+export const opened: MessageStore[] = []
+
+export async function openStore(dir: string, over: OpenOptions = {}): Promise<MessageStore> {
+  const store = await MessageStore.open(dir, haOptions(over))
+  opened.push(store)
+  return store
+}
+
+export async function closeAll(): Promise<void> {
+  for (const store of opened.splice(0).reverse()) if (!store.isClosed) await store.close()
+}
+
+/** Waits until `check` is true, polling; fails after `timeoutMs` with `what`. */
+export async function waitFor(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+/** The commit log's bytes from `from` to `to`, read from its files. */
+export function commitLogBytes(dir: string, from: number, to: number, fileSize = FILE): Buffer {
+  const parts: Buffer[] = []
+  for (let at = from; at < to; ) {
+    const start = at - (at % fileSize)
+    const name = join(dir, 'commitlog', String(start).padStart(20, '0'))
+    const fd = fs.openSync(name, 'r')
+    const length = Math.min(to, start + fileSize) - at
+    const buffer = Buffer.alloc(length)
+    fs.readSync(fd, buffer, 0, length, at - start)
+    fs.closeSync(fd)
+    parts.push(buffer)
+    at += length
+  }
+  return Buffer.concat(parts)
+}
+
+export function messages(count: number, prefix = 'm'): { topic: string; queueId: number; body: Buffer; keys: string; tags: string }[] {
+  return Array.from({ length: count }, (_, i) => ({
+    topic: ['orders', 'payments', 'audit'][i % 3],
+    queueId: i % 4,
+    body: Buffer.from(`${prefix}-${i}-${'x'.repeat(i % 200)}`),
+    keys: `${prefix}-key-${i}`,
+    tags: i % 2 === 0 ? 'even' : 'odd',
+  }))
+}
+
+/** True once the slave holds the master's whole log and has dispatched it (new queues' files are made off the thread). */
+export function caughtUp(slave: MessageStore, master: MessageStore | number): boolean {
+  const end = typeof master === 'number' ? master : master.getMaxPhyOffset()
+  return slave.getMaxPhyOffset() === end && slave.stats().dispatchBehindBytes === 0
+}
