@@ -32,6 +32,7 @@ import { dueTimeCorrection } from './schedule/delay-levels.js'
 import { ScheduleService } from './schedule/schedule-service.js'
 import { ServiceLoop } from './service-loop.js'
 import { maxFrameBytesFor } from './sharing/frame.js'
+import { ArrivalsFile } from './sharing/arrivals-file.js'
 import { ForwardingServer } from './sharing/forwarding-server.js'
 import { closeStore } from './store-close.js'
 import { StoreCheckpoint } from './store-checkpoint.js'
@@ -103,6 +104,8 @@ export class StoreEngine {
   closing: Promise<void> | null = null
   /** The socket producers in other processes forward puts through (shareWrites), or null. */
   sharing: ForwardingServer | null = null
+  /** Touched after dispatch passes that wrote units: wakes readers in other processes. */
+  readonly arrivals: ArrivalsFile
 
   constructor(storePath: string, options: OpenOptions) {
     const {
@@ -187,12 +190,14 @@ export class StoreEngine {
       },
     })
     const dispatchLog = this.logger.child('dispatch')
+    this.arrivals = new ArrivalsFile(this.paths.arrivals, (message) => dispatchLog('warn', message))
     this.targets = new DispatchTargets({
       config: this.config,
       queues: this.queues,
       index: () => this.index.current,
       checkpoint: this.checkpoint,
       subscriptions: this.subscriptions,
+      arrivals: this.arrivals,
       log: (message) => dispatchLog('error', message),
     })
     const levels = new DelayLevels(this.config.messageDelayLevel)
@@ -428,6 +433,7 @@ export class StoreEngine {
     this.closed = true
     this.dispatcher.stop()
     void this.compacted.close()
+    this.arrivals.close()
     try {
       this.queues.shutdown()
       this.index.current.shutdown()
@@ -502,6 +508,7 @@ export class StoreEngine {
       mapping: mappingStats(this.queues.budget),
       descriptors: { cached: descriptors.size, opened: descriptors.opened },
       sharing: this.sharing?.stats() ?? null,
+      arrivalSignals: this.arrivals.touches,
       schedule: this.schedule.stats(),
       retry: this.retries.stats(),
     })
@@ -537,6 +544,7 @@ export class StoreEngine {
       takeFigures,
       schedule: this.schedule,
     })
+    this.arrivals.close()
   }
 
   /** Commits a consumer offset (arguments already checked); with `durable`, resolves once it is on disk. */

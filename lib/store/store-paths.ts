@@ -10,6 +10,7 @@
 //   <root>/compaction/<topic>/<queueId>/<20-digit queue offset>   compaction logs of compacted topics
 //   <root>/compaction/cleaner-offset-checkpoint
 //   <root>/writer.sock                        the writer's socket for producers in other processes (shareWrites)
+//   <root>/arrivals                           touched by the writer after dispatching, watched by readers (mqstore)
 import { join } from 'node:path'
 
 export const COMMITLOG_DIR = 'commitlog'
@@ -26,6 +27,7 @@ export const STORE_SIZES_FILE = 'storeSizes.json'
 export const DELAY_OFFSET_FILE = 'delayOffset.json'
 export const COMPACTION_DIR = 'compaction'
 export const SHARE_SOCKET_FILE = 'writer.sock'
+export const ARRIVALS_FILE = 'arrivals'
 
 /** The paths of one store directory. */
 export class StorePaths {
@@ -43,6 +45,7 @@ export class StorePaths {
   readonly delayOffsets: string
   readonly compaction: string
   readonly shareSocket: string
+  readonly arrivals: string
 
   constructor(readonly root: string) {
     this.commitLog = join(root, COMMITLOG_DIR)
@@ -59,6 +62,7 @@ export class StorePaths {
     this.delayOffsets = join(this.config, DELAY_OFFSET_FILE)
     this.compaction = join(root, COMPACTION_DIR)
     this.shareSocket = join(root, SHARE_SOCKET_FILE)
+    this.arrivals = join(root, ARRIVALS_FILE)
   }
 
   /** The folder of one topic's queues. */
