@@ -524,27 +524,31 @@ export class StoreEngine {
     const { cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues } = this
     const { index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger } = this
     const takeFigures = (): void => void (this.statsAtClose = this.stats())
-    await closeStore({
-      cleanup,
-      loops,
-      statsService,
-      dispatcher,
-      compacted,
-      flusher,
-      commitLog,
-      queues,
-      index,
-      checkpoint,
-      consumerOffsets,
-      flags,
-      pool,
-      paths,
-      lock,
-      logger,
-      takeFigures,
-      schedule: this.schedule,
-    })
-    this.arrivals.close()
+    // Closed whatever a failed step throws: close leaves no descriptor behind.
+    try {
+      await closeStore({
+        cleanup,
+        loops,
+        statsService,
+        dispatcher,
+        compacted,
+        flusher,
+        commitLog,
+        queues,
+        index,
+        checkpoint,
+        consumerOffsets,
+        flags,
+        pool,
+        paths,
+        lock,
+        logger,
+        takeFigures,
+        schedule: this.schedule,
+      })
+    } finally {
+      this.arrivals.close()
+    }
   }
 
   /** Commits a consumer offset (arguments already checked); with `durable`, resolves once it is on disk. */
