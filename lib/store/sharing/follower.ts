@@ -53,7 +53,8 @@ export class Follower {
    */
   watch(): void {
     if (this.stopped) return
-    this.arm()
+    // A missing file is tried again at the slow looks, not at every wait.
+    if (this.timer === null) this.arm()
     this.lookSoon()
     // Ref'd on purpose: a process whose consumer waits for messages stays alive, as with a writer.
     this.timer ??= setTimeout(() => this.slowLook(), this.intervalMs)
