@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
+import { followLatency } from './following.js'
 import { forwardedPuts } from './forwarding.js'
 import {
   BODY_SIZE,
@@ -264,6 +265,12 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     const forwardStarted = now()
     result.forward = await forwardedPuts(config, COMMON)
     windows.push(windowSince('forwarded put', forwardStarted))
+  }
+  // (8) a reader in another process following the writer's puts
+  if (phases.has('follow')) {
+    const followStarted = now()
+    result.follow = await followLatency(config, COMMON)
+    windows.push(windowSince('follow', followStarted))
   }
   return result
 }

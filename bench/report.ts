@@ -129,6 +129,21 @@ const ROWS: Row[] = [
     digits: 0,
     value: (r) => r.forward?.forwardedRate,
   },
+  {
+    phase: 'reader in another process: follow latency p50',
+    unit: 'ms',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => r.follow?.latencyMs.p50,
+  },
+  {
+    phase: 'reader in another process: follow latency p99',
+    unit: 'ms',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => r.follow?.latencyMs.p99,
+  },
+  { phase: 'reader waiting idle: CPU', unit: '% core', direction: 'lower', digits: 2, value: (r) => r.follow?.idleCpuPercent },
   { phase: 'reopen of the put store: close', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.closeMs },
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
@@ -471,6 +486,14 @@ function tables(b: BenchRuns): Tables {
         `(MessageStore.connect) into the same shareWrites store, both in putMessages batches of ${forward.batch} after an untimed warm-up; each side builds its messages in its own process ` +
         `(the forwarded ones also cross the socket, encoded and decoded); forwarded / in-process = ` +
         `${inProcess === undefined || forwarded === undefined ? '—' : (forwarded / inProcess).toFixed(2)} (medians of the runs).`,
+    )
+  }
+  const follow = mq?.follow
+  if (follow !== undefined) {
+    notes.push(
+      `follow: ${fmt(follow.count, 0)} messages put one at a time, 1-5 ms apart, by the writer and consumed by a read-only opener in another ` +
+        "process (woken through the store's arrivals file); latency = put call to arrival in consume(), wall clock across the two processes. " +
+        `Then the reader waits ${fmt(follow.idleMs / 1000, 0)} s with nothing arriving: its CPU time (process.cpuUsage) in % of one core.`,
     )
   }
   for (const engine of ENGINES) {

@@ -28,8 +28,8 @@ export const LOOKUP_WARMUP = 2000
 export type EngineName = 'mqstore' | 'lmdb' | 'sqlite'
 export const ENGINES: readonly EngineName[] = ['mqstore', 'lmdb', 'sqlite']
 
-export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward'
-export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward']
+export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward' | 'follow'
+export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward', 'follow']
 
 export interface BenchConfig {
   count: number
@@ -306,6 +306,17 @@ export interface ForwardResult {
   forwardedRate: number
 }
 
+/** How soon a reader in another process sees a put, and what it costs while it waits (mqstore only). */
+export interface FollowResult {
+  /** Messages put one at a time and followed. */
+  count: number
+  /** Put (before the call) to arrival in the reader's consume(), in ms. */
+  latencyMs: { p50: number; p99: number; max: number }
+  /** The waiting reader's CPU time over idleMs, in percent of one core. */
+  idleCpuPercent: number
+  idleMs: number
+}
+
 export interface EngineResult {
   engine: EngineName
   version: string
@@ -318,6 +329,7 @@ export interface EngineResult {
   sync?: SyncResult
   big?: BigStoreResult
   forward?: ForwardResult
+  follow?: FollowResult
   /** When each phase ran (for the per-phase CPU profile summaries). */
   windows?: PhaseWindow[]
 }

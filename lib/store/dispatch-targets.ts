@@ -8,6 +8,7 @@ import type { IndexService } from './index/index-service.js'
 import type { ConsumeQueue } from './queue/consume-queue.js'
 import type { ConsumeQueueTable } from './queue/queue-table.js'
 import type { Subscriptions } from './read/subscriptions.js'
+import type { ArrivalsFile } from './sharing/arrivals-file.js'
 import type { StoreCheckpoint } from './store-checkpoint.js'
 
 export interface DispatchTargetDeps {
@@ -17,6 +18,8 @@ export interface DispatchTargetDeps {
   index: () => IndexService
   checkpoint: StoreCheckpoint
   subscriptions: Subscriptions
+  /** Wakes readers in other processes, once per dispatch pass that wrote units. */
+  arrivals: Pick<ArrivalsFile, 'arrived'>
   log: (message: string) => void
 }
 
@@ -67,6 +70,7 @@ export class DispatchTargets {
       }
       this.deps.checkpoint.logicsDispatchedTimestamp = request.storeTimestamp
       if (this.deps.subscriptions.hasWaiters) this.deps.subscriptions.notifyArrival(request.topic, request.queueId)
+      this.deps.arrivals.arrived()
     }
     if (buildIndex) this.deps.index().buildIndex(request)
     return true

@@ -32,6 +32,7 @@ import { dueTimeCorrection } from './schedule/delay-levels.js'
 import { ScheduleService } from './schedule/schedule-service.js'
 import { ServiceLoop } from './service-loop.js'
 import { maxFrameBytesFor } from './sharing/frame.js'
+import { ArrivalsFile } from './sharing/arrivals-file.js'
 import { ForwardingServer } from './sharing/forwarding-server.js'
 import { HaService } from './ha/ha-service.js'
 import { splitHaOptions } from './ha/ha-options.js'
@@ -107,6 +108,8 @@ export class StoreEngine {
   sharing: ForwardingServer | null = null
   /** Replication: the role, a master's HA port and SYNC_MASTER waits, or a slave's link (ha/). */
   readonly ha: HaService
+  /** Touched after dispatch passes that wrote units: wakes readers in other processes. */
+  readonly arrivals: ArrivalsFile
 
   constructor(storePath: string, options: OpenOptions) {
     const {
@@ -192,12 +195,14 @@ export class StoreEngine {
       },
     })
     const dispatchLog = this.logger.child('dispatch')
+    this.arrivals = new ArrivalsFile(this.paths.arrivals, (message) => dispatchLog('warn', message))
     this.targets = new DispatchTargets({
       config: this.config,
       queues: this.queues,
       index: () => this.index.current,
       checkpoint: this.checkpoint,
       subscriptions: this.subscriptions,
+      arrivals: this.arrivals,
       log: (message) => dispatchLog('error', message),
     })
     const levels = new DelayLevels(this.config.messageDelayLevel)
@@ -436,6 +441,7 @@ export class StoreEngine {
     this.closed = true
     this.dispatcher.stop()
     void this.compacted.close()
+    this.arrivals.close()
     try {
       this.queues.shutdown()
       this.index.current.shutdown()
@@ -512,6 +518,7 @@ export class StoreEngine {
       mapping: mappingStats(this.queues.budget),
       descriptors: { cached: descriptors.size, opened: descriptors.opened },
       sharing: this.sharing?.stats() ?? null,
+      arrivalSignals: this.arrivals.touches,
       schedule: this.schedule.stats(),
       retry: this.retries.stats(),
       ha: this.ha.stats(),
@@ -529,26 +536,31 @@ export class StoreEngine {
     const { cleanup, loops, statsService, dispatcher, compacted, flusher, commitLog, queues } = this
     const { index, checkpoint, consumerOffsets, flags, pool, paths, lock, logger } = this
     const takeFigures = (): void => void (this.statsAtClose = this.stats())
-    await closeStore({
-      cleanup,
-      loops,
-      statsService,
-      dispatcher,
-      compacted,
-      flusher,
-      commitLog,
-      queues,
-      index,
-      checkpoint,
-      consumerOffsets,
-      flags,
-      pool,
-      paths,
-      lock,
-      logger,
-      takeFigures,
-      schedule: this.schedule,
-    })
+    // Closed whatever a failed step throws: close leaves no descriptor behind.
+    try {
+      await closeStore({
+        cleanup,
+        loops,
+        statsService,
+        dispatcher,
+        compacted,
+        flusher,
+        commitLog,
+        queues,
+        index,
+        checkpoint,
+        consumerOffsets,
+        flags,
+        pool,
+        paths,
+        lock,
+        logger,
+        takeFigures,
+        schedule: this.schedule,
+      })
+    } finally {
+      this.arrivals.close()
+    }
   }
 
   /** Commits a consumer offset (arguments already checked); with `durable`, resolves once it is on disk. */

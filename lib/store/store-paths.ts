@@ -11,6 +11,7 @@
 //   <root>/compaction/<topic>/<queueId>/<20-digit queue offset>   compaction logs of compacted topics
 //   <root>/compaction/cleaner-offset-checkpoint
 //   <root>/writer.sock                        the writer's socket for producers in other processes (shareWrites)
+//   <root>/arrivals                           touched by the writer after dispatching, watched by readers (mqstore)
 import { join } from 'node:path'
 
 export const COMMITLOG_DIR = 'commitlog'
@@ -28,6 +29,7 @@ export const DELAY_OFFSET_FILE = 'delayOffset.json'
 export const HA_ROLE_FILE = 'haRole.json'
 export const COMPACTION_DIR = 'compaction'
 export const SHARE_SOCKET_FILE = 'writer.sock'
+export const ARRIVALS_FILE = 'arrivals'
 
 /** The paths of one store directory. */
 export class StorePaths {
@@ -46,6 +48,7 @@ export class StorePaths {
   readonly haRole: string
   readonly compaction: string
   readonly shareSocket: string
+  readonly arrivals: string
 
   constructor(readonly root: string) {
     this.commitLog = join(root, COMMITLOG_DIR)
@@ -63,6 +66,7 @@ export class StorePaths {
     this.haRole = join(this.config, HA_ROLE_FILE)
     this.compaction = join(root, COMPACTION_DIR)
     this.shareSocket = join(root, SHARE_SOCKET_FILE)
+    this.arrivals = join(root, ARRIVALS_FILE)
   }
 
   /** The folder of one topic's queues. */

@@ -309,6 +309,11 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly descriptors: { cached: number; opened: number }
   /** Shared writes (`shareWrites`): the socket, producers connected, puts forwarded; null when off. */
   readonly sharing: SharingStats | null
+  /**
+   * Touches of the store's `arrivals` file since open, which wake readers in other processes:
+   * at most one per dispatch pass that wrote units, and at most one a millisecond.
+   */
+  readonly arrivalSignals: number
   /** Delayed messages: pending per level, next due time, delivered, lag (schedule-service.ts). */
   readonly schedule: ScheduleStats
   /** Nacks per consumer group since open: retried, or sent to the dead-letter queue. */

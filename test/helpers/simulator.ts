@@ -525,7 +525,7 @@ class Simulation implements SimHost {
       for (const name of fs.readdirSync(dir)) {
         const path = join(dir, name)
         if (fs.statSync(path).isDirectory()) walk(path)
-        else if (name !== 'lock' && fs.statSync(path).size > 0) files.push(path)
+        else if (name !== 'lock' && name !== 'arrivals' && fs.statSync(path).size > 0) files.push(path)
       }
     }
     walk(this.storeDir)

@@ -19,6 +19,8 @@
 //   index           file dimensions; entries point at a record one of whose keys has the entry's
 //                   hash; hash chains only link to older entries of the same slot
 //   checkpoint      present, 4096 bytes (reported); abort file (reported)
+//   not examined    the other files of the store root (lock, queueends, config/, writer.sock, and
+//                   arrivals, whose one byte only wakes readers): none holds data a read depends on
 //
 // Files: verify-store.ts (the pass), commit-log-walk.ts, pointer-streams.ts, queue-stream.ts,
 // index-check.ts, checkpoint-check.ts, record-reader.ts, files.ts, report.ts, format.ts, command.ts.

@@ -55,7 +55,10 @@ export type ReadOnlyOpenOptions = MessageStoreOptions & {
    * commits stay in memory. Either way the reader starts from the writer's committed offsets.
    */
   offsetStorePath?: string
-  /** Milliseconds between two looks at the queues a consumer waits on (default 4). */
+  /**
+   * Milliseconds between two slow looks at the queues a consumer waits on (default 200): the
+   * fallback for when the writer's touches of the `arrivals` file cannot be watched.
+   */
   followIntervalMs?: number
   logger?: Logger
 }
@@ -84,6 +87,9 @@ export interface ReaderStats {
   /** Consumers waiting for arrivals now, and looks the follower took since open. */
   readonly waitingQueues: number
   readonly followTicks: number
+  /** Changes of the writer's `arrivals` file seen since open, and whether the file is watched now. */
+  readonly followSignals: number
+  readonly arrivalsWatched: boolean
   /** Where commits are kept, or null (in memory). */
   readonly offsetStorePath: string | null
 }
@@ -160,6 +166,7 @@ export class MessageStoreReader implements AsyncDisposable {
         hasWaiters: () => this.subscriptions.hasWaiters,
       },
       interval,
+      this.paths.arrivals,
     )
     if (this.offsetStorePath !== null) {
       this.persistTimer = setInterval(() => this.persistOffsets(), this.config.flushConsumerOffsetInterval)
@@ -625,6 +632,8 @@ export class MessageStoreReader implements AsyncDisposable {
       bodyCrcFailures: this.log.bodyCrcFailures,
       waitingQueues,
       followTicks: this.follower.ticks,
+      followSignals: this.follower.signals,
+      arrivalsWatched: this.follower.signalled,
       offsetStorePath: this.offsetStorePath,
     }
   }
