@@ -8,6 +8,7 @@ import type { DiskReading } from './cleanup/disk-policy.js'
 import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
 import type { ScheduleStats } from './schedule/schedule-stats.js'
+import type { TimerStats } from './timer/timer-service.js'
 import type { RetryStats } from './retry/retry-stats.js'
 import type { CleanerStats, CompactionOptions } from './compaction/compaction-service.js'
 import type { TopicConfigInput } from './topics/topic-table.js'
@@ -16,6 +17,7 @@ export type { CleanupPolicy, TopicConfig, TopicConfigInput } from './topics/topi
 export type { CleanerStats, CompactionOptions, CompactReport } from './compaction/compaction-service.js'
 export type { PassResult } from './compaction/cleaner.js'
 export type { ScheduleLevelStats, ScheduleStats } from './schedule/schedule-stats.js'
+export type { TimerStats } from './timer/timer-service.js'
 export type { RetryGroupStats, RetryStats } from './retry/retry-stats.js'
 
 export type { PutMessageStatus } from './commitlog/commit-log.js'
@@ -307,6 +309,8 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly sharing: SharingStats | null
   /** Delayed messages: pending per level, next due time, delivered, lag (schedule-service.ts). */
   readonly schedule: ScheduleStats
+  /** Messages put with a delivery time (deliverAt / delayMs / RocketMQ 5's TIMER_* properties). */
+  readonly timer: TimerStats
   /** Nacks per consumer group since open: retried, or sent to the dead-letter queue. */
   readonly retry: RetryStats
 }
