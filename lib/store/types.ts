@@ -44,6 +44,13 @@ export interface Message {
    * level; 0 = no delay). Same as a `DELAY` property; this field wins when both are given.
    */
   delayTimeLevel?: number
+  /**
+   * Deliver at this time (epoch ms; RocketMQ 5's TIMER_DELIVER_MS), at most 7 days ahead; a time
+   * in the past is delivered at once. Not together with `delayMs` or a delay level.
+   */
+  deliverAt?: number
+  /** Deliver this many ms after the put (RocketMQ 5's TIMER_DELAY_MS); same rules as `deliverAt`. */
+  delayMs?: number
 }
 
 /** A stored message as returned: RocketMQ MessageExt's fields, read-only. */

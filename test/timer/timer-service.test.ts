@@ -109,6 +109,41 @@ describe('delivery (fake clock)', () => {
   })
 })
 
+describe('rolls (100 ms precision: the wheel spans 33.6 hours)', () => {
+  it('delivers a timer 6 days ahead on time after rolling, and one cancelled while rolling not at all', async () => {
+    const fake = new FakeClock()
+    fake.at = Math.floor(Date.now() / 1000) * 1000
+    const start = fake.at
+    const store = await openWith(tempDir('mqstore-timer-'), fake, [], { timerPrecisionMs: 100 })
+    try {
+      const timer = timerOf(store)
+      const far = start + 6 * 86_400_000 + 50
+      await store.putMessage({ topic: 'far', body: 'six days', deliverAt: far } as never)
+      const gone = await store.putMessage({ topic: 'far', body: 'cancelled', deliverAt: far + 1000 } as never)
+      await timer.deliverDue()
+      expect(store.stats().timer).toMatchObject({ pending: 2, nextDueTime: start + 16.8 * 3_600_000 })
+      for (let hours = 10; hours < 6 * 24; hours += 10) {
+        fake.at = start + hours * 3_600_000
+        await timer.deliverDue()
+        if (hours === 40) expect(await store.cancelTimer(gone.msgId)).toBe(true)
+        expect(bodies(store, 'far'), `after ${hours} h`).toEqual([])
+      }
+      fake.at = far + 49
+      await timer.deliverDue()
+      expect(bodies(store, 'far')).toEqual([])
+      fake.at = far + 50
+      await timer.deliverDue()
+      expect(bodies(store, 'far')).toEqual(['six days'])
+      fake.at = far + 5000
+      await timer.deliverDue()
+      expect(bodies(store, 'far')).toEqual(['six days'])
+      expect(store.stats().timer).toMatchObject({ pending: 0, delivered: 1, cancelled: 1 })
+    } finally {
+      await store.close()
+    }
+  })
+})
+
 describe('cancel', () => {
   it('cancels a pending timer by the put msgId or its UNIQ_KEY; a delivered or unknown one is not', async () => {
     const fake = new FakeClock()

@@ -174,6 +174,9 @@ export class TimerService {
       if (record !== null && record.queueOffset + 1 > this.queueOffset) this.queueOffset = record.queueOffset + 1
     }
     this.resetFlagsAndCount()
+    // A new timer gets its checkpoint now, so that a crash before the first periodic save is not
+    // taken for a lost one (which would deliver again all the log holds).
+    if (checkpoint === null && !hadLog) this.save(this.readTime)
   }
 
   /** Scans the log from `from`, re-pointing slots; returns the commit-log offset of the last entry's record (−1: none). */
@@ -291,7 +294,7 @@ export class TimerService {
         if (!(await this.deliverSlot(slotTime, found.slot))) return RETRY_MS
         ;(this.wheel as TimerWheel).set(slotTime, found.slot, DELIVERED)
         this.pending -= found.slot.num
-        this.nextDueCache = undefined
+        if (this.nextDueCache === slotTime + this.p) this.nextDueCache = undefined
       }
       if (this.readTime === slotTime) this.readTime += this.p
       walked++
@@ -356,8 +359,10 @@ export class TimerService {
     const count = (flags & TimerMagic.DELETE) !== 0 ? -1 : 1
     wheel.set(slotTime, { firstPos: slot?.firstPos ?? pos, lastPos: pos, num: (slot?.num ?? 0) + count }, 0)
     this.pending += count
-    if (this.nextDueCache === undefined || this.nextDueCache === null || slotTime + this.p < this.nextDueCache)
-      this.nextDueCache = undefined
+    // An entry can only bring the next due time nearer: no walk of the wheel needed.
+    if (this.nextDueCache !== undefined && count > 0 && (this.nextDueCache === null || slotTime + this.p < this.nextDueCache)) {
+      this.nextDueCache = slotTime + this.p
+    }
   }
 
   /**
