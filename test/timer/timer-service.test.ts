@@ -5,6 +5,10 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
+import { Registry } from 'prom-client'
+
+import { verifyStore } from '../../lib/cli/verify/index.js'
+import { collectStoreMetrics } from '../../lib/metrics.js'
 import { MessageStore } from '../../lib/store/message-store.js'
 import { TIMER_CHECKPOINT_SIZE, loadTimerCheckpoint } from '../../lib/store/timer/timer-checkpoint.js'
 import { TIMER_LOG_UNIT_SIZE } from '../../lib/store/timer/timer-log.js'
@@ -261,5 +265,31 @@ describe('files and restarts', () => {
     } finally {
       await store.close()
     }
+  })
+})
+
+describe('tools', () => {
+  it('mqstore verify notes damaged timer files; metrics show the timer', async () => {
+    const dir = tempDir('mqstore-timer-')
+    const fake = new FakeClock()
+    const store = await openWith(dir, fake)
+    await store.putMessage({ topic: 'v', body: 'x', delayMs: 60_000 } as never)
+    await waitFor(() => timerOf(store).stats().pending === 1, 'enqueue')
+    const registry = new Registry()
+    collectStoreMetrics(store, { register: registry })
+    const text = await registry.metrics()
+    expect(text).toMatch(/timer_pending 1/)
+    expect(text).toMatch(/timer_delivered_total 0/)
+    await store.close()
+    expect((await verifyStore(dir)).notes.filter((n) => /timer/.test(n))).toEqual([])
+    fs.truncateSync(join(dir, 'timerwheel'), 10)
+    fs.writeFileSync(join(dir, 'config', 'timercheck'), 'x')
+    const fd = fs.openSync(join(dir, 'timerlog', '00000000000000000000'), 'r+')
+    fs.writeSync(fd, Buffer.from([7]), 0, 1, 200)
+    fs.closeSync(fd)
+    const notes = (await verifyStore(dir)).notes.join('\n')
+    expect(notes).toMatch(/timerwheel is 10 bytes/)
+    expect(notes).toMatch(/timercheck: 1 bytes/)
+    expect(notes).toMatch(/a damaged unit at 52/)
   })
 })
