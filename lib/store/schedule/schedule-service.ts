@@ -111,9 +111,8 @@ export class ScheduleService {
       if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) continue
       const invalid =
         validateTopic(message.topic) ??
-        (message.topic === SCHEDULE_TOPIC || message.topic === TIMER_TOPIC
-          ? `a delayed message cannot be bound for ${message.topic}`
-          : null)
+        (message.topic === SCHEDULE_TOPIC ? 'a delayed message cannot be bound for the schedule topic' : null) ??
+        (message.topic === TIMER_TOPIC ? 'a delayed message cannot be bound for the timer topic' : null)
       const delayed =
         invalid === null ? delayedMessage(message, this.deps.levels, this.timerSettings) : { reason: `invalid topic: ${invalid}` }
       if (isDelayRefusal(delayed)) {

@@ -25,7 +25,10 @@ import type { Message, MessageExt } from '../types.js'
 import { loadTimerCheckpoint, saveTimerCheckpoint } from './timer-checkpoint.js'
 import { TimerLog, TimerMagic, type TimerUnit } from './timer-log.js'
 import { CLEARED_AT_DELIVERY, TIMER_TOPIC, TimerProperty } from './timer-messages.js'
+import type { TimerStats } from './timer-stats.js'
 import { TIMER_WHEEL_SLOTS, TimerWheel, type TimerSlot } from './timer-wheel.js'
+
+export type { TimerStats } from './timer-stats.js'
 
 export const TIMER_LOG_DIR = 'timerlog'
 export const TIMER_WHEEL_FILE = 'timerwheel'
@@ -61,24 +64,6 @@ export interface TimerDeps {
   clock: Clock
   log: StoreLog
   repair(action: string, reason: string): void
-}
-
-export interface TimerStats {
-  /** Entries in the wheel not delivered yet (cancel markers count −1). */
-  pending: number
-  /** When the next non-empty slot is due (epoch ms), or null. */
-  nextDueTime: number | null
-  delivered: number
-  cancelled: number
-  /** Entries whose record was unreadable or had no valid REAL_TOPIC / REAL_QID, or that their real topic refused for good. */
-  skipped: number
-  /** Entries whose record retention deleted before delivery. */
-  lostToRetention: number
-  /** How long the oldest due slot not delivered yet has been due, ms. */
-  lagMs: number
-  /** The wheel's read position: slots before it are delivered. */
-  readTimeMs: number
-  precisionMs: number
 }
 
 type Put = (messages: Message[]) => Promise<PutMessageResult[]>
@@ -136,6 +121,13 @@ export class TimerService {
    * timer topic's records past the last unit are enqueued again.
    */
   load(): void {
+    const { deps } = this
+    // A store that never had a timed message has no timer files: its first one makes them.
+    const files = [join(deps.root, TIMER_WHEEL_FILE), join(deps.root, TIMER_LOG_DIR), this.checkpointPath]
+    if (files.some((file) => fs.existsSync(file))) this.open()
+  }
+
+  private open(): void {
     const { deps } = this
     const wheelPath = join(deps.root, TIMER_WHEEL_FILE)
     const stat = fs.statSync(wheelPath, { throwIfNoEntry: false })
@@ -229,7 +221,7 @@ export class TimerService {
   // ---- the loop -----------------------------------------------------------------------------
 
   start(put: Put): void {
-    if (this.put !== null || this.stopped || this.wheel === null) return
+    if (this.put !== null || this.stopped) return
     this.put = put
     this.arm(0)
     this.flushTimer = setInterval(() => this.persist(), FLUSH_INTERVAL_MS)
@@ -282,6 +274,10 @@ export class TimerService {
   private async turn(): Promise<number> {
     const { deps } = this
     deps.catchUp()
+    if (this.wheel === null) {
+      if (this.stopped || deps.queues.find(TIMER_TOPIC, 0) === null) return POLL_MS
+      this.open()
+    }
     const more = this.enqueue()
     const now = deps.clock.now()
     // The clock went back: read from its time again (delivered slots are flagged and skipped).
