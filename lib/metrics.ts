@@ -141,6 +141,9 @@ const DEFINITIONS: Definition[] = [
   counter('schedule_lost_to_retention_total', 'Pending delayed messages whose record retention deleted since open.', [], (s) =>
     one(s.schedule.lostToRetention),
   ),
+  gauge('timer_pending', 'Timed messages (deliverAt / delayMs) not yet delivered.', [], (s) => one(s.timer.pending)),
+  counter('timer_delivered_total', 'Timed messages delivered to their real topic since open.', [], (s) => one(s.timer.delivered)),
+  gauge('timer_lag_seconds', 'How long the earliest due timer slot not yet delivered has been due.', [], (s) => one(s.timer.lagMs / 1000)),
 ]
 
 /** Labels of the metrics themselves ('le' is the histograms'): a store's labels must differ. */

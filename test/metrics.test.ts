@@ -58,6 +58,9 @@ const EXPECTED = [
   'schedule_delivered_total',
   'schedule_lag_seconds',
   'schedule_lost_to_retention_total',
+  'timer_pending',
+  'timer_delivered_total',
+  'timer_lag_seconds',
 ]
 
 /** One sample of the scrape: `name{labels}` → value, parsed from the text format. */

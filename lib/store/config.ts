@@ -95,6 +95,8 @@ export interface MessageStoreConfig {
   messageDelayLevel: string
   /** How often the schedule service saves its progress (config/delayOffset.json), ms. Default 10,000. */
   flushDelayOffsetInterval: number
+  /** The timer's precision (RocketMQ 5's timerPrecisionMs): 1000 (default) or 100 ms. */
+  timerPrecisionMs: number
 }
 
 export type MessageStoreOptions = Partial<MessageStoreConfig> & { preset?: 'embedded' | 'rocketmq' }
@@ -152,6 +154,7 @@ export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
   mappingIdleMs: 30_000,
   messageDelayLevel: DEFAULT_MESSAGE_DELAY_LEVEL,
   flushDelayOffsetInterval: 10_000,
+  timerPrecisionMs: 1000,
 })
 
 export const ROCKETMQ_SIZES: Readonly<Partial<MessageStoreConfig>> = Object.freeze({
@@ -285,6 +288,9 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
   parseHost(config.storeHost, 'storeHost')
   parseHost(config.bornHost, 'bornHost')
   parseMessageDelayLevel(config.messageDelayLevel)
+  if (config.timerPrecisionMs !== 100 && config.timerPrecisionMs !== 1000) {
+    throw new MQStoreError('INVALID_OPTION', `timerPrecisionMs must be 1000 or 100, got ${String(config.timerPrecisionMs)}`)
+  }
   return config
 }
 

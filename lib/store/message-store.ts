@@ -561,6 +561,17 @@ export class MessageStore implements AsyncDisposable {
   }
 
   /**
+   * Cancels a message put with a delivery time (deliverAt / delayMs) that is still pending, by
+   * the msgId its put returned or its UNIQ_KEY. Resolves true when a cancel was recorded before
+   * its slot came due, false when no such pending timer is known (delivered, cancelled or unknown).
+   */
+  async cancelTimer(msgId: string): Promise<boolean> {
+    if (typeof msgId !== 'string' || msgId === '') throw new TypeError('msgId must be a non-empty string')
+    this.assertOpen()
+    return this.e.schedule.timer.cancel(msgId)
+  }
+
+  /**
    * Clean shutdown: stops the services, dispatches and flushes everything, writes the checkpoint,
    * persists consumer offsets, removes the abort file and releases the directory lock.
    * Idempotent; concurrent calls share one shutdown.

@@ -219,6 +219,12 @@ export class StoreEngine {
       repair: (action, reason) => this.repair(action, reason),
       path: this.paths.delayOffsets,
       flushDelayOffsetInterval: this.config.flushDelayOffsetInterval,
+      timer: {
+        root: storePath,
+        configDir: this.paths.config,
+        precisionMs: this.config.timerPrecisionMs,
+        findByKey: (topic, key) => this.reads.queryMessage(topic, key, 32, 0, Number.MAX_SAFE_INTEGER).messages,
+      },
     })
     this.dueTimes = dueTimeCorrection(levels)
     const dueTimes = this.dueTimes
@@ -520,6 +526,7 @@ export class StoreEngine {
       sharing: this.sharing?.stats() ?? null,
       arrivalSignals: this.arrivals.touches,
       schedule: this.schedule.stats(),
+      timer: this.schedule.timer.stats(),
       retry: this.retries.stats(),
       ha: this.ha.stats(),
     })

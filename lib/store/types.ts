@@ -8,6 +8,7 @@ import type { DiskReading } from './cleanup/disk-policy.js'
 import type { RunningFlagState } from './running-flags.js'
 import type { StoreStats } from './store-stats.js'
 import type { ScheduleStats } from './schedule/schedule-stats.js'
+import type { TimerStats } from './timer/timer-stats.js'
 import type { RetryStats } from './retry/retry-stats.js'
 import type { CleanerStats, CompactionOptions } from './compaction/compaction-service.js'
 import type { TopicConfigInput } from './topics/topic-table.js'
@@ -16,6 +17,7 @@ export type { CleanupPolicy, TopicConfig, TopicConfigInput } from './topics/topi
 export type { CleanerStats, CompactionOptions, CompactReport } from './compaction/compaction-service.js'
 export type { PassResult } from './compaction/cleaner.js'
 export type { ScheduleLevelStats, ScheduleStats } from './schedule/schedule-stats.js'
+export type { TimerStats } from './timer/timer-stats.js'
 export type { RetryGroupStats, RetryStats } from './retry/retry-stats.js'
 
 import type { HaOptions } from './ha/ha-options.js'
@@ -46,6 +48,13 @@ export interface Message {
    * level; 0 = no delay). Same as a `DELAY` property; this field wins when both are given.
    */
   delayTimeLevel?: number
+  /**
+   * Deliver at this time (epoch ms; RocketMQ 5's TIMER_DELIVER_MS), at most 7 days ahead; a time
+   * in the past is delivered at once. Not together with `delayMs` or a delay level.
+   */
+  deliverAt?: number
+  /** Deliver this many ms after the put (RocketMQ 5's TIMER_DELAY_MS); same rules as `deliverAt`. */
+  delayMs?: number
 }
 
 /** A stored message as returned: RocketMQ MessageExt's fields, read-only. */
@@ -316,6 +325,8 @@ export interface MessageStoreStats extends Readonly<StoreStats> {
   readonly arrivalSignals: number
   /** Delayed messages: pending per level, next due time, delivered, lag (schedule-service.ts). */
   readonly schedule: ScheduleStats
+  /** Messages put with a delivery time (deliverAt / delayMs / RocketMQ 5's TIMER_* properties). */
+  readonly timer: TimerStats
   /** Nacks per consumer group since open: retried, or sent to the dead-letter queue. */
   readonly retry: RetryStats
   /** Replication: the role; a master's port and slaves; a slave's master and lag (docs/api.md, "Replication"). */

@@ -9,6 +9,7 @@ import { BEGIN_PHY_OFFSET_OFFSET, indexCoverageBreak, isIndexFileName, type Inde
 import { isTempSegmentName } from '../../store/mapped/segment-name.js'
 import { CQ_STORE_UNIT_SIZE } from '../../store/queue/cq-unit.js'
 import { loadDelayOffsets } from '../../store/schedule/delay-offsets.js'
+import { timerFileNotes } from '../../store/timer/timer-files.js'
 import {
   ABORT_FILE,
   CHECKPOINT_FILE,
@@ -246,6 +247,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
     notes.push(`${cqCounts.extTags} units hold consume-queue extension addresses; their tags codes were not checked`)
 
   notes.push(...delayOffsetNotes(dir, queues))
+  notes.push(...timerFileNotes(dir, join(dir, CONFIG_DIR)))
   const checkpoint = checkCheckpoint(dir, maxProblems, givenDims)
   const problemCount = clProblems.count + cqProblems.count + ixProblems.count + checkpoint.problems.length + checkpoint.moreProblems
   return {

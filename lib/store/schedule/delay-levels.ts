@@ -5,12 +5,13 @@ import { randomBytes } from 'node:crypto'
 
 import { type DispatchRequest, PropertyName, SCHEDULE_TOPIC } from '../commitlog/record.js'
 import { isQueuedRecord } from '../commitlog/sys-flag.js'
+import { asksForTimer, timedMessage } from '../timer/timer-messages.js'
 import type { Message } from '../types.js'
 import type { DelayLevels } from './delay-level-table.js'
 
 export { DelayLevels, parseMessageDelayLevel } from './delay-level-table.js'
 
-/** Fields of a message that ask for a later delivery; the timer ones are refused for now. */
+/** Fields of a message that ask for a later delivery. */
 interface DelayFields {
   delayTimeLevel?: unknown
   deliverAt?: unknown
@@ -24,8 +25,15 @@ export function asksForDelay(message: Message): boolean {
     fields.delayTimeLevel !== undefined ||
     fields.deliverAt !== undefined ||
     fields.delayMs !== undefined ||
-    (message.properties !== undefined && message.properties !== null && message.properties.DELAY !== undefined)
+    (message.properties !== undefined && message.properties !== null && message.properties.DELAY !== undefined) ||
+    asksForTimer(message)
   )
+}
+
+/** What a timed put needs: the store's clock and `timerPrecisionMs`. */
+export interface TimerSettings {
+  now(): number
+  precisionMs: number
 }
 
 /** Why a delayed message cannot be stored (MESSAGE_ILLEGAL). */
@@ -45,9 +53,9 @@ export function isDelayRefusal(value: Message | DelayRefusal): value is DelayRef
  * message's tags and keys win over TAGS and KEYS. A message without UNIQ_KEY gets one, so that a
  * copy delivered twice (at least once, after a crash) carries the same client id.
  */
-export function delayedMessage(message: Message, levels: DelayLevels): Message | DelayRefusal {
+export function delayedMessage(message: Message, levels: DelayLevels, timer?: TimerSettings): Message | DelayRefusal {
   const fields = message as DelayFields
-  const timed = fields.deliverAt !== undefined || fields.delayMs !== undefined
+  const timed = asksForTimer(message)
   if (fields.deliverAt !== undefined && (typeof fields.deliverAt !== 'number' || !Number.isFinite(fields.deliverAt))) {
     return { reason: `deliverAt must be a finite number of epoch milliseconds, got ${String(fields.deliverAt)}` }
   }
@@ -56,8 +64,13 @@ export function delayedMessage(message: Message, levels: DelayLevels): Message |
   }
   const property = message.properties?.DELAY
   const hasLevel = fields.delayTimeLevel !== undefined || property !== undefined
-  if (timed && hasLevel) return { reason: 'a message takes a delay level or a delivery time (deliverAt / delayMs), not both' }
-  if (timed) return { reason: 'deliverAt / delayMs (any delivery time) are not supported yet: use delayTimeLevel' }
+  if (timed && hasLevel) {
+    return { reason: 'a message takes a delay level or a delivery time (deliverAt / delayMs / a TIMER_* property), not both' }
+  }
+  if (timed) {
+    if (timer === undefined) return { reason: 'this store takes no delivery times (deliverAt / delayMs)' }
+    return timedMessage(message, timer.now(), timer.precisionMs, newUniqKey)
+  }
   let level: number
   if (fields.delayTimeLevel !== undefined) {
     level = fields.delayTimeLevel as number

@@ -14,6 +14,8 @@ import type { Clock } from '../environment.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { StoreLog } from '../store-logger.js'
+import { TIMER_TOPIC } from '../timer/timer-messages.js'
+import { TimerService, type TimerDeps } from '../timer/timer-service.js'
 import type { Message, MessageExt } from '../types.js'
 import type { DelayLevels } from './delay-level-table.js'
 import { asksForDelay, delayedMessage, isDelayRefusal } from './delay-levels.js'
@@ -51,6 +53,8 @@ export interface ScheduleDeps {
   /** config/delayOffset.json */
   path: string
   flushDelayOffsetInterval: number
+  /** What the timer (any delivery time, timer/) needs besides the above. */
+  timer: Pick<TimerDeps, 'root' | 'configDir' | 'precisionMs' | 'findByKey'>
 }
 
 type Put = (messages: Message[]) => Promise<PutMessageResult[]>
@@ -63,6 +67,8 @@ interface Snapshot {
 
 export class ScheduleService {
   private readonly deps: ScheduleDeps
+  /** Delivery at any time (RocketMQ 5's timer store): it shares the put rewrite and the lifetime. */
+  readonly timer: TimerService
   /** Level → next offset to deliver. */
   private readonly progress = new Map<number, number>()
   private readonly timers = new Map<number, NodeJS.Timeout>()
@@ -84,7 +90,12 @@ export class ScheduleService {
 
   constructor(deps: ScheduleDeps) {
     this.deps = deps
+    this.timer = new TimerService({ ...deps, ...deps.timer, log: deps.log.child('timer') })
+    const { clock } = deps
+    this.timerSettings = { now: () => clock.now(), precisionMs: deps.timer.precisionMs }
   }
+
+  private readonly timerSettings: { now(): number; precisionMs: number }
 
   /**
    * Rewrites, in place, the messages of a put that ask for a delay (delay-levels.ts); returns
@@ -101,8 +112,10 @@ export class ScheduleService {
       if (!Number.isSafeInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) continue
       const invalid =
         validateTopic(message.topic) ??
-        (message.topic === SCHEDULE_TOPIC ? 'a delayed message cannot be bound for the schedule topic' : null)
-      const delayed = invalid === null ? delayedMessage(message, this.deps.levels) : { reason: `invalid topic: ${invalid}` }
+        (message.topic === SCHEDULE_TOPIC ? 'a delayed message cannot be bound for the schedule topic' : null) ??
+        (message.topic === TIMER_TOPIC ? 'a delayed message cannot be bound for the timer topic' : null)
+      const delayed =
+        invalid === null ? delayedMessage(message, this.deps.levels, this.timerSettings) : { reason: `invalid topic: ${invalid}` }
       if (isDelayRefusal(delayed)) {
         refusals ??= []
         refusals[i] = { status: 'MESSAGE_ILLEGAL', reason: delayed.reason }
@@ -120,6 +133,7 @@ export class ScheduleService {
    * the last good save are delivered again).
    */
   load(): void {
+    this.timer.load()
     const loaded = loadDelayOffsets(this.deps.path)
     for (const [level, offset] of loaded.table) this.progress.set(level, offset)
     if (loaded.damage === null) this.savedText = tableText(loaded.table)
@@ -135,6 +149,7 @@ export class ScheduleService {
   start(put: Put): void {
     if (this.put !== null || this.stopped) return
     this.put = put
+    this.timer.start(put)
     // A level without progress (a new store, a rebuilt file) starts at its queue's min offset.
     for (let level = 1; level <= this.deps.levels.maxLevel; level++) {
       const queue = this.deps.queues.find(SCHEDULE_TOPIC, level - 1)
@@ -168,7 +183,7 @@ export class ScheduleService {
     this.timers.clear()
     if (this.persistTimer !== null) clearInterval(this.persistTimer)
     this.persistTimer = null
-    await Promise.allSettled([...this.passes.values()])
+    await Promise.allSettled([...this.passes.values(), this.timer.stop()])
   }
 
   /**
@@ -176,6 +191,7 @@ export class ScheduleService {
    * failed, the newest periodic table whose deliveries are on disk.
    */
   saveAtClose(onError: (error: Error) => void): void {
+    this.timer.saveAtClose(onError)
     if (this.put === null) return
     try {
       const flushed = this.deps.commitLogFlushedOffset()
