@@ -2,57 +2,28 @@
 // service delivers them, and is killed at a random moment after some deliveries. Reopened here,
 // every acknowledged message reaches its real topic (none lost); a message delivered twice (its
 // progress was not saved yet) keeps its UNIQ_KEY and body; delivery per queue stays in put order.
-import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../../lib/store/message-store.js'
+import { runAndKill } from '../helpers/delivery-crash.js'
 import { distEntry, tempDir } from '../helpers/tmp.js'
 import { readAll, waitFor } from './helpers.js'
 
-const CHILD = fileURLToPath(new URL('../fixtures/schedule-crash-child.mjs', import.meta.url))
 const CYCLES = 3
 
 beforeAll(() => {
   if (!fs.existsSync(fileURLToPath(distEntry))) throw new Error('the child runs the compiled package: run `npm run build:ts` first')
 })
 
-/** Runs the child until it has delivered `minDelivered` messages, then kills it; the acknowledged UNIQ_KEYs. */
-function runAndKill(dir: string, run: number, minDelivered: number): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, distEntry, dir, String(run)], { stdio: ['ignore', 'pipe', 'pipe'] })
-    const acks: string[] = []
-    let killed = false
-    let stderr = ''
-    let buffered = ''
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    child.stdout.on('data', (d: Buffer) => {
-      buffered += d.toString()
-      const lines = buffered.split('\n')
-      buffered = lines.pop() ?? ''
-      for (const line of lines) {
-        if (line.startsWith('ack ')) acks.push(line.slice(4))
-        else if (line.startsWith('delivered ') && !killed && Number(line.slice(10)) >= minDelivered) {
-          killed = true
-          child.kill('SIGKILL')
-        }
-      }
-    })
-    child.on('exit', (code, signal) => {
-      if (signal === 'SIGKILL') resolve(acks)
-      else reject(new Error(`child exited with ${code}: ${stderr}`))
-    })
-  })
-}
-
 describe('SIGKILL with delayed messages pending and due', () => {
   it(`loses none, and a duplicate keeps its UNIQ_KEY (${CYCLES} kills)`, async () => {
     const dir = join(tempDir('mqstore-schedule-crash-'), 'store')
     const acked: string[] = []
     for (let run = 0; run < CYCLES; run++) {
-      acked.push(...(await runAndKill(dir, run, 5 + Math.floor(Math.random() * 40))))
+      acked.push(...(await runAndKill('delay', dir, run, 5 + Math.floor(Math.random() * 40))))
     }
     const store = await MessageStore.open(dir)
     try {
