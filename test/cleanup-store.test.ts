@@ -148,6 +148,20 @@ describe('retention through the store', () => {
     check(store)
   })
 
+  it('deleting files that were never flushed moves the flushed offset to the new minimum, so later data is still flushed', async () => {
+    const store = await openStore({ flushIntervalCommitLog: 3_600_000 })
+    await produce(store, 40)
+    expect(store.stats().commitLogFlushedOffset).toBe(0)
+    ageFiles(100, 3)
+    store.executeDeleteFilesManually()
+    await store.runCleanupPass()
+    const minPhy = store.getMinPhyOffset()
+    expect(minPhy).toBeGreaterThan(0)
+    const stats = store.stats()
+    expect(stats.commitLogFlushedOffset).toBe(minPhy)
+    expect(stats.flushBehindBytes).toBe(stats.commitLogMaxOffset - minPhy)
+  })
+
   it('a queue whose every message was deleted is empty: reads answer OFFSET_TOO_SMALL with its end, also after reopen', async () => {
     let store = await openStore()
     for (let n = 0; n < 3; n++) expect((await store.putMessage({ topic: 'early', body: `e${n}` })).status).toBe('PUT_OK')

@@ -169,6 +169,18 @@ describe('MappedFileQueue', () => {
     expect(await queue.deleteExpiredFileByTime(0, 0, 1000, true)).toBe(0)
   })
 
+  it('deleting head files that were never flushed moves the flush past them, so later data still gets flushed', async () => {
+    const queue = open()
+    for (let i = 0; i < 3; i++) append(queue, SIZE - 8)
+    append(queue, 100)
+    expect(queue.flushedWhere).toBe(0)
+    expect(await queue.deleteExpiredFileByTime(0, 0, 1000, true)).toBe(3)
+    expect(queue.flushedWhere).toBe(SIZE * 3)
+    expect(queue.committedWhere).toBe(SIZE * 3)
+    expect(queue.flush(0)).toBe(false)
+    expect(queue.flushedWhere).toBe(SIZE * 3 + 100)
+  })
+
   it('deleteExpiredFileByTime stops at a file a reader holds, and retryDeleteFirstFile finishes it', async () => {
     const queue = open()
     for (let i = 0; i < 3; i++) append(queue, SIZE - 8)

@@ -505,6 +505,11 @@ export class MappedFileQueue {
     const kept = this.mappedFiles.filter((file) => !gone.has(file))
     this.mappedFiles.length = 0
     this.mappedFiles.push(...kept)
+    // Deleted head files need no flush or commit: a position left inside one would match no file,
+    // and every later flush would find nothing to do (nothing would ever be made durable again).
+    const head = kept[0]?.fileFromOffset ?? 0
+    if (this.flushedWhere < head) this.flushedWhere = head
+    if (this.committedWhere < head) this.committedWhere = head
     this.budgetOldFiles()
     if (this.options.readOnly !== true && fs.existsSync(this.storePath)) syncDirectory(join(this.storePath, 'x'))
   }
