@@ -15,6 +15,7 @@ import {
   buildRecord,
   checkCommitOptions,
   checkMessageShape,
+  checkConsumeOptions,
   checkName,
   checkOffset,
   checkPositive,
@@ -442,17 +443,8 @@ export class MessageStore implements AsyncDisposable {
   consume(options: ConsumeOptions & { queueId?: undefined }): TopicSubscription
   consume(options: ConsumeOptions): Subscription | TopicSubscription {
     this.assertOpen()
-    checkName(options.group, 'group')
-    const batchSize = options.batchSize ?? 32
-    checkPositive(batchSize, 'batchSize')
-    const tags = filterTags(options.tags)
-    if (options.queueId !== undefined) {
-      checkQueue(options.topic, options.queueId)
-      return this.e.subscriptions.subscribe({ ...options, queueId: options.queueId }, batchSize, tags)
-    }
-    checkQueue(options.topic, 0)
-    if (typeof options.from === 'number')
-      throw new TypeError('from: an offset needs a queueId (a topic subscription starts every queue at committed, earliest or latest)')
+    const { batchSize, tags } = checkConsumeOptions(options)
+    if (options.queueId !== undefined) return this.e.subscriptions.subscribe({ ...options, queueId: options.queueId }, batchSize, tags)
     const maxReconsumeTimes = options.maxReconsumeTimes ?? DEFAULT_MAX_RECONSUME_TIMES
     if (!Number.isSafeInteger(maxReconsumeTimes) || maxReconsumeTimes < 0)
       throw new RangeError('maxReconsumeTimes must be a non-negative integer')

@@ -13,7 +13,7 @@ import {
   type RecordParts,
 } from './commitlog/record.js'
 import { parseHost } from './config.js'
-import type { CommitOptions, Message, MessageFilter } from './types.js'
+import type { CommitOptions, ConsumeOptions, Message, MessageFilter } from './types.js'
 
 const GROUP_PATTERN = /^[%|a-zA-Z0-9_-]{1,255}$/
 const QUEUE_ID_MAX = 0x7fffffff
@@ -65,6 +65,26 @@ export function checkQuery(
 }
 
 /** checkQuery's checks of a range already filled in, without making an object (a lookup is a few microseconds). */
+/**
+ * The checks of consume()'s options, for the writer's and a reader's subscriptions alike: the
+ * group, the batch size and the tags, then one queue (with queueId) or every queue of a topic
+ * (which starts at committed, earliest or latest, never at an offset).
+ */
+export function checkConsumeOptions(options: ConsumeOptions): { batchSize: number; tags: string[] | undefined } {
+  checkName(options.group, 'group')
+  const batchSize = options.batchSize ?? 32
+  checkPositive(batchSize, 'batchSize')
+  const tags = filterTags(options.tags)
+  if (options.queueId !== undefined) {
+    checkQueue(options.topic, options.queueId)
+  } else {
+    checkQueue(options.topic, 0)
+    if (typeof options.from === 'number')
+      throw new TypeError('from: an offset needs a queueId (a topic subscription starts every queue at committed, earliest or latest)')
+  }
+  return { batchSize, tags }
+}
+
 export function checkQueryArguments(topic: string, key: string, maxNum: number, begin: number, end: number): void {
   if (typeof topic !== 'string') throw new TypeError('topic must be a string')
   if (typeof key !== 'string' || key === '') throw new TypeError('key must be a non-empty string')

@@ -13,6 +13,7 @@ import { decodeMessage, tagsMatch } from '../commitlog/record.js'
 import { ConsumerOffsets } from '../consumer-offsets.js'
 import {
   checkCommitOptions,
+  checkConsumeOptions,
   checkName,
   checkOffset,
   checkPositive,
@@ -587,17 +588,8 @@ export class MessageStoreReader implements AsyncDisposable {
   consume(options: ConsumeOptions & { queueId?: undefined }): TopicSubscription
   consume(options: ConsumeOptions): Subscription | TopicSubscription {
     this.assertOpen()
-    checkName(options.group, 'group')
-    const batchSize = options.batchSize ?? 32
-    checkPositive(batchSize, 'batchSize')
-    const tags = filterTags(options.tags)
-    if (options.queueId !== undefined) {
-      checkQueue(options.topic, options.queueId)
-      return this.subscriptions.subscribe({ ...options, queueId: options.queueId }, batchSize, tags)
-    }
-    checkQueue(options.topic, 0)
-    if (typeof options.from === 'number')
-      throw new TypeError('from: an offset needs a queueId (a topic subscription starts every queue at committed, earliest or latest)')
+    const { batchSize, tags } = checkConsumeOptions(options)
+    if (options.queueId !== undefined) return this.subscriptions.subscribe({ ...options, queueId: options.queueId }, batchSize, tags)
     const stop = new AbortController()
     const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal])
     const subscriptions = new Map<number, Subscription>()
