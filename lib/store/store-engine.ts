@@ -462,9 +462,10 @@ export class StoreEngine {
   async flushConsumeQueues(): Promise<void> {
     if (this.flags.isSet('NOT_WRITEABLE')) return
     try {
-      await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now())
+      const closing = () => this.closing !== null
+      await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now(), closing)
       // The index file being written too, so that a close after a burst has little left to sync.
-      if (this.config.messageIndexEnable) await this.index.current.flushCurrentAsync()
+      if (this.config.messageIndexEnable && !closing()) await this.index.current.flushCurrentAsync()
     } catch (error) {
       // As with the commit log (flusher.ts): a retried sync could succeed over lost pages.
       this.flags.set(

@@ -20,6 +20,12 @@ import { QueueEnds, type RecordedQueueEnds } from './queue-ends.js'
 
 /** Queues flushed at once by flushAllAsync (more than libuv's 4 threads, so the pool stays busy). */
 const FLUSH_PARALLEL = 16
+/**
+ * Queues flushed at once by the periodic pass: syncs in flight together share journal commits, so
+ * a pass over many dirty queues ends sooner (and a close waiting for it waits less), while the
+ * libuv pool keeps threads free for the commit log's flush and the puts' file work.
+ */
+const PERIODIC_FLUSH_PARALLEL = 2
 
 /** A queue folder name: the decimal queue id. */
 const QUEUE_DIR_PATTERN = /^\d{1,10}$/
@@ -309,13 +315,16 @@ export class ConsumeQueueTable {
     config: Pick<MessageStoreConfig, 'flushConsumeQueueLeastPages' | 'flushConsumeQueueThoroughInterval'>,
     checkpoint: StoreCheckpoint,
     now: number,
+    shouldStop: () => boolean = () => false,
   ): Promise<void> {
     const thorough = now >= this.lastThoroughFlush + config.flushConsumeQueueThoroughInterval
     // The checkpoint may only claim the logics time the queues had before this flush began.
     const logicsMsgTimestamp = checkpoint.logicsDispatchedTimestamp
     if (thorough) this.lastThoroughFlush = now
-    for (const queue of [...this.all()]) await queue.flushAsync(thorough ? 0 : config.flushConsumeQueueLeastPages)
-    if (thorough) {
+    const leastPages = thorough ? 0 : config.flushConsumeQueueLeastPages
+    // A close stops the pass between queues (its own flush syncs every queue at once).
+    const complete = await flushEach([...this.all()], PERIODIC_FLUSH_PARALLEL, (queue) => queue.flushAsync(leastPages), shouldStop)
+    if (thorough && complete) {
       if (logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
       checkpoint.flush()
     }
@@ -338,25 +347,46 @@ export class ConsumeQueueTable {
   async flushAllAsync(checkpoint?: StoreCheckpoint, parallel = FLUSH_PARALLEL): Promise<void> {
     // As flushAll: the checkpoint may claim only the logics time dispatched before the flush began.
     const logicsMsgTimestamp = checkpoint?.logicsDispatchedTimestamp ?? 0
-    const queues = [...this.all()]
-    let next = 0
-    let failure: unknown = null
-    const worker = async (): Promise<void> => {
-      while (next < queues.length) {
-        const queue = queues[next++]
-        try {
-          for (let i = 0; i < 3 && !(await queue.flushAsync(0)); i++);
-        } catch (error) {
-          failure ??= error
-        }
-      }
-    }
-    await Promise.all(Array.from({ length: Math.min(parallel, queues.length) }, worker))
-    if (failure !== null) throw failure
+    await flushEach([...this.all()], parallel, async (queue) => {
+      for (let i = 0; i < 3 && !(await queue.flushAsync(0)); i++);
+    })
     if (checkpoint !== undefined && logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
   }
 
   shutdown(): void {
     for (const queue of this.all()) queue.shutdown()
   }
+}
+
+/**
+ * Runs `flush` over `queues`, `parallel` at a time, taking no new queue once `shouldStop` says so.
+ * Every queue is tried even after a failure; the first failure is thrown once all have ended.
+ * Returns false when it stopped before the last queue.
+ */
+async function flushEach(
+  queues: readonly ConsumeQueue[],
+  parallel: number,
+  flush: (queue: ConsumeQueue) => Promise<unknown>,
+  shouldStop: () => boolean = () => false,
+): Promise<boolean> {
+  let next = 0
+  let stopped = false
+  let failure: unknown = null
+  const worker = async (): Promise<void> => {
+    while (next < queues.length) {
+      if (shouldStop()) {
+        stopped = true
+        return
+      }
+      const queue = queues[next++]
+      try {
+        await flush(queue)
+      } catch (error) {
+        failure ??= error
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(parallel, queues.length) }, worker))
+  if (failure !== null) throw failure
+  return !stopped
 }
