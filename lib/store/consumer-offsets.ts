@@ -13,7 +13,7 @@ import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
 import { ioError } from '../errors.js'
-import { writeFileDurably } from './mapped/directory.js'
+import { readFileWithBackup, writeFileDurably } from './mapped/directory.js'
 
 export class ConsumerOffsets {
   readonly path: string
@@ -37,7 +37,7 @@ export class ConsumerOffsets {
    * a read-only opener starts from the writer's file under the offsets it committed itself.
    */
   mergeFrom(path: string): void {
-    const parsed = readJson(path) ?? readJson(`${path}.bak`)
+    const parsed = readFileWithBackup(path, parseLenientJson)
     if (parsed === null) return
     const offsetTable = (parsed as { offsetTable?: Record<string, Record<string, unknown>> }).offsetTable ?? {}
     for (const [key, queues] of Object.entries(offsetTable)) {
@@ -218,19 +218,4 @@ function quoteIntegerKeys(text: string): string {
     out += c
   }
   return out
-}
-
-function readJson(path: string): unknown {
-  let text: string
-  try {
-    text = fs.readFileSync(path, 'utf8')
-  } catch {
-    return null
-  }
-  if (text.trim() === '') return null
-  try {
-    return parseLenientJson(text)
-  } catch {
-    return null
-  }
 }

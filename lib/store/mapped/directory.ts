@@ -87,3 +87,26 @@ export function writeFileDurably(path: string, text: string | Uint8Array, option
   fs.renameSync(temp, path)
   syncDirectory(path)
 }
+
+/**
+ * The reading side of writeFileDurably with `backup`: the parsed content of `path`, or of
+ * `<path>.bak` when `path` is missing, empty or does not parse; null when neither does.
+ */
+export function readFileWithBackup(path: string, parse: (text: string) => unknown = JSON.parse): unknown {
+  return parseFile(path, parse) ?? parseFile(`${path}.bak`, parse)
+}
+
+function parseFile(path: string, parse: (text: string) => unknown): unknown {
+  let text: string
+  try {
+    text = fs.readFileSync(path, 'utf8')
+  } catch {
+    return null
+  }
+  if (text.trim() === '') return null
+  try {
+    return parse(text)
+  } catch {
+    return null
+  }
+}

@@ -14,7 +14,7 @@ import * as fs from 'node:fs'
 import { MQStoreError } from '../../errors.js'
 import { validateTopic } from '../commitlog/record.js'
 import type { Clock } from '../environment.js'
-import { writeFileDurably } from '../mapped/directory.js'
+import { readFileWithBackup, writeFileDurably } from '../mapped/directory.js'
 
 export type CleanupPolicy = 'delete' | 'compact' | 'compact,delete'
 
@@ -186,7 +186,7 @@ export class TopicTable {
 
   /** Reads the file (falling back to its .bak copy); a file that fails validation is refused. */
   load(): void {
-    const parsed = readJson(this.path) ?? readJson(`${this.path}.bak`)
+    const parsed = readFileWithBackup(this.path)
     if (parsed === null) return
     const table = (parsed as { topicConfigTable?: unknown }).topicConfigTable
     if (table === null || typeof table !== 'object') {
@@ -309,19 +309,4 @@ function pickRocketMQ(raw: Record<string, unknown>): Partial<TopicEntry> {
   const out: Record<string, unknown> = {}
   for (const name of ROCKETMQ_FIELDS) if (raw[name] !== undefined) out[name] = raw[name]
   return out as Partial<TopicEntry>
-}
-
-function readJson(path: string): unknown {
-  let text: string
-  try {
-    text = fs.readFileSync(path, 'utf8')
-  } catch {
-    return null
-  }
-  if (text.trim() === '') return null
-  try {
-    return JSON.parse(text)
-  } catch {
-    return null
-  }
 }
