@@ -9,7 +9,6 @@
 // The queue counts are held per entry so that topic creation (queues per topic) can be added on
 // top of this table without changing its file; until then an entry made by setTopicConfig carries
 // RocketMQ's default of 8 read and write queues.
-import * as fs from 'node:fs'
 
 import { MQStoreError } from '../../errors.js'
 import { validateTopic } from '../commitlog/record.js'
