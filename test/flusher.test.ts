@@ -36,6 +36,21 @@ describe('flushing a burst that spans many small commit-log files', () => {
     expect(stats.commitLogFlushedOffset).toBe(stats.commitLogMaxOffset)
   })
 
+  it('SYNC_FLUSH also flushes what no put waits for (WAIT=false), as an idle group commit does', async () => {
+    const store = await MessageStore.open(tempDir('mqstore-flusher-'), { ...BASE, flushDiskType: 'SYNC_FLUSH' })
+    stores.push(store)
+    const results = await store.putMessages(batch(3).map((m) => ({ ...m, properties: { WAIT: 'false' } })))
+    expect(results.filter((r) => r.status !== 'PUT_OK')).toEqual([])
+    await vi.waitFor(
+      () => {
+        const stats = store.stats()
+        expect(stats.commitLogFlushedOffset).toBe(stats.commitLogMaxOffset)
+      },
+      { timeout: 10_000, interval: 20 },
+    )
+    expect(store.stats().commitLogMaxOffset).toBeGreaterThan(2 * LOG_FILE)
+  })
+
   it('one ASYNC_FLUSH pass, woken by the put, flushes every file the burst filled (the next pass is a minute away)', async () => {
     const store = await MessageStore.open(tempDir('mqstore-flusher-'), {
       ...BASE,

@@ -27,6 +27,9 @@ interface FlushRequest {
   settled: boolean
 }
 
+/** SYNC_FLUSH: how often bytes no put waits for are flushed (RocketMQ's group commit idle wait). */
+const SYNC_IDLE_FLUSH_MS = 10
+
 export class CommitLogFlusher {
   private readonly commitLog: CommitLog
   private readonly config: MessageStoreConfig
@@ -89,6 +92,11 @@ export class CommitLogFlusher {
   start(): void {
     if (this.config.flushDiskType === 'ASYNC_FLUSH') {
       this.flushLoop = new ServiceLoop('flush', this.config.flushIntervalCommitLog, () => this.flushOnce(), this.onError)
+      this.flushLoop.start()
+    } else {
+      // Bytes appended with no put waiting for them (a put with WAIT=false, a slave's replicated
+      // frames) are flushed too: RocketMQ's group commit flushes every 10 ms when no request waits.
+      this.flushLoop = new ServiceLoop('flush', SYNC_IDLE_FLUSH_MS, () => this.flushUnwaited(), this.onError)
       this.flushLoop.start()
     }
     if (this.usesWriteBuffer) {
@@ -165,6 +173,14 @@ export class CommitLogFlusher {
       this.armDeadlineWatcher()
       if (this.groupRunning === null) this.groupRunning = this.runGroupCommits()
     })
+  }
+
+  /** SYNC_FLUSH with no group commit running: a group commit for what was appended unwaited. */
+  private async flushUnwaited(): Promise<void> {
+    const queue = this.commitLog.mappedFileQueue
+    const end = queue.getMaxOffset()
+    if (this.failure !== null || this.groupRunning !== null || queue.flushedWhere >= end) return
+    await this.awaitFlush(end)
   }
 
   private async runGroupCommits(): Promise<void> {
