@@ -12,7 +12,8 @@ import { TcpProxy } from './tcp-proxy.js'
 
 const HOUR = 3_600_000
 const RETENTION: OpenOptions = { deleteCommitLogFilesInterval: 0, deleteConsumeQueueFilesInterval: 0 }
-const FAST = { haSendHeartbeatInterval: 100, haHousekeepingInterval: 1_000 }
+// The master drops a silent slave in 3 s: long enough that a busy event loop does not look like silence.
+const FAST = { haSendHeartbeatInterval: 100, haHousekeepingInterval: 3_000 }
 
 const proxies: TcpProxy[] = []
 afterEach(async () => {
