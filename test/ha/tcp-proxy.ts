@@ -8,7 +8,8 @@
 //   throttle(n)        the slave receives at most n bytes every 10 ms (a slow reader): the proxy
 //                      stops reading the master's socket once it holds 64 KiB
 //   silentCloses       when one side of a link closes, leave the other open and silent (a peer
-//                      that vanished without a FIN, as after a cable pull)
+//                      that vanished without a FIN, as after a cable pull); otherwise the other
+//                      side gets what was in flight, then the close
 //   cutInFrame(where)  the next master-to-slave chunk holding a frame's header or body is cut
 //                      inside it: what comes before is forwarded, then both sides are destroyed
 import * as net from 'node:net'
@@ -75,6 +76,7 @@ class Link {
   /** Master-to-slave bytes read but not yet given to the slave (throttled). */
   private queue: Buffer[] = []
   private queued = 0
+  private ending = false
   closed = false
 
   constructor(
@@ -140,6 +142,12 @@ class Link {
       this.proxy.forwarded.toSlave += n
       this.slave.write(part)
     }
+    if (this.ending && this.queued === 0 && !this.closed) {
+      this.closed = true
+      this.slave.end()
+      this.master.end()
+      return
+    }
     this.apply()
   }
 
@@ -154,8 +162,10 @@ class Link {
   }
 
   private sideClosed(): void {
-    if (this.proxy.silentCloses) return
-    this.destroy()
+    if (this.proxy.silentCloses || this.closed) return
+    // As TCP does: what a side sent before it closed still reaches the other, then the close.
+    this.ending = true
+    this.tick()
   }
 
   destroy(): void {

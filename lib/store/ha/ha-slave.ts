@@ -91,7 +91,7 @@ export class HaSlave {
       const refused = this.connected && !heard && this.reported >= 0
       this.drop(
         refused
-          ? `master ${this.address} closed the connection without sending a frame for offset ${this.reported}: it no longer has those bytes (deleted by retention) or never had them; its stats().ha.closedConnections says which`
+          ? `master ${this.address} closed the connection without sending a frame for offset ${this.reported}: it no longer has those bytes (deleted by retention) or never had them, or it does not accept this address (haAllowedAddresses); its stats().ha.closedConnections says which`
           : `master ${this.address} closed the connection`,
       )
     })
