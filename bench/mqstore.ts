@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
 import { followLatency } from './following.js'
 import { forwardedPuts } from './forwarding.js'
+import { replicatedPuts } from './replicating.js'
 import {
   BODY_SIZE,
   check,
@@ -271,6 +272,12 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     const followStarted = now()
     result.follow = await followLatency(config, COMMON)
     windows.push(windowSince('follow', followStarted))
+  }
+  // (9) a master and a slave in two more processes: replication rate, SYNC_MASTER against ASYNC_MASTER, lag
+  if (phases.has('replicate')) {
+    const replicateStarted = now()
+    result.replicate = await replicatedPuts(config)
+    windows.push(windowSince('replicate', replicateStarted))
   }
   return result
 }

@@ -144,6 +144,43 @@ const ROWS: Row[] = [
     value: (r) => r.follow?.latencyMs.p99,
   },
   { phase: 'reader waiting idle: CPU', unit: '% core', direction: 'lower', digits: 2, value: (r) => r.follow?.idleCpuPercent },
+  {
+    phase: 'replicated to a slave in another process, batches (ASYNC_MASTER)',
+    unit: 'msg/s',
+    direction: 'higher',
+    digits: 0,
+    value: (r) => r.replicate?.rate,
+  },
+  {
+    phase: 'put latency p50, ASYNC_MASTER with a slave',
+    unit: 'us',
+    direction: 'lower',
+    digits: 0,
+    value: (r) => r.replicate?.asyncLatencyUs.p50,
+  },
+  {
+    phase: 'put latency p99, ASYNC_MASTER with a slave',
+    unit: 'us',
+    direction: 'lower',
+    digits: 0,
+    value: (r) => r.replicate?.asyncLatencyUs.p99,
+  },
+  {
+    phase: 'put latency p50, SYNC_MASTER (slave ack)',
+    unit: 'us',
+    direction: 'lower',
+    digits: 0,
+    value: (r) => r.replicate?.syncLatencyUs.p50,
+  },
+  {
+    phase: 'put latency p99, SYNC_MASTER (slave ack)',
+    unit: 'us',
+    direction: 'lower',
+    digits: 0,
+    value: (r) => r.replicate?.syncLatencyUs.p99,
+  },
+  { phase: 'slave lag under steady load p50', unit: 'ms', direction: 'lower', digits: 2, value: (r) => r.replicate?.steady.lagMs.p50 },
+  { phase: 'slave lag under steady load p99', unit: 'ms', direction: 'lower', digits: 2, value: (r) => r.replicate?.steady.lagMs.p99 },
   { phase: 'reopen of the put store: close', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.closeMs },
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
@@ -494,6 +531,16 @@ function tables(b: BenchRuns): Tables {
       `follow: ${fmt(follow.count, 0)} messages put one at a time, 1-5 ms apart, by the writer and consumed by a read-only opener in another ` +
         "process (woken through the store's arrivals file); latency = put call to arrival in consume(), wall clock across the two processes. " +
         `Then the reader waits ${fmt(follow.idleMs / 1000, 0)} s with nothing arriving: its CPU time (process.cpuUsage) in % of one core.`,
+    )
+  }
+  const replicate = mq?.replicate
+  if (replicate !== undefined) {
+    notes.push(
+      `replicate: a master and a slave, each in a child process of its own, over loopback (ASYNC_FLUSH on both). On an ASYNC_MASTER, ` +
+        `${fmt(replicate.count, 0)} messages put in batches of ${replicate.batch} after an untimed warm-up; the rate counts until the slave acknowledged the last byte ` +
+        `(in its commit log, not yet on its disk). Then ${fmt(replicate.latencyCount, 0)} puts one at a time on that ASYNC_MASTER and as many on a SYNC_MASTER ` +
+        `(each waits for the slave's acknowledgement). Lag: ${fmt(replicate.steady.rate, 0)} msg/s for ${replicate.steady.seconds} s in batches of 10; ` +
+        `time from a put to the acknowledgement of its end, as the master sees it; at most ${fmt(replicate.steady.lagBytesMax, 0)} bytes behind.`,
     )
   }
   for (const engine of ENGINES) {

@@ -28,8 +28,8 @@ export const LOOKUP_WARMUP = 2000
 export type EngineName = 'mqstore' | 'lmdb' | 'sqlite'
 export const ENGINES: readonly EngineName[] = ['mqstore', 'lmdb', 'sqlite']
 
-export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward' | 'follow'
-export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward', 'follow']
+export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward' | 'follow' | 'replicate'
+export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward', 'follow', 'replicate']
 
 export interface BenchConfig {
   count: number
@@ -317,6 +317,21 @@ export interface FollowResult {
   idleMs: number
 }
 
+/** A master and a slave in two processes over loopback (mqstore only). */
+export interface ReplicateResult {
+  /** Messages put in batches on an ASYNC_MASTER until the slave acknowledged their end. */
+  count: number
+  batch: number
+  /** Messages per second replicated. */
+  rate: number
+  /** Puts timed one at a time, per role. */
+  latencyCount: number
+  asyncLatencyUs: LatencySummary
+  syncLatencyUs: LatencySummary
+  /** The slave's lag under a steady load on the ASYNC_MASTER: put to acknowledgement (ms), and the most bytes behind. */
+  steady: { rate: number; seconds: number; lagMs: { p50: number; p99: number; max: number }; lagBytesMax: number }
+}
+
 export interface EngineResult {
   engine: EngineName
   version: string
@@ -330,6 +345,7 @@ export interface EngineResult {
   big?: BigStoreResult
   forward?: ForwardResult
   follow?: FollowResult
+  replicate?: ReplicateResult
   /** When each phase ran (for the per-phase CPU profile summaries). */
   windows?: PhaseWindow[]
 }

@@ -1,6 +1,6 @@
 // One slave's connection on a master (RocketMQ's HAConnection): reads the slave's reports and
-// sends it the commit log from where it asked, a frame at a time, each write waiting for the socket
-// to drain before the next (backpressure: a slow slave holds at most one frame in memory).
+// sends it the commit log from where it asked, a frame at a time, each written once the socket
+// handed the one before to the kernel (backpressure: a slow slave holds at most one frame in memory).
 import type { Socket } from 'node:net'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { HaConfig } from './ha-options.js'
@@ -57,6 +57,7 @@ export class HaConnection {
       ackOffset: this.ackOffset,
       transferOffset: this.next,
       lagBytes: this.ackOffset < 0 ? -1 : Math.max(0, max - this.ackOffset),
+      queuedBytes: this.socket.writableLength,
     }
   }
 
@@ -124,6 +125,12 @@ export class HaConnection {
     const batch = this.config.haTransferBatchSize
     const heartbeat = this.config.haSendHeartbeatInterval
     while (!this.closed) {
+      const min = this.commitLog.getMinOffset()
+      if (min > this.next) {
+        // Retention deleted the file being sent: the slave can never get these bytes from here.
+        this.close(`retention deleted the bytes the slave needs next (offset ${this.next}; the master's commit log now starts at ${min})`)
+        return
+      }
       const view = this.next < this.commitLog.getMaxOffset() ? this.commitLog.getData(this.next, false) : null
       if (view !== null) {
         let body: Buffer
@@ -157,21 +164,27 @@ export class HaConnection {
     }
   }
 
-  /** Writes one frame; resolves once the socket can take more, false when the connection ended. */
+  /**
+   * Writes one frame; resolves once the socket handed all of it to the kernel (false when the
+   * connection ended). Waiting for 'drain' would not do: it comes only past the stream's high-water
+   * mark, so a slow slave would hold that much more on the master besides the frame.
+   */
   private write(offset: number, body: Buffer | null): Promise<boolean> {
     if (this.closed) return Promise.resolve(false)
     this.lastWriteAt = Date.now()
-    const header = this.socket.write(encodeFrameHeader(offset, body === null ? 0 : body.length))
-    const drained = body === null ? header : this.socket.write(body)
-    if (drained) return Promise.resolve(true)
+    const socket = this.socket
     return new Promise((resolve) => {
       const done = (): void => {
-        this.socket.off('drain', done)
-        this.socket.off('close', done)
+        socket.off('close', done)
         resolve(!this.closed)
       }
-      this.socket.on('drain', done)
-      this.socket.on('close', done)
+      socket.once('close', done)
+      const header = encodeFrameHeader(offset, body === null ? 0 : body.length)
+      if (body === null) socket.write(header, done)
+      else {
+        socket.write(header)
+        socket.write(body, done)
+      }
     })
   }
 }

@@ -76,9 +76,25 @@ export class HaSlave {
       this.timer = setInterval(() => this.tick(), every)
       this.timer.unref()
     })
-    socket.on('data', (chunk: Buffer) => this.onData(socket, frames, chunk))
-    socket.on('error', (error) => this.drop(`cannot reach master ${this.address}: ${error.message}`))
-    socket.on('close', () => this.drop(`master ${this.address} closed the connection`))
+    let heard = false
+    socket.on('data', (chunk: Buffer) => {
+      heard = true
+      this.onData(socket, frames, chunk)
+    })
+    // A late event of a socket already replaced must not end its successor.
+    socket.on('error', (error) => {
+      if (socket === this.socket) this.drop(`cannot reach master ${this.address}: ${error.message}`)
+    })
+    socket.on('close', () => {
+      if (socket !== this.socket) return
+      // The protocol carries no reason: a master that closes before any frame refused the offset asked for.
+      const refused = this.connected && !heard && this.reported >= 0
+      this.drop(
+        refused
+          ? `master ${this.address} closed the connection without sending a frame for offset ${this.reported}: it no longer has those bytes (deleted by retention) or never had them, or it does not accept this address (haAllowedAddresses); its stats().ha.closedConnections says which`
+          : `master ${this.address} closed the connection`,
+      )
+    })
   }
 
   /** Heartbeat reports; a master that sent nothing for haHousekeepingInterval is dropped. */

@@ -10,6 +10,8 @@ export interface HaConnectionStats {
   readonly transferOffset: number
   /** The master's max offset minus ackOffset (bytes the slave lacks); -1 before its first report. */
   readonly lagBytes: number
+  /** Bytes written to the socket but not yet taken by the kernel: at most one frame (a slow slave holds back the next). */
+  readonly queuedBytes: number
 }
 
 /** A connection the master closed or lost, with why (the newest few are kept for stats()). */
