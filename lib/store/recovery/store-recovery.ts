@@ -121,7 +121,7 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     // first would make it skip the older ones it lost).
     const minTimestamp = minRecoveryTimestamp(host)
     syncFrom = commitLog.recoveryStartOffset(minTimestamp)
-    const resumeAfter = host.afterProcessCrash ? dispatchedEnd(queues) : null
+    const resumeAfter = host.afterProcessCrash ? dispatchedEnd(queues, commitLog) : null
     outcome = commitLog.recoverAbnormally(minTimestamp, (request) => host.dispatchRecovered(request), host.progress, resumeAfter)
   }
   const decision = judgeDamage(outcome.damage, host.config.corruptionPolicy)
@@ -187,7 +187,7 @@ function checkDerivedFiles(host: RecoveryHost, commitLogEnd: number): void {
  * offset, or null when no queue has a unit or one is damaged (then the scan starts where the
  * checkpoint says). Every record before that end is whole and in the queues.
  */
-function dispatchedEnd(queues: ConsumeQueueTable): { end: number; lastRecordOffset: number } | null {
+function dispatchedEnd(queues: ConsumeQueueTable, commitLog: CommitLog): { end: number; lastRecordOffset: number } | null {
   let last: ConsumeQueue | null = null
   for (const queue of queues.all()) {
     if (queue.loadDamage !== null) return null
@@ -198,10 +198,26 @@ function dispatchedEnd(queues: ConsumeQueueTable): { end: number; lastRecordOffs
   if (last === null || units === null) return null
   try {
     const phy = ConsumeQueue.readOffset(units.buffer, 0)
-    const end = phy + ConsumeQueue.readSize(units.buffer, 0)
-    return end === last.getMaxPhysicOffset() ? { end, lastRecordOffset: phy } : null
+    const size = ConsumeQueue.readSize(units.buffer, 0)
+    if (phy + size !== last.getMaxPhysicOffset() || !isWholeRecord(commitLog, phy, size)) return null
+    return { end: phy + size, lastRecordOffset: phy }
   } finally {
     units.release()
+  }
+}
+
+/**
+ * Whether the record the last unit points at is there, whole (CRC checked), where it was written:
+ * a store copied while it ran (its queues copied after its log) may miss it, and is then scanned.
+ */
+function isWholeRecord(commitLog: CommitLog, phy: number, size: number): boolean {
+  const found = commitLog.getMessage(phy, size)
+  if (found === null) return false
+  try {
+    const request = checkRecord(found.buffer, 0, size, true)
+    return request.status === 'OK' && request.size === size && request.commitLogOffset === phy
+  } finally {
+    found.release()
   }
 }
 
