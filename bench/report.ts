@@ -186,11 +186,19 @@ const ROWS: Row[] = [
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
   { phase: 'big store: open after SIGKILL', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.crashOpenMs },
   {
-    phase: 'big store: recovery scan',
+    phase: 'big store: open after SIGKILL, log bytes recovered',
     unit: 'GB/s',
     direction: 'higher',
     digits: 2,
-    value: (r) => (r.big === undefined ? undefined : rate(r.big.scannedBytes, r.big.crashOpenMs)),
+    value: (r) => (r.big === undefined ? undefined : rate(r.big.logicalBytes, r.big.crashOpenMs)),
+  },
+  { phase: 'big store: open after a power cut', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.rebootOpenMs },
+  {
+    phase: 'big store: recovery scan (after a power cut)',
+    unit: 'GB/s',
+    direction: 'higher',
+    digits: 2,
+    value: (r) => recoveryRate(r),
   },
   {
     phase: 'RSS per body byte after put',
@@ -270,7 +278,12 @@ function boundJudge(pick: Pick, ok: (v: number) => boolean, unit: string, digits
   }
 }
 
-const recoveryRate: Pick = (e) => (e.big === undefined ? undefined : rate(e.big.scannedBytes, e.big.crashOpenMs))
+/** The scan's rate where it reads the log: after a power cut (older results: after any crash). */
+const recoveryRate: Pick = (e) => {
+  if (e.big === undefined) return undefined
+  if (e.big.rebootOpenMs === undefined) return rate(e.big.scannedBytes, e.big.crashOpenMs)
+  return rate(e.big.rebootScannedBytes ?? 0, e.big.rebootOpenMs)
+}
 
 /** Close after a burst is "not a stall" (issue 22); the bench reads that as at most this long. */
 export const CLOSE_STALL_MS = 50
@@ -336,9 +349,19 @@ const TARGETS: { phase: string; target: string; judge: Judge }[] = [
     ),
   },
   {
-    phase: 'crash recovery scan (open after SIGKILL)',
+    phase: 'crash recovery scan (open after a power cut)',
     target: '>= 1 GB/s',
     judge: boundJudge(recoveryRate, (v) => v >= 1, 'GB/s', 2),
+  },
+  {
+    phase: 'crash recovery (open after SIGKILL), log bytes per second',
+    target: '>= 1 GB/s',
+    judge: boundJudge(
+      (e) => (e.big === undefined ? undefined : rate(e.big.logicalBytes, e.big.crashOpenMs)),
+      (v) => v >= 1,
+      'GB/s',
+      2,
+    ),
   },
   {
     phase: 'close after the put phase',
@@ -510,7 +533,10 @@ function tables(b: BenchRuns): Tables {
     'mqstore runs with its safe read defaults: every read copies what it serves, and checks each body CRC.',
     'lookup: latency of each lookup timed alone with process.hrtime.bigint(); throughput = lookups / total loop time.',
     'big store: written with the put workload by a child process that SIGKILLs itself; "open after SIGKILL" includes ' +
-      'the recovery scan and re-dispatch; the scan rate is scanned bytes / that open time. Logical bytes = commit-log record bytes; ' +
+      'the recovery scan, the re-dispatch and the sync of what the dead process left unsynced. A SIGKILL of this boot keeps ' +
+      'the page cache, so that open resumes where dispatch had got to; "open after a power cut" opens a copy whose abort file ' +
+      'names no boot (as after a reboot), which scans from the file the checkpoint names and rebuilds the index: the scan rate ' +
+      'is its scanned bytes / its open time. Logical bytes = commit-log record bytes; ' +
       'disk = allocated blocks of the whole directory (commit log, consume queues, index, checkpoint) after a clean close.',
     `close: issue 22 asks that close after a burst is not a stall; the bench counts up to ${CLOSE_STALL_MS} ms as not a stall.`,
   ]

@@ -253,10 +253,20 @@ export interface BigStoreResult {
   logicalBytes: number
   /** Allocated blocks of the whole store directory after recovery and a clean close. */
   diskBytes: number
-  /** open() after the crash: recovery scan, truncation, re-dispatch. */
+  /**
+   * open() after the crash: recovery scan, truncation, re-dispatch. The crash was a SIGKILL of
+   * this boot, so the scan resumes where dispatch had got to (lib/store/recovery/boot-identity.ts).
+   */
   crashOpenMs: number
   /** Bytes the recovery scan read (stats().recovery.scannedBytes). */
   scannedBytes: number
+  /**
+   * open() of a copy of the crashed store whose abort file names no boot, as after a power cut and
+   * a reboot: the scan starts where the checkpoint says and the index is rebuilt.
+   */
+  rebootOpenMs?: number
+  /** Bytes that scan read. */
+  rebootScannedBytes?: number
   /** open() of the same store after a clean close. */
   cleanOpenMs: number
 }

@@ -25,6 +25,7 @@ import { ReadService } from './read/read-service.js'
 import { Subscriptions } from './read/subscriptions.js'
 import { syncCommitLogAhead, syncRecoveredFiles } from './recovery/crash-sync.js'
 import { recoverStore, replayDerivedFiles } from './recovery/store-recovery.js'
+import { abortFileContent, crashedInThisBoot } from './recovery/boot-identity.js'
 import { RunningFlags } from './running-flags.js'
 import { RetryCounts } from './retry/retry-stats.js'
 import { DelayLevels } from './schedule/delay-level-table.js'
@@ -93,6 +94,8 @@ export class StoreEngine {
   recovery: RecoveryOutcome | null = null
   /** After a crash: the commit-log write-back started before the scan (crash-sync.ts), or null. */
   logSyncAhead: Promise<Error | null> | null = null
+  /** After a crash: where the synced range starts (RecoveryResult.syncFrom). */
+  private crashSyncFrom: number | null = null
   /**
    * After a crash, whether the scan's records also go to the index: only when the index ends at
    * or after the scan's first record (else the records between would be skipped for good); null
@@ -286,6 +289,7 @@ export class StoreEngine {
 
   load(): void {
     this.lastExitOK = !fs.existsSync(this.paths.abort)
+    const afterProcessCrash = !this.lastExitOK && crashedInThisBoot(this.paths.abort)
     this.commitLog.load()
     if (this.checkpoint.recreated && this.commitLog.mappedFileQueue.mappedFiles.length > 0) {
       this.repair('recreated the checkpoint', 'it was missing or not 4096 bytes')
@@ -293,7 +297,7 @@ export class StoreEngine {
     // Listed only: recovery opens them now, or on first use after a clean close.
     this.queues.list()
     this.commitLog.topicQueueTable.missing = (topic, queueId) => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0
-    const indexFailure = this.index.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp)
+    const indexFailure = this.index.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp, afterProcessCrash)
     // After the index's load, which may delete files: an unlink waits behind the write-back's
     // journal commits (a second instead of milliseconds for a 1 GiB log all dirty).
     if (!this.lastExitOK) this.logSyncAhead = syncCommitLogAhead(this.commitLog.mappedFileQueue.mappedFiles.map((file) => file.fileName))
@@ -308,12 +312,13 @@ export class StoreEngine {
       this.onProgress === null
         ? null
         : (scanned: number, total: number) => this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
-    const { outcome, redispatchAll, dispatchedTo } = recoverStore({
+    const { outcome, redispatchAll, dispatchedTo, syncFrom } = recoverStore({
       config: this.config,
       commitLog: this.commitLog,
       queues: this.queues,
       checkpoint: this.checkpoint,
       lastExitOK: this.lastExitOK,
+      afterProcessCrash,
       index: () => this.index.current,
       repair: (action, reason) => this.repair(action, reason),
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
@@ -326,6 +331,7 @@ export class StoreEngine {
       progress,
     })
     this.recovery = outcome
+    this.crashSyncFrom = syncFrom
     if (redispatchAll) this.rebuild = true
     this.dispatchedTo = dispatchedTo
   }
@@ -352,8 +358,8 @@ export class StoreEngine {
     const startedMs = Date.now()
     const ahead = this.logSyncAhead === null ? null : await this.logSyncAhead
     if (ahead !== null) throw ahead
-    // The scan walked every byte from the start of its first file to where it stopped.
-    const scanStart = outcome.processOffset - outcome.scannedBytes
+    // From the file the checkpoint names, also when the scan started later (after a crash of this boot).
+    const scanStart = Math.min(outcome.processOffset - outcome.scannedBytes, this.crashSyncFrom ?? Number.POSITIVE_INFINITY)
     const figures = await syncRecoveredFiles({ paths: this.paths, commitLog: this.commitLog, queues: this.queues, scanStart })
     this.recoveryLog(
       'info',
@@ -400,7 +406,7 @@ export class StoreEngine {
 
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()
-    fs.writeFileSync(this.paths.abort, '')
+    fs.writeFileSync(this.paths.abort, abortFileContent())
     syncDirectory(this.paths.abort)
 
     this.flusher.start()

@@ -22,7 +22,8 @@
 // counter (ext4 reuses inode numbers of deleted files).
 //
 // - A process crash (crashNow) is not a power cut: the page cache survives it, so the image it
-//   leaves holds every write, but what was durable stays what it was. The image carries the old
+//   leaves holds every write (and its abort file names this boot, as the store wrote it; a cut's
+//   image names none, as after a reboot), but what was durable stays what it was. The image carries the old
 //   disk's durable contents and listings over to its files (CrashCarry), and a disk armed on it
 //   with `after` starts from them instead of taking everything on it as synced: a later cut
 //   before anything syncs them mixes old and new per page as usual. The kernel writes dirty
@@ -496,6 +497,10 @@ export class PowerLossDisk {
       const stats: CutStats = { oldPages: 0, newPages: 0, unsyncedNames: 0 }
       const crash: CrashBuild | null = writeback === null ? null : { imageDir: dir, placedAt: new Map(), files: new Map(), writeback }
       this.buildDir(this.root, dir, true, new Set(), stats, crash)
+      // A power cut is followed by a boot: the abort file cannot name the boot that opens the
+      // image (lib/store/recovery/boot-identity.ts), so its content, if any, is dropped.
+      const abort = join(dir, 'abort')
+      if (crash === null && fs.existsSync(abort)) fs.writeFileSync(abort, '')
       this.cut = { event: this.events, at, dir, ...stats }
       if (crash !== null) this.cut.carry = { files: crash.files, dirs: this.carriedListings(crash) }
     } finally {

@@ -21,7 +21,14 @@ import {
   type HostAddress,
   type PreparedRecord,
 } from './record.js'
-import { scanRecords, type RecoveredRecordHandler, type RecoveryOutcome, type RecoveryProgress, type ScanSource } from './recovery-scan.js'
+import {
+  scanRecords,
+  type RecoveredRecordHandler,
+  type RecoveryOutcome,
+  type RecoveryProgress,
+  type ScanResume,
+  type ScanSource,
+} from './recovery-scan.js'
 import { isQueuedRecord } from './sys-flag.js'
 import { DataViewCache, readUInt64BE } from '../bytes.js'
 import { WrittenBodyCrcs, type PendingBodyCrc } from './body-crc.js'
@@ -484,8 +491,13 @@ export class CommitLog {
     }
   }
 
-  private scanFrom(startIndex: number, onRecord: RecoveredRecordHandler | null, onProgress: RecoveryProgress | null): RecoveryOutcome {
-    const outcome = scanRecords(this.scanSource(), startIndex, this.config.checkCRCOnRecover, onRecord, onProgress, this.views)
+  private scanFrom(
+    startIndex: number,
+    onRecord: RecoveredRecordHandler | null,
+    onProgress: RecoveryProgress | null,
+    resume: ScanResume | null = null,
+  ): RecoveryOutcome {
+    const outcome = scanRecords(this.scanSource(), startIndex, this.config.checkCRCOnRecover, onRecord, onProgress, this.views, resume)
     this.lastRecordOffset = outcome.lastRecordOffset
     return outcome
   }
@@ -551,17 +563,41 @@ export class CommitLog {
    * Abnormal recovery (the abort file was present): start at the newest file whose first record is
    * not newer than the checkpoint's safe timestamp, and re-dispatch every valid record from there.
    */
-  recoverAbnormally(minTimestamp: number, onRecord: RecoveredRecordHandler, onProgress: RecoveryProgress | null = null): RecoveryOutcome {
+  recoverAbnormally(
+    minTimestamp: number,
+    onRecord: RecoveredRecordHandler,
+    onProgress: RecoveryProgress | null = null,
+    resumeAfter: { end: number; lastRecordOffset: number } | null = null,
+  ): RecoveryOutcome {
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return this.recoverEmpty()
-    let start = 0
-    for (let i = files.length - 1; i >= 0; i--) {
-      if (this.isMappedFileMatchedRecover(files[i], minTimestamp)) {
-        start = i
-        break
+    const start = this.recoveryStartIndex(minTimestamp)
+    // After a crash of this boot the records before the dispatched end are whole (dispatch read
+    // them), so the scan may start there instead of at the file the checkpoint names.
+    if (resumeAfter !== null && resumeAfter.end > files[start].fileFromOffset) {
+      let index = files.findIndex((file) => resumeAfter.end < file.fileFromOffset + this.config.mappedFileSizeCommitLog)
+      if (index < 0) index = files.length - 1
+      const position = Math.max(0, resumeAfter.end - files[index].fileFromOffset)
+      if (position < this.config.mappedFileSizeCommitLog) {
+        return this.scanFrom(index, onRecord, onProgress, { position, lastRecordOffset: resumeAfter.lastRecordOffset })
       }
     }
     return this.scanFrom(start, onRecord, onProgress)
+  }
+
+  /**
+   * Offset of the file a crash recovery scans from: the last one whose first record is not newer
+   * than `minTimestamp` (the checkpoint vouches for everything before it), else the first.
+   */
+  recoveryStartOffset(minTimestamp: number): number {
+    const files = this.mappedFileQueue.mappedFiles
+    return files.length === 0 ? 0 : files[this.recoveryStartIndex(minTimestamp)].fileFromOffset
+  }
+
+  private recoveryStartIndex(minTimestamp: number): number {
+    const files = this.mappedFileQueue.mappedFiles
+    for (let i = files.length - 1; i >= 0; i--) if (this.isMappedFileMatchedRecover(files[i], minTimestamp)) return i
+    return 0
   }
 
   private recoverEmpty(): RecoveryOutcome {

@@ -157,10 +157,19 @@ export function classifyDamage(src: ScanSource, index: number, pos: number, reas
 /** Report progress about every this many bytes. */
 const PROGRESS_STEP_BYTES = 64 * 1024 * 1024
 
+/** Where a scan starts in the middle of a file: a record boundary, and the record that ends there. */
+export interface ScanResume {
+  /** Position in the start file (a record starts there, or the file's blank, or the data ends). */
+  position: number
+  /** Commit-log offset of the record that ends at `position`. */
+  lastRecordOffset: number
+}
+
 /**
- * Walks records from the start of file `startIndex` while they are valid, handing each to
- * `onRecord`; stops at the first bad record (classified) or at the end of the data. Nothing is
- * truncated here: the caller applies its corruption policy to the outcome first.
+ * Walks records from the start of file `startIndex` (or from `resume`'s position in it) while they
+ * are valid, handing each to `onRecord`; stops at the first bad record (classified) or at the end
+ * of the data. Nothing is truncated here: the caller applies its corruption policy to the outcome
+ * first.
  */
 export function scanRecords(
   src: ScanSource,
@@ -169,16 +178,17 @@ export function scanRecords(
   onRecord: RecoveredRecordHandler | null,
   onProgress: RecoveryProgress | null,
   views?: DataViewCache,
+  resume: ScanResume | null = null,
 ): RecoveryOutcome {
   const fileSize = src.fileSize
-  const totalBytes = (src.fileCount - startIndex) * fileSize
+  let pos = resume?.position ?? 0
+  const totalBytes = (src.fileCount - startIndex) * fileSize - pos
   let index = startIndex
   let buf = src.read(index, 0, fileSize)
   let dv = dataViewOf(buf, views)
-  let pos = 0
   let scannedBytes = 0
   let nextReport = PROGRESS_STEP_BYTES
-  let lastRecordOffset = -1
+  let lastRecordOffset = resume?.lastRecordOffset ?? -1
   let damage: RecoveryDamage | null = null
   // Body CRCs a chunk of records at a time (one native call each), not one call per record.
   const prefetch = checkCRC ? new CrcPrefetch() : null

@@ -14,7 +14,7 @@ import { MappedFile } from '../mapped/mapped-file.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { native } from '../../native.js'
 import { IndexReservation } from './index-reservation.js'
-import { setInt64 } from '../bytes.js'
+import { getInt64, setInt64 } from '../bytes.js'
 import {
   ENTRY_KEY_HASH_OFFSET,
   ENTRY_PHY_OFFSET_OFFSET,
@@ -374,6 +374,45 @@ export class IndexFile {
     if (this.readOnly || phyOffset <= this.endPhyOffset) return
     this.endPhyOffset = phyOffset
     this.changes++
+  }
+
+  /**
+   * After a crash of this boot (the file holds every write its process made, in order; see
+   * recovery/boot-identity.ts), undoes what a put cut short: the link of an entry the header does
+   * not count yet (a put writes its entry, then the slot, then the counts), and every entry of
+   * the last record indexed, whose keys may be there only in part (the header's end names it from
+   * its first key on). The file then ends at the record before, so the replay indexes that last
+   * record again, whole. Returns the number of entries removed.
+   */
+  cutInterruptedRecord(): number {
+    if (this.readOnly || this.indexCount <= 1) return 0
+    const v = this.writeView()
+    const unlink = (entry: number): void => {
+      const pos = this.entriesStart + entry * INDEX_ENTRY_SIZE
+      const slotPos = hashSlotPosition(v.getInt32(pos + ENTRY_KEY_HASH_OFFSET), this.hashSlotNum)
+      if (v.getInt32(slotPos) !== entry) return
+      let prev = v.getInt32(pos + ENTRY_PREV_INDEX_OFFSET)
+      if (prev <= INVALID_INDEX || prev >= entry) prev = INVALID_INDEX
+      v.setInt32(slotPos, prev)
+      if (prev === INVALID_INDEX && this.hashSlotCount > 0) this.hashSlotCount--
+    }
+    const phyAt = (entry: number): number => getInt64(v, this.entriesStart + entry * INDEX_ENTRY_SIZE + ENTRY_PHY_OFFSET_OFFSET)
+    if (this.indexCount < this.indexNum) unlink(this.indexCount)
+    const last = phyAt(this.indexCount - 1)
+    let removed = 0
+    // A later end comes from a flush after a keyless record: the last keyed one was indexed whole.
+    if (last >= this.endPhyOffset) {
+      while (this.indexCount > 1 && phyAt(this.indexCount - 1) === last) {
+        unlink(this.indexCount - 1)
+        this.indexCount--
+        removed++
+      }
+      this.setEndPhyOffset(this.indexCount > 1 ? phyAt(this.indexCount - 1) : this.beginPhyOffset, v)
+    }
+    v.setInt32(INDEX_COUNT_OFFSET, this.indexCount)
+    v.setInt32(HASH_SLOT_COUNT_OFFSET, this.hashSlotCount)
+    this.changes++
+    return removed
   }
 
   /** Makes the next flush write the file even if this run changed nothing (its pages may be unflushed). */

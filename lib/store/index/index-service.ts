@@ -132,11 +132,12 @@ export class IndexService {
   /**
    * Opens every index file, oldest first (reading each header; mapped now only without a budget). After an abnormal exit (`lastExitOK` false) files whose
    * endTimestamp is after the checkpoint's `indexMsgTimestamp` are deleted: they may hold
-   * entries that never reached the disk, and recovery indexes those messages again. Leftover
+   * entries that never reached the disk, and recovery indexes those messages again. Not after a
+   * process crash of this boot (`afterProcessCrash`): the files hold every entry written. Leftover
    * `.tmp` files of an interrupted creation are removed. A file of the wrong size throws
    * BAD_FILE_SIZE and a foreign name BAD_FILE_NAME; nothing stays mapped then.
    */
-  load(lastExitOK: boolean, indexMsgTimestamp: number): void {
+  load(lastExitOK: boolean, indexMsgTimestamp: number, afterProcessCrash = false): void {
     this.assertOpen()
     let names: string[]
     try {
@@ -161,7 +162,8 @@ export class IndexService {
         const file = IndexFile.open(path, this.hashSlotNum, this.indexNum, { readOnly: this.readOnly, budget: this.budget })
         // After a crash, the first file newer than the checkpoint and every file after it go:
         // keeping a later file past a deleted one would leave a hole in the index.
-        const newer = !lastExitOK && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp
+        // A crash of this boot left every write in the page cache: the files stay (see below).
+        const newer = !lastExitOK && !afterProcessCrash && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp
         if (newer || doomed.length > 0) doomed.push(file)
         else loaded.push(file)
       }
@@ -197,6 +199,9 @@ export class IndexService {
       empty.destroy(0)
       syncDirectory(empty.fileName)
     }
+    // The file being written when the process died may hold a put cut short: undo it, so the
+    // replay indexes its record again (IndexFile.cutInterruptedRecord).
+    if (!lastExitOK && afterProcessCrash && !this.readOnly) loaded.at(-1)?.cutInterruptedRecord()
     for (const file of loaded) if (file.getIndexCount() > 1) this.lastIndexedOffset = file.getEndPhyOffset()
     this.files.push(...loaded)
     const last = this.lastFile()

@@ -27,9 +27,9 @@ export class IndexSlot {
    * Loads the index files (after an abnormal exit, files newer than `indexMsgTimestamp` are
    * dropped, as RocketMQ does). When they fail to load, deletes them, starts afresh and returns why.
    */
-  load(lastExitOK: boolean, indexMsgTimestamp: number): string | null {
+  load(lastExitOK: boolean, indexMsgTimestamp: number, afterProcessCrash = false): string | null {
     try {
-      this.current.load(lastExitOK, indexMsgTimestamp)
+      this.current.load(lastExitOK, indexMsgTimestamp, afterProcessCrash)
       return null
     } catch (error) {
       this.discard(false)

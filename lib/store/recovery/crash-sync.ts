@@ -18,7 +18,9 @@
 //   and every compaction-log file with the cleaner checkpoint;
 // - the folders of everything above, and the index folder (the files a crash recovery deletes).
 // Index files are not synced: those recovery keeps were synced when they rolled (the checkpoint's
-// index time says so), and the newer ones were deleted to be rebuilt.
+// index time says so), and the newer ones were deleted to be rebuilt. After a crash of this boot
+// the newer ones are kept as the page cache holds them: a later power cut deletes them again (the
+// next boot's open cannot trust them), so they need no sync either.
 //
 // msync (or fdatasync) of a file whose pages are clean costs a walk over its dirty pages (none)
 // and a journal commit or drive cache flush, whatever the file's size. The syncs run on the libuv

@@ -23,6 +23,8 @@ export interface RecoveryHost {
   checkpoint: StoreCheckpoint
   /** False when the abort file was found: the last run did not close cleanly. */
   lastExitOK: boolean
+  /** The last run crashed during this boot: its writes are all in the page cache (boot-identity.ts). */
+  afterProcessCrash: boolean
   index(): IndexService
   repair(action: string, reason: string): void
   /** Deletes a queue that cannot be trusted; dispatch rebuilds it. */
@@ -43,6 +45,11 @@ export interface RecoveryResult {
    * the index below it need not open (deferred) queues whose units are already there.
    */
   dispatchedTo: number | null
+  /**
+   * After a crash: the commit-log offset from which what recovery kept must be synced (the start
+   * of the file the checkpoint names; crash-sync.ts), whatever offset the scan started at.
+   */
+  syncFrom: number | null
 }
 
 /** The open-time decisions of docs/recovery.md, in order. */
@@ -71,8 +78,11 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
   let maxPhyOffsetOfQueues = -1
   // Before the log's recovery: the end of its last file, past which no unit can point.
   const logFilesEnd = commitLog.mappedFileQueue.mappedFiles.length > 0 ? commitLog.mappedFileQueue.getMaxOffset() : Number.POSITIVE_INFINITY
+  // After a crash of this boot too, a queue's last file holds its units in order (a torn one
+  // last, which makes recoverClean decline): the end is found by bisection there as well.
+  const bisect = record !== null || host.afterProcessCrash
   for (const queue of queues.all()) {
-    if (record === null || !queue.recoverClean()) queue.recover(logFilesEnd)
+    if (!bisect || !queue.recoverClean()) queue.recover(logFilesEnd)
     maxPhyOffsetOfQueues = Math.max(maxPhyOffsetOfQueues, queue.getMaxPhysicOffset())
   }
   if (commitLog.mappedFileQueue.mappedFiles.length === 0) {
@@ -81,10 +91,11 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     queues.destroyAll()
     // Its end would make the index skip the new records written below it (I4 with an empty log).
     if (host.index().getFileCount() > 0) host.discardIndex('the commit log has no files')
-    return { outcome: commitLog.recoverNormally(), redispatchAll: false, dispatchedTo: null }
+    return { outcome: commitLog.recoverNormally(), redispatchAll: false, dispatchedTo: null, syncFrom: null }
   }
   let redispatchAll = false
   let dispatchedTo: number | null = null
+  let syncFrom: number | null = null
   let outcome: RecoveryOutcome | null = null
   if (lastExitOK) {
     if (record !== null) {
@@ -108,7 +119,10 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     // The scan rebuilds consume-queue tails only: the index is filled afterwards, in order, from
     // where it ends (an index only grows in commit-log order, so indexing the scan's records
     // first would make it skip the older ones it lost).
-    outcome = commitLog.recoverAbnormally(minRecoveryTimestamp(host), (request) => host.dispatchRecovered(request), host.progress)
+    const minTimestamp = minRecoveryTimestamp(host)
+    syncFrom = commitLog.recoveryStartOffset(minTimestamp)
+    const resumeAfter = host.afterProcessCrash ? dispatchedEnd(queues, commitLog) : null
+    outcome = commitLog.recoverAbnormally(minTimestamp, (request) => host.dispatchRecovered(request), host.progress, resumeAfter)
   }
   const decision = judgeDamage(outcome.damage, host.config.corruptionPolicy)
   if (decision !== null && 'refuse' in decision) throw new MQStoreError('CORRUPTION', decision.refuse)
@@ -126,7 +140,7 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
   if (mustTruncateQueues(maxPhyOffsetOfQueues, outcome.processOffset, lastExitOK)) queues.truncateDirtyLogicFiles(outcome.processOffset)
   checkDerivedFiles(host, outcome.processOffset)
   resetQueueOffsets(commitLog, queues)
-  return { outcome, redispatchAll, dispatchedTo }
+  return { outcome, redispatchAll, dispatchedTo, syncFrom }
 }
 
 /**
@@ -164,6 +178,46 @@ function checkDerivedFiles(host: RecoveryHost, commitLogEnd: number): void {
   const lastFile = last === null ? null : { endPhyOffset: last.getEndPhyOffset(), indexCount: last.getIndexCount() }
   if (indexEndsPastLog(lastFile, commitLogEnd)) {
     host.discardIndex(`it indexes records at or past the end of the commit log (${commitLogEnd})`)
+  }
+}
+
+/**
+ * After a crash of this boot: the end of the last record the dead process dispatched (the largest
+ * end among the queues' last units: dispatch writes units in commit-log order) and that record's
+ * offset, or null when no queue has a unit or one is damaged (then the scan starts where the
+ * checkpoint says). Every record before that end is whole and in the queues.
+ */
+function dispatchedEnd(queues: ConsumeQueueTable, commitLog: CommitLog): { end: number; lastRecordOffset: number } | null {
+  let last: ConsumeQueue | null = null
+  for (const queue of queues.all()) {
+    if (queue.loadDamage !== null) return null
+    if (last === null || queue.getMaxPhysicOffset() > last.getMaxPhysicOffset()) last = queue
+  }
+  const max = last?.getMaxOffsetInQueue() ?? 0
+  const units = last === null || max === 0 ? null : last.getIndexBuffer(max - 1)
+  if (last === null || units === null) return null
+  try {
+    const phy = ConsumeQueue.readOffset(units.buffer, 0)
+    const size = ConsumeQueue.readSize(units.buffer, 0)
+    if (phy + size !== last.getMaxPhysicOffset() || !isWholeRecord(commitLog, phy, size)) return null
+    return { end: phy + size, lastRecordOffset: phy }
+  } finally {
+    units.release()
+  }
+}
+
+/**
+ * Whether the record the last unit points at is there, whole (CRC checked), where it was written:
+ * a store copied while it ran (its queues copied after its log) may miss it, and is then scanned.
+ */
+function isWholeRecord(commitLog: CommitLog, phy: number, size: number): boolean {
+  const found = commitLog.getMessage(phy, size)
+  if (found === null) return false
+  try {
+    const request = checkRecord(found.buffer, 0, size, true)
+    return request.status === 'OK' && request.size === size && request.commitLogOffset === phy
+  } finally {
+    found.release()
   }
 }
 
