@@ -19,9 +19,17 @@ export interface HaClosedConnection {
   readonly at: number
 }
 
+/**
+ * Where a slave's link stands: connecting (or waiting to reconnect), verifying (comparing its own
+ * log with a new master's), replicating, refused (it holds bytes the master lacks; it stays so
+ * until setBrokerRole), diskFull (an append found no space; it retries until there is).
+ */
+export type HaSlaveStatus = 'connecting' | 'verifying' | 'replicating' | 'refused' | 'diskFull'
+
 /** A slave's side of stats().ha. */
 export interface HaSlaveStats {
   readonly masterAddress: string
+  readonly status: HaSlaveStatus
   readonly connected: boolean
   /** Why the slave is not connected (the last failure), or null while connected or before the first try. */
   readonly notConnectedReason: string | null
