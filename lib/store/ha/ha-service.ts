@@ -156,6 +156,7 @@ export class HaService {
 
   stats(): HaStats {
     const master = this.master
+    const slave = this.slave
     return {
       role: this.config.brokerRole,
       host: master === null ? null : this.config.haListenHost,
@@ -163,7 +164,8 @@ export class HaService {
       connections: master?.stats() ?? [],
       closedConnections: master === null ? [] : [...master.closedConnections],
       slaveAckOffset: master?.slaveAckOffset ?? 0,
-      slave: this.slave?.stats() ?? null,
+      slave: slave === null ? null : { ...slave.stats(), reconnects: this.slaveReconnects },
+      reconnects: this.slaveReconnects,
     }
   }
 

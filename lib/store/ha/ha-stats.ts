@@ -37,6 +37,7 @@ export interface HaSlaveStats {
   readonly lastOffsetReceived: number
   /** The master's next transfer offset (from its last frame) minus the slave's max offset, -1 before the first frame. */
   readonly lagBytes: number
+  /** Reconnections since open, across role changes (as stats().ha.reconnects). */
   readonly reconnects: number
 }
 
@@ -54,4 +55,6 @@ export interface HaStats {
   readonly slaveAckOffset: number
   /** A slave's link to its master; null on a master. */
   readonly slave: HaSlaveStats | null
+  /** Reconnections of the store's slave links since open (every link it ran, across role changes). */
+  readonly reconnects: number
 }
