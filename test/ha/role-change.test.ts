@@ -8,7 +8,7 @@ import { readHaRole } from '../../lib/store/ha/ha-role-file.js'
 import type { MessageStore } from '../../lib/store/message-store.js'
 import { join } from 'node:path'
 import { tempDir } from '../helpers/tmp.js'
-import { caughtUp, closeAll, commitLogBytes, messages, openStore, waitFor } from './ha-helpers.js'
+import { caughtUp, closeAll, commitLogBytes, FILE, messages, openStore, waitFor } from './ha-helpers.js'
 
 const servers: net.Server[] = []
 const sockets: net.Socket[] = []
@@ -148,20 +148,25 @@ describe('setBrokerRole: a master joins another master', () => {
     expect(refused.reason).toContain(bAddress)
   })
 
-  for (const [name, bPuts] of [
-    ['ahead of the new master', 5],
-    ['behind the new master but diverged from it', 400],
-  ] as const) {
+  // [case, messages the old master took alone, messages the new one took, old master ends past the new one]
+  const cases: [string, number, number, boolean][] = [
+    ['ahead of the new master', 40, 5, true],
+    ['behind the new master but diverged from it', 40, 400, false],
+    ['ahead of a new master that took nothing', 40, 0, true],
+    ['ahead by more than its first probe', 500, 5, true],
+    ['diverged from before its first probe', 500, 1000, false],
+  ]
+  for (const [name, lost, taken, ahead] of cases) {
     it(`refuses when it is ${name}, and cuts back only with truncateToMaster`, async () => {
       const { a, b, aDir, bDir, aLogs } = await pair(200)
       const common = b.getMaxPhyOffset()
       await b.setBrokerRole('ASYNC_MASTER')
       const bAddress = `127.0.0.1:${b.stats().ha.port}`
       // The old master took puts its slave never got; the new one took others.
-      await a.putMessages(messages(40, 'lost'))
-      await b.putMessages(messages(bPuts, 'b'))
+      for (let i = 0; i < lost; i += 100) await a.putMessages(messages(Math.min(100, lost - i), `lost${i}`))
+      for (let i = 0; i < taken; i += 100) await b.putMessages(messages(Math.min(100, taken - i), `b${i}`))
       const aEnd = a.getMaxPhyOffset()
-      expect(aEnd > b.getMaxPhyOffset()).toBe(bPuts === 5)
+      expect(aEnd > b.getMaxPhyOffset()).toBe(ahead)
       await a.setBrokerRole('SLAVE', { haMasterAddress: bAddress })
       await waitFor('the refusal', () => a.stats().ha.slave?.status === 'refused')
       const reason = a.stats().ha.slave?.notConnectedReason ?? ''
@@ -170,7 +175,7 @@ describe('setBrokerRole: a master joins another master', () => {
       expect(aLogs.join('\n')).toContain('replication refused')
       // Nothing was cut.
       expect(a.getMaxPhyOffset()).toBe(aEnd)
-      expect(a.getLatestByKey('orders', 'lost-key-39')).not.toBeNull()
+      expect(a.getLatestByKey('orders', 'lost0-key-39')).not.toBeNull()
       await a.setBrokerRole('SLAVE', { haMasterAddress: bAddress, truncateToMaster: true })
       await b.putMessages(messages(10, 'after'))
       await waitFor('a to follow b', () => caughtUp(a, b))
@@ -178,11 +183,53 @@ describe('setBrokerRole: a master joins another master', () => {
       const end = b.getMaxPhyOffset()
       expect(commitLogBytes(aDir, 0, end).equals(commitLogBytes(bDir, 0, end))).toBe(true)
       sameQueues(a, b)
-      expect(a.getLatestByKey('orders', 'lost-key-39')).toBeNull()
+      expect(a.getLatestByKey('orders', 'lost0-key-39')).toBeNull()
       expect(a.getLatestByKey('orders', 'after-key-9')?.body.toString()).toBe(messages(10, 'after')[9].body.toString())
       expect(a.stats().ha.slave?.status).toBe('replicating')
     })
   }
+
+  it('refuses a master it shares no record with; truncateToMaster replaces its whole log', async () => {
+    const aDir = tempDir('mqstore-ha-apart-')
+    const cDir = tempDir('mqstore-ha-apart-')
+    const logs: string[] = []
+    const a = await openStore(aDir, { ...quick, ...logged(logs) })
+    await a.putMessages(messages(100, 'mine'))
+    const c = await openStore(cDir, { haListenPort: 0, ...quick })
+    await c.putMessages(messages(400, 'theirs'))
+    const cAddress = `127.0.0.1:${c.stats().ha.port}`
+    await a.setBrokerRole('SLAVE', { haMasterAddress: cAddress })
+    await waitFor('the refusal', () => a.stats().ha.slave?.status === 'refused')
+    expect(a.stats().ha.slave?.notConnectedReason).toContain(`from offset 0 to ${a.getMaxPhyOffset()}`)
+    expect(a.stats().ha.slave?.notConnectedReason).toContain('no whole record')
+    await a.setBrokerRole('SLAVE', { haMasterAddress: cAddress, truncateToMaster: true })
+    await waitFor('a to follow c', () => caughtUp(a, c))
+    // Emptied, it started over as a new slave does: at the start of the master's last file.
+    const end = c.getMaxPhyOffset()
+    const from = a.getMinPhyOffset()
+    expect(from).toBe(end - (end % FILE))
+    expect(from).toBeGreaterThan(0)
+    expect(commitLogBytes(aDir, from, end).equals(commitLogBytes(cDir, from, end))).toBe(true)
+    expect(a.getMaxOffsetInQueue('audit', 3)).toBe(c.getMaxOffsetInQueue('audit', 3))
+    expect(a.getLatestByKey('orders', 'mine-key-0')).toBeNull()
+    expect(a.getLatestByKey('audit', 'theirs-key-398')?.body.toString()).toBe(messages(400, 'theirs')[398].body.toString())
+  })
+
+  it('a store opened as SLAVE of a master behind it refuses, and cuts nothing', async () => {
+    const aDir = tempDir('mqstore-ha-behind-')
+    const a = await openStore(aDir)
+    await a.putMessages(messages(100, 'mine'))
+    const end = a.getMaxPhyOffset()
+    await a.close()
+    const c = await openStore(tempDir('mqstore-ha-behind-'), { haListenPort: 0, ...quick })
+    await c.putMessages(messages(10, 'theirs'))
+    const logs: string[] = []
+    const slave = await openStore(aDir, { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${c.stats().ha.port}`, ...logged(logs) })
+    await waitFor('the refusal', () => slave.stats().ha.slave?.status === 'refused')
+    expect(slave.stats().ha.slave?.notConnectedReason).toContain(`below the slave's end ${end}`)
+    expect(logs.join('\n')).toContain('replication refused')
+    expect(slave.getMaxPhyOffset()).toBe(end)
+  })
 
   it('fails SYNC_MASTER puts still waiting for a slave when the store becomes a slave', async () => {
     const aDir = tempDir('mqstore-ha-sync-')

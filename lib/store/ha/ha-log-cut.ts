@@ -48,10 +48,26 @@ export function lastRecordBoundary(commitLog: CommitLog, from: number, limit: nu
   return at
 }
 
-/** The start of the commit-log file holding `offset`: always a record boundary. */
-export function fileStartOf(commitLog: CommitLog, offset: number): number {
+/** The last record boundary at or before `offset`, walking from the start of its file (a boundary). */
+export function boundaryAtOrBefore(commitLog: CommitLog, offset: number): number {
   const size = commitLog.mappedFileQueue.mappedFileSize
-  return Math.max(commitLog.getMinOffset(), offset - (offset % size))
+  const fileStart = Math.max(commitLog.getMinOffset(), offset - (offset % size))
+  return fileStart >= offset ? fileStart : lastRecordBoundary(commitLog, fileStart, offset)
+}
+
+/** The boundary after the record (or end-of-file blank) at the boundary `offset`; -1 when none is whole there. */
+export function nextBoundary(commitLog: CommitLog, offset: number): number {
+  const view = commitLog.getData(offset, false)
+  if (view === null) return -1
+  try {
+    if (view.size < RECORD_HEAD_BYTES) return -1
+    const magic = view.buffer.readInt32BE(OFFSET_MAGIC)
+    if (magic === BLANK_MAGIC_CODE) return commitLog.rollNextFile(offset)
+    const size = view.buffer.readInt32BE(OFFSET_TOTALSIZE)
+    return magic === MESSAGE_MAGIC_CODE && size > RECORD_HEAD_BYTES && size <= view.size ? offset + size : -1
+  } finally {
+    view.release()
+  }
 }
 
 export interface LogCutHost {
@@ -75,6 +91,10 @@ export function cutLog(host: LogCutHost, offset: number): void {
   const { commitLog, dispatcher, queues, targets } = host
   if (offset >= commitLog.getMaxOffset()) return
   const dispatched = Math.min(dispatcher.reputFromOffset, offset)
+  if (offset <= Math.max(0, commitLog.getMinOffset())) {
+    emptyLog(host)
+    return
+  }
   commitLog.truncateTo(offset)
   for (const queue of queues.allOpening()) queue.truncateDirtyLogicFiles(offset)
   dispatcher.reputFromOffset = dispatched
@@ -90,5 +110,19 @@ export function cutLog(host: LogCutHost, offset: number): void {
       targets.queuesCompleteTo = -1
     }
   }
+  resetQueueOffsets(commitLog, queues)
+}
+
+/**
+ * A cut at the log's start: nothing is left, so the files go too, and the store starts where its
+ * master's frames start, as a new slave does (the master's last file: a report of 0).
+ */
+function emptyLog(host: LogCutHost): void {
+  const { commitLog, dispatcher, queues } = host
+  commitLog.truncateTo(Math.max(0, commitLog.getMinOffset()))
+  while (commitLog.mappedFileQueue.mappedFiles.length > 0) commitLog.mappedFileQueue.deleteLastMappedFile()
+  queues.destroyAll()
+  if (host.index().getFileCount() > 0) host.discardIndex('the commit log was cut back to its start')
+  dispatcher.reputFromOffset = 0
   resetQueueOffsets(commitLog, queues)
 }

@@ -6,7 +6,7 @@
 import * as net from 'node:net'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'
-import { fileStartOf, lastRecordBoundary } from './ha-log-cut.js'
+import { boundaryAtOrBefore, lastRecordBoundary, nextBoundary } from './ha-log-cut.js'
 import { formatAddress, type HaConfig } from './ha-options.js'
 import { encodeReport, FrameReader, MAX_FRAME_BODY_BYTES } from './ha-protocol.js'
 import type { HaSlaveStats, HaSlaveStatus } from './ha-stats.js'
@@ -62,7 +62,7 @@ export class HaSlave {
     this.address = formatAddress(config.haMasterAddress)
     const max = commitLog.getMaxOffset()
     this.verifying = verify !== null && max > Math.max(0, commitLog.getMinOffset())
-    if (this.verifying) this.probeFrom = Math.max(this.probeFloor(), max - FIRST_PROBE_BYTES)
+    if (this.verifying) this.probeFrom = Math.max(this.probeFloor(), boundaryAtOrBefore(commitLog, max - FIRST_PROBE_BYTES))
   }
 
   start(): void {
@@ -167,7 +167,7 @@ export class HaSlave {
         }
         const max = this.commitLog.getMaxOffset()
         if (offset < max) {
-          this.diverged(offset, `master ${this.address} sends offset ${offset}, below the slave's end ${max}`)
+          this.belowEnd(offset, `master ${this.address} sends offset ${offset}, below the slave's end ${max}`)
           return
         }
         this.masterNext = offset + body.length
@@ -215,30 +215,24 @@ export class HaSlave {
    */
   private compare(offset: number, body: Buffer): Buffer | null {
     const max = this.commitLog.getMaxOffset()
-    let at = this.probeAt
+    const at = this.probeAt
     if (offset !== at) {
-      if (at === this.probeFrom && offset > at && offset <= max) {
-        at = offset // The master chose a later start (a report of 0 means its last file).
-      } else if (at === this.probeFrom && offset < at) {
+      if (at === this.probeFrom && offset < at) {
+        // The master ends below the probe (an mqstore master says where with a heartbeat).
         this.probeBelow(offset, `the master's log ends at ${offset}`)
-        return null
       } else {
         this.drop(`frame offset ${offset} differs from ${at}, where the comparison with the master stands`)
-        return null
       }
+      return null
     }
     if (body.length === 0) {
-      // A heartbeat: the master has nothing at `at`, its end.
-      if (this.probeAt > this.probeFrom) this.diverged(at, `the master's log ends at ${at}`)
-      else this.probeBelow(at, `the master's log ends at ${at}`)
+      this.settle(at, `the master's log ends at ${at}`)
       return null
     }
     const length = Math.min(body.length, max - at)
     const differs = this.firstDifference(at, body.subarray(0, length))
     if (differs >= 0) {
-      const where = at + differs
-      if (where === this.probeFrom && where > this.probeFloor()) this.probeBelow(where, `the bytes at ${where} differ`)
-      else this.diverged(where, `the slave's bytes at ${where} differ from the master's`)
+      this.settle(at + differs, `the bytes at ${at + differs} differ from the master's`)
       return null
     }
     this.probeAt = at + length
@@ -270,33 +264,61 @@ export class HaSlave {
   }
 
   /**
-   * The lowest offset a probe may report: the log's start, but 1 for a log starting at 0 (a
-   * report of 0 asks for the master's last file). Byte 0 is the top byte of the first record's
-   * size, the same for every record under 16 MiB.
+   * The logs part at `where` (a differing byte, or the master's end). Only whole records count as
+   * shared: a few equal bytes of two different records prove nothing. When not even the probe's
+   * first record matched, the logs may have parted earlier: the comparison starts further back.
    */
-  private probeFloor(): number {
-    return Math.max(1, this.commitLog.getMinOffset())
+  private settle(where: number, why: string): void {
+    const shared = lastRecordBoundary(this.commitLog, this.probeFrom, where)
+    if (shared > this.probeFrom) this.diverged(shared, why)
+    else this.probeBelow(this.probeFrom, why)
   }
 
-  /** Nothing matched at the probe's start: asks again from further back, or gives up at the log's start. */
-  private probeBelow(offset: number, why: string): void {
+  /**
+   * The lowest offset a probe may report, a record boundary: the log's start, or for a log
+   * starting at 0 the end of its first record (a report of 0 asks for the master's last file).
+   */
+  private probeFloor(): number {
+    const min = Math.max(0, this.commitLog.getMinOffset())
+    if (min > 0) return min
+    const next = nextBoundary(this.commitLog, 0)
+    return next < 0 ? this.commitLog.getMaxOffset() : next
+  }
+
+  /** Probes again from a record boundary below `below`, further back each time; gives up at the log's start. */
+  private probeBelow(below: number, why: string): void {
     const floor = this.probeFloor()
-    if (offset <= floor) {
-      this.diverged(Math.max(0, this.commitLog.getMinOffset()), `${why}, and no earlier byte of the slave's log is left to compare`)
+    if (below <= floor) {
+      const start = Math.max(0, this.commitLog.getMinOffset())
+      this.diverged(start, `${why}, and no whole record of the slave's log from ${floor} on matches the master's`)
       return
     }
-    this.probeFrom = Math.max(floor, offset - this.probeBytes)
+    this.probeFrom = Math.max(floor, boundaryAtOrBefore(this.commitLog, Math.max(floor, below - this.probeBytes)))
     this.probeBytes *= 2
     this.restart(`${why}; comparing again from ${this.probeFrom}`)
   }
 
   /**
-   * The slave holds bytes the master does not have from `offset` on: it refuses (and truncates
-   * nothing), or with truncateToMaster cuts back to the last record boundary at or before it.
+   * A frame below the slave's end: the master lacks bytes the slave holds. A slave that joined by
+   * setBrokerRole compares again (and may cut back); one opened as SLAVE refuses.
    */
-  private diverged(offset: number, why: string): void {
+  private belowEnd(offset: number, why: string): void {
+    if (this.verify === null) {
+      this.diverged(boundaryAtOrBefore(this.commitLog, offset), why)
+      return
+    }
+    this.verifying = true
+    this.probeFrom = this.commitLog.getMaxOffset()
+    this.probeBytes = FIRST_PROBE_BYTES
+    this.probeBelow(offset, why)
+  }
+
+  /**
+   * The slave holds bytes the master does not have from the record boundary `cut` on: it refuses
+   * (and truncates nothing), or with truncateToMaster cuts its log back there.
+   */
+  private diverged(cut: number, why: string): void {
     const max = this.commitLog.getMaxOffset()
-    const cut = lastRecordBoundary(this.commitLog, fileStartOf(this.commitLog, offset), offset)
     if (this.verify?.truncateToMaster !== true) {
       this.refused =
         `the slave's commit log holds ${max - cut} bytes from offset ${cut} to ${max} that master ${this.address} does not have (${why}); ` +
