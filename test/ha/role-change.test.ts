@@ -78,6 +78,23 @@ describe('setBrokerRole: promotion', () => {
     expect(b.stats().ha.port).toBe(ha.port)
   })
 
+  it('is promoted even when its HA port cannot be bound, and says so', async () => {
+    // Its master holds the port it was given.
+    const master = await openStore(tempDir('mqstore-ha-port-'), { haListenPort: 0 })
+    const taken = master.stats().ha.port as number
+    const c = await openStore(tempDir('mqstore-ha-port-'), {
+      brokerRole: 'SLAVE',
+      haMasterAddress: `127.0.0.1:${taken}`,
+      haListenPort: taken,
+    })
+    const error = await c.setBrokerRole('SYNC_MASTER').catch((e: unknown) => e)
+    expect((error as MQStoreError).code).toBe('IO_ERROR')
+    expect((error as Error).message).toContain(`127.0.0.1:${taken}`)
+    expect(c.stats().ha).toMatchObject({ role: 'SYNC_MASTER', port: null, slave: null })
+    const [put] = await c.putMessages(messages(1))
+    expect(put.status).toBe('SLAVE_NOT_AVAILABLE')
+  })
+
   it('cuts a torn tail no frame will complete before it takes puts', async () => {
     // The log of a real master, fed by a test peer that stops in the middle of a record.
     const source = await openStore(tempDir('mqstore-ha-src-'))

@@ -93,9 +93,12 @@ async function promote(host: RoleChangeHost, role: 'ASYNC_MASTER' | 'SYNC_MASTER
     }
     dispatcher.holdIncompleteTail = false
     cutLog(host, end)
-    host.startSchedule()
   }
-  await ha.becomeMaster(role)
+  try {
+    await ha.becomeMaster(role)
+  } finally {
+    if (wasSlave) host.startSchedule()
+  }
   host.log('info', `the store is now ${role}${wasSlave ? `; it takes puts from commit-log offset ${commitLog.getMaxOffset()}` : ''}`)
 }
 

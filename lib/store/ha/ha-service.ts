@@ -78,12 +78,21 @@ export class HaService {
     await this.stopReplicating()
     this.config.brokerRole = role
     this.config.haMasterAddress = null
+    // A port that cannot be bound does not undo the promotion (the log is the master's now): the
+    // store takes puts without serving slaves, and the caller is told.
+    let failure: unknown = null
     if (this.currentMaster === null && this.config.haListenPort !== null) {
       const master = this.newMaster()
-      await master.listen()
-      this.currentMaster = master
+      try {
+        await master.listen()
+        this.currentMaster = master
+      } catch (error) {
+        failure = error
+        this.log('error', `the store is now ${role} but serves no slave: ${(error as Error).message}`)
+      }
     }
     writeHaRole(this.roleFile, this.config, this.currentMaster?.port ?? null)
+    if (failure !== null) throw failure
   }
 
   /**
