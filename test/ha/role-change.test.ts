@@ -78,6 +78,22 @@ describe('setBrokerRole: promotion', () => {
     expect(b.stats().ha.port).toBe(ha.port)
   })
 
+  it('a slave reopened and then promoted takes each queue offset from where its queue ends', async () => {
+    const { a, b, bDir, aAddress } = await pair(100)
+    // Reopened, it knows the queues' ends at open; then it replicates more.
+    await b.close()
+    const again = await openStore(bDir, { brokerRole: 'SLAVE', haMasterAddress: aAddress, haListenPort: 0, ...quick })
+    await a.putMessages(messages(100, 'more'))
+    await waitFor('the reopened slave', () => caughtUp(again, a))
+    await again.setBrokerRole('ASYNC_MASTER')
+    for (let queueId = 0; queueId < 4; queueId++) {
+      const end = a.getMaxOffsetInQueue('payments', queueId)
+      const [put] = await again.putMessages([{ topic: 'payments', queueId, body: Buffer.from(`next ${queueId}`) }])
+      expect(put.queueOffset).toBe(end)
+      expect(again.getMessage('g', 'payments', queueId, end, 1).messages[0]?.body.toString()).toBe(`next ${queueId}`)
+    }
+  })
+
   it('is promoted even when its HA port cannot be bound, and says so', async () => {
     // Its master holds the port it was given.
     const master = await openStore(tempDir('mqstore-ha-port-'), { haListenPort: 0 })

@@ -1,6 +1,7 @@
 // setBrokerRole on a live store (docs/api.md, "Failover by hand"): promotes a slave to a master,
 // or turns a master (or a slave) into the slave of another master. Changes run one at a time.
 import { MQStoreError } from '../../errors.js'
+import { resetQueueOffsets } from '../recovery/store-recovery.js'
 import type { StoreLog } from '../store-logger.js'
 import { cutLog, type LogCutHost, lastRecordBoundary } from './ha-log-cut.js'
 import { type BrokerRole, invalid, parseMasterAddress, ROLES } from './ha-options.js'
@@ -93,6 +94,8 @@ async function promote(host: RoleChangeHost, role: 'ASYNC_MASTER' | 'SYNC_MASTER
     }
     dispatcher.holdIncompleteTail = false
     cutLog(host, end)
+    // Dispatch filled the queues, not the next offsets puts take (set at open, or never).
+    resetQueueOffsets(commitLog, host.queues)
   }
   try {
     await ha.becomeMaster(role)
