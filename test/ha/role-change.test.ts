@@ -310,7 +310,14 @@ describe('setBrokerRole: arguments', () => {
       expect((error as Error).message).toContain(name)
     }
     expect(store.stats().ha.role).toBe('ASYNC_MASTER')
-    await store.close()
+    // A change asked for while the store closes is refused; close waits for one under way.
+    const other = await openStore(tempDir('mqstore-ha-args-'), { haListenPort: 0 })
+    const during = store.setBrokerRole('SLAVE', { haMasterAddress: `127.0.0.1:${other.stats().ha.port}` })
+    const closing = store.close()
+    const late = store.setBrokerRole('ASYNC_MASTER').catch((e: unknown) => e)
+    await during
+    await closing
+    expect(((await late) as MQStoreError).code).toBe('STORE_CLOSED')
     const closed = await store.setBrokerRole('ASYNC_MASTER').catch((e: unknown) => e)
     expect((closed as MQStoreError).code).toBe('STORE_CLOSED')
   })

@@ -28,17 +28,11 @@ export interface RoleChangeHost extends LogCutHost {
   stopSchedule(): Promise<void>
 }
 
-const changing = new WeakMap<HaService, Promise<void>>()
-
 export async function setBrokerRole(host: RoleChangeHost, role: BrokerRole, options: SetBrokerRoleOptions = {}): Promise<void> {
   const { master, truncateToMaster } = checkArguments(host, role, options)
-  const before = changing.get(host.ha) ?? Promise.resolve()
-  const change = before.then(() =>
+  await host.ha.change(() =>
     master === null ? promote(host, role as 'ASYNC_MASTER' | 'SYNC_MASTER') : follow(host, master, truncateToMaster),
   )
-  const settled = change.catch(() => {})
-  changing.set(host.ha, settled)
-  await change
 }
 
 function checkArguments(
@@ -79,7 +73,6 @@ function checkArguments(
  */
 async function promote(host: RoleChangeHost, role: 'ASYNC_MASTER' | 'SYNC_MASTER'): Promise<void> {
   const { ha, commitLog, dispatcher } = host
-  host.assertOpen()
   const wasSlave = ha.role === 'SLAVE'
   if (wasSlave) {
     // Puts stay refused (the role is still SLAVE) until the log's end is settled.
@@ -108,7 +101,6 @@ async function promote(host: RoleChangeHost, role: 'ASYNC_MASTER' | 'SYNC_MASTER
 /** The store becomes the slave of `master`, comparing its log with the master's before it appends. */
 async function follow(host: RoleChangeHost, master: { host: string; port: number }, truncateToMaster: boolean): Promise<void> {
   const { ha, dispatcher } = host
-  host.assertOpen()
   if (ha.role !== 'SLAVE') await host.stopSchedule()
   dispatcher.holdIncompleteTail = true
   await ha.becomeSlave(master, { truncateToMaster, truncate: (offset) => cutLog(host, offset) })

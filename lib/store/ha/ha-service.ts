@@ -1,5 +1,6 @@
 // Replication for one store (RocketMQ's HAService): by role, a master's HA port and the waits of
 // SYNC_MASTER puts (GroupTransferService), or a slave's link to its master.
+import { MQStoreError } from '../../errors.js'
 import type { CommitLog, PutMessageResult } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'
 import { HaMaster } from './ha-master.js'
@@ -23,6 +24,9 @@ export class HaService {
   private readonly waits: SlaveWait[] = []
   /** Reconnects of the slaves this store ran before a role change (stats and metrics count on). */
   private earlierReconnects = 0
+  /** Role changes, one after another; close waits for the one under way. */
+  private changes: Promise<void> = Promise.resolve()
+  private closing = false
 
   constructor(
     readonly config: HaConfig,
@@ -112,6 +116,16 @@ export class HaService {
     this.currentSlave.start()
   }
 
+  /** Runs a role change after those before it; refused once the store is closing. */
+  change(run: () => Promise<void>): Promise<void> {
+    const next = this.changes.then(() => {
+      if (this.closing) throw new MQStoreError('STORE_CLOSED', 'the store is closed')
+      return run()
+    })
+    this.changes = next.catch(() => {})
+    return next
+  }
+
   /** Ends the slave link; the role stays until becomeMaster. */
   async stopReplicating(): Promise<void> {
     const slave = this.currentSlave
@@ -179,6 +193,8 @@ export class HaService {
   }
 
   async close(): Promise<void> {
+    this.closing = true
+    await this.changes
     this.failWaits('FLUSH_SLAVE_TIMEOUT')
     await this.currentMaster?.close()
     await this.currentSlave?.stop()
