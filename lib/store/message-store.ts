@@ -556,10 +556,10 @@ export class MessageStore implements AsyncDisposable {
    */
   setBrokerRole(role: BrokerRole, options?: SetBrokerRoleOptions): Promise<void> {
     const e = this.e
-    const { ha, commitLog, dispatcher, queues, targets, schedule } = e
+    const { ha, commitLog, dispatcher, queues, targets, schedule, compacted } = e
     const log = e.logger.child('ha')
     const startSchedule = (): void => schedule.start((messages) => this.putMessages(messages))
-    const host = { ha, commitLog, dispatcher, queues, targets, log, assertOpen: () => this.assertOpen(), startSchedule }
+    const host = { ha, commitLog, dispatcher, queues, targets, compacted, log, assertOpen: () => this.assertOpen(), startSchedule }
     const more = { stopSchedule: () => schedule.stop(), index: () => e.index.current, discardIndex: (why: string) => e.discardIndex(why) }
     return setBrokerRole({ ...host, ...more }, role, options)
   }

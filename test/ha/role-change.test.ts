@@ -222,6 +222,28 @@ describe('setBrokerRole: a master joins another master', () => {
     })
   }
 
+  it('cuts the compaction logs of compacted topics with the rest', async () => {
+    const { a, b, aLogs } = await pair(0)
+    for (const store of [a, b]) await store.setTopicConfig('orders', { cleanupPolicy: 'compact' })
+    for (let i = 0; i < 200; i += 50) await a.putMessages(messages(50, `c${i}`))
+    await waitFor('the slave', () => caughtUp(b, a))
+    await b.setBrokerRole('ASYNC_MASTER')
+    await a.putMessages(messages(60, 'lost'))
+    await b.putMessages(messages(30, 'b'))
+    const lostOrders = a.getMessage('g', 'orders', 0, 0, 64).messages.filter((m) => m.body.toString().startsWith('lost'))
+    expect(lostOrders.length).toBeGreaterThan(0)
+    await a.setBrokerRole('SLAVE', { haMasterAddress: `127.0.0.1:${b.stats().ha.port}`, truncateToMaster: true })
+    await b.putMessages(messages(30, 'after'))
+    await waitFor('a to follow b', () => caughtUp(a, b))
+    expect(aLogs.join('\n')).toContain('the log was cut back to')
+    sameQueues(a, b)
+    for (let queueId = 0; queueId < 4; queueId++) {
+      const bodies = a.getMessage('g', 'orders', queueId, 0, 64).messages.map((m) => m.body.toString())
+      expect(bodies.some((body) => body.startsWith('lost'))).toBe(false)
+      expect(bodies.some((body) => body.startsWith('after'))).toBe(true)
+    }
+  })
+
   it('refuses a master it shares no record with; truncateToMaster replaces its whole log', async () => {
     const aDir = tempDir('mqstore-ha-apart-')
     const cDir = tempDir('mqstore-ha-apart-')

@@ -4,6 +4,7 @@
 // a slave is cut back to its new master (setBrokerRole's truncateToMaster).
 import { BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, OFFSET_MAGIC, OFFSET_TOTALSIZE } from '../commitlog/record.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
+import type { CompactedTopics } from '../compaction/compacted-topics.js'
 import type { DispatchTargets } from '../dispatch-targets.js'
 import type { Dispatcher } from '../dispatcher.js'
 import type { IndexService } from '../index/index-service.js'
@@ -71,6 +72,7 @@ export function nextBoundary(commitLog: CommitLog, offset: number): number {
 }
 
 export interface LogCutHost {
+  readonly compacted: CompactedTopics
   readonly commitLog: CommitLog
   readonly dispatcher: Dispatcher
   readonly queues: ConsumeQueueTable
@@ -125,4 +127,17 @@ function emptyLog(host: LogCutHost): void {
   if (host.index().getFileCount() > 0) host.discardIndex('the commit log was cut back to its start')
   dispatcher.reputFromOffset = 0
   resetQueueOffsets(commitLog, queues)
+}
+
+/**
+ * After a cut: the compaction logs of compacted topics hold copies of their queues' records, and
+ * are cut back to their queues' new ends (each under the cleaner's pause) before anything is
+ * dispatched past the cut.
+ */
+export async function cutCompactionLogs(host: LogCutHost): Promise<void> {
+  const service = host.compacted.service
+  for (const { topic, queueId } of service.queues()) {
+    const end = host.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0
+    if (service.maxOffset(topic, queueId) > end) await service.truncate(topic, queueId, end)
+  }
 }

@@ -3,7 +3,7 @@
 import { MQStoreError } from '../../errors.js'
 import { resetQueueOffsets } from '../recovery/store-recovery.js'
 import type { StoreLog } from '../store-logger.js'
-import { cutLog, type LogCutHost, lastRecordBoundary } from './ha-log-cut.js'
+import { cutCompactionLogs, cutLog, type LogCutHost, lastRecordBoundary } from './ha-log-cut.js'
 import { type BrokerRole, invalid, parseMasterAddress, ROLES } from './ha-options.js'
 import type { HaService } from './ha-service.js'
 
@@ -103,6 +103,10 @@ async function follow(host: RoleChangeHost, master: { host: string; port: number
   const { ha, dispatcher } = host
   if (ha.role !== 'SLAVE') await host.stopSchedule()
   dispatcher.holdIncompleteTail = true
-  await ha.becomeSlave(master, { truncateToMaster, truncate: (offset) => cutLog(host, offset) })
+  const truncate = async (offset: number): Promise<void> => {
+    cutLog(host, offset)
+    await cutCompactionLogs(host)
+  }
+  await ha.becomeSlave(master, { truncateToMaster, truncate })
   host.log('info', `the store is now a SLAVE of ${master.host}:${master.port}${truncateToMaster ? ' (truncateToMaster)' : ''}`)
 }

@@ -24,8 +24,8 @@ const FIRST_PROBE_BYTES = 64 * 1024
  */
 export interface SlaveVerify {
   readonly truncateToMaster: boolean
-  /** Cuts the commit log, queues and dispatch back to `offset`, a record boundary. */
-  truncate(offset: number): void
+  /** Cuts the commit log, queues, index and compaction logs back to `offset`, a record boundary. */
+  truncate(offset: number): Promise<void>
 }
 
 export class HaSlave {
@@ -50,6 +50,8 @@ export class HaSlave {
   private probeFrom = -1
   private probeAt = -1
   private probeBytes = FIRST_PROBE_BYTES
+  /** A truncateToMaster cut under way (the link waits for it; stop too). */
+  private cutting: Promise<void> | null = null
 
   constructor(
     private readonly commitLog: CommitLog,
@@ -102,6 +104,7 @@ export class HaSlave {
     const socket = this.socket
     this.drop('the store is closing')
     if (socket !== null && !socket.destroyed) await new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    await this.cutting
   }
 
   private connect(): void {
@@ -328,9 +331,27 @@ export class HaSlave {
       return
     }
     this.log('warn', `truncateToMaster: cutting the log back from ${max} to ${cut} to follow master ${this.address} (${why})`)
-    this.verify.truncate(cut)
     this.verifying = false
-    this.restart(`the log was cut back to ${cut}`)
+    // No frame may arrive while the cut is under way: the link is down until it is done.
+    const socket = this.socket
+    this.socket = null
+    this.connected = false
+    this.reported = -1
+    if (this.timer !== null) clearInterval(this.timer)
+    this.timer = null
+    socket?.destroy()
+    this.cutting = this.verify.truncate(cut).then(
+      () => {
+        this.cutting = null
+        this.log('info', `the log was cut back to ${cut}; reconnecting to master ${this.address}`)
+        this.connect()
+      },
+      (error: unknown) => {
+        this.cutting = null
+        this.refused = `cutting the log back to ${cut} failed: ${(error as Error)?.message ?? String(error)}`
+        this.log('error', `replication stopped: ${this.refused}`)
+      },
+    )
   }
 
   /** Ends the connection and connects again at once (a new probe, or after a cut). */
