@@ -46,6 +46,7 @@ interface Definition {
 
 const WINDOWS = ['10s', '60s', '600s'] as const
 const FLAG_NAMES = Object.keys(RunningFlag) as RunningFlagName[]
+const HA_ROLES = ['ASYNC_MASTER', 'SYNC_MASTER', 'SLAVE'] as const
 
 /** A sample without labels. */
 const one = (value: number): Sample[] => [[{}, value]]
@@ -144,6 +145,21 @@ const DEFINITIONS: Definition[] = [
   gauge('timer_pending', 'Timed messages (deliverAt / delayMs) not yet delivered.', [], (s) => one(s.timer.pending)),
   counter('timer_delivered_total', 'Timed messages delivered to their real topic since open.', [], (s) => one(s.timer.delivered)),
   gauge('timer_lag_seconds', 'How long the earliest due timer slot not yet delivered has been due.', [], (s) => one(s.timer.lagMs / 1000)),
+  // Replication (stats().ha).
+  gauge('ha_role', 'The replication role: 1 for the brokerRole the store runs as, 0 for the others.', ['role'], (s) =>
+    HA_ROLES.map((role) => [{ role }, bit(s.ha.role === role)]),
+  ),
+  gauge('ha_connected_slaves', 'Slaves connected to this master.', [], (s) => one(s.ha.connections.length)),
+  gauge('ha_slave_lag_bytes', "On a master, per slave: the master's end minus the offset the slave last acknowledged.", ['peer'], (s) =>
+    s.ha.connections.filter((c) => c.lagBytes >= 0).map((c): Sample => [{ peer: c.peer }, c.lagBytes]),
+  ),
+  gauge('ha_master_lag_bytes', "On a slave: the master's end, as its last frame told, minus the slave's end.", [], (s) =>
+    s.ha.slave === null || s.ha.slave.lagBytes < 0 ? [] : one(s.ha.slave.lagBytes),
+  ),
+  gauge('ha_master_connected', 'On a slave: 1 while connected to its master.', [], (s) =>
+    s.ha.slave === null ? [] : one(bit(s.ha.slave.connected)),
+  ),
+  counter('ha_reconnects_total', "A slave's reconnections to its master since open.", [], (s) => one(s.ha.reconnects)),
 ]
 
 /** Labels of the metrics themselves ('le' is the histograms'): a store's labels must differ. */
@@ -187,7 +203,7 @@ const groups = new WeakMap<Registry, Map<string, Group>>()
 /**
  * Exports `store`'s stats() through prom-client: counters and gauges for puts and gets (totals,
  * rates, latency histograms and maxima), the commit log, dispatch and flush lags, repairs, disk
- * usage, running flags and cleanup. A closed store exports `<prefix>open 0` and its figures at close;
+ * usage, running flags, cleanup and replication. A closed store exports `<prefix>open 0` and its figures at close;
  * call remove() to stop exporting it.
  */
 export function collectStoreMetrics(store: StatsSource, options: StoreMetricsOptions = {}): StoreMetrics {

@@ -61,6 +61,12 @@ const EXPECTED = [
   'timer_pending',
   'timer_delivered_total',
   'timer_lag_seconds',
+  'ha_role',
+  'ha_connected_slaves',
+  'ha_slave_lag_bytes',
+  'ha_master_lag_bytes',
+  'ha_master_connected',
+  'ha_reconnects_total',
 ]
 
 /** One sample of the scrape: `name{labels}` → value, parsed from the text format. */

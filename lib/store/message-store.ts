@@ -9,6 +9,8 @@ import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type Prepa
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'
+import type { BrokerRole } from './ha/ha-options.js'
+import { type SetBrokerRoleOptions, setBrokerRole } from './ha/ha-role-change.js'
 import { markUnreplicated } from './ha/ha-service.js'
 import type { CompactReport, SetTopicConfigOptions, TopicConfig, TopicConfigInput } from './compaction/compacted-topics.js'
 import {
@@ -540,6 +542,20 @@ export class MessageStore implements AsyncDisposable {
   // ---- stats and close ----------------------------------------------------------------------
 
   /** The store's figures, documented field by field in docs/api.md; after close, those at close. */
+  /**
+   * Changes the replication role of the open store (docs/api.md, "Failover by hand"): promotes a
+   * SLAVE to ASYNC_MASTER or SYNC_MASTER, or makes it the SLAVE of the master at haMasterAddress.
+   */
+  setBrokerRole(role: BrokerRole, options?: SetBrokerRoleOptions): Promise<void> {
+    const e = this.e
+    const { ha, commitLog, dispatcher, queues, targets, schedule, compacted } = e
+    const log = e.logger.child('ha')
+    const startSchedule = (): void => schedule.start((messages) => this.putMessages(messages))
+    const host = { ha, commitLog, dispatcher, queues, targets, compacted, log, assertOpen: () => this.assertOpen(), startSchedule }
+    const more = { stopSchedule: () => schedule.stop(), index: () => e.index.current, discardIndex: (why: string) => e.discardIndex(why) }
+    return setBrokerRole({ ...host, ...more }, role, options)
+  }
+
   stats(): MessageStoreStats {
     return this.e.stats()
   }

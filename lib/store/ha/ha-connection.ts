@@ -90,6 +90,9 @@ export class HaConnection {
     if (this.next < 0) {
       const start = this.startFor(offset)
       if (typeof start === 'string') {
+        // A slave ahead of the master learns where the master ends (a heartbeat at its end), so
+        // that it can refuse with why, or cut back there (setBrokerRole's truncateToMaster).
+        if (offset > max) this.socket.write(encodeFrameHeader(max, 0))
         this.close(start)
         return
       }

@@ -9,7 +9,10 @@ export type BrokerRole = 'ASYNC_MASTER' | 'SYNC_MASTER' | 'SLAVE'
 export interface HaOptions {
   /** 'ASYNC_MASTER' (default), 'SYNC_MASTER' (a put waits for a slave) or 'SLAVE'. */
   brokerRole?: BrokerRole
-  /** A master listens for slaves only when this is given; 0 picks a free port (stats().ha.port). */
+  /**
+   * A master listens for slaves only when this is given; 0 picks a free port (stats().ha.port).
+   * A SLAVE does not listen: its port is used once setBrokerRole promotes it.
+   */
   haListenPort?: number
   /** Where a master listens; default '127.0.0.1'. */
   haListenHost?: string
@@ -51,9 +54,9 @@ export const HA_OPTION_NAMES = [
   'haSlaveFallbehindMax',
 ] as const
 
-const ROLES: readonly BrokerRole[] = ['ASYNC_MASTER', 'SYNC_MASTER', 'SLAVE']
+export const ROLES: readonly BrokerRole[] = ['ASYNC_MASTER', 'SYNC_MASTER', 'SLAVE']
 
-function invalid(name: string, must: string, value: unknown): MQStoreError {
+export function invalid(name: string, must: string, value: unknown): MQStoreError {
   return new MQStoreError('INVALID_OPTION', `option '${name}' must be ${must}, got ${JSON.stringify(value) ?? String(value)}`)
 }
 
@@ -63,6 +66,12 @@ function integer(name: string, value: unknown, fallback: number, min: number, ma
     throw invalid(name, `an integer in ${min}..${max}`, value)
   }
   return value
+}
+
+/** 'host:port', with an IPv6 host in brackets. */
+export function formatAddress(address: { host: string; port: number } | null): string {
+  if (address === null) return 'no master'
+  return `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`
 }
 
 /** 'host:port' or '[ipv6]:port' with a port in 1..65535. */
@@ -92,9 +101,6 @@ export function splitHaOptions<T extends object>(options: T & HaOptions): { ha: 
   }
   if (role === 'SYNC_MASTER' && port === null) {
     throw new MQStoreError('INVALID_OPTION', "option 'haListenPort' is required with brokerRole 'SYNC_MASTER' (its puts wait for a slave)")
-  }
-  if (role === 'SLAVE' && port !== null) {
-    throw new MQStoreError('INVALID_OPTION', "option 'haListenPort' is for masters; a SLAVE does not serve other slaves")
   }
   const ha: HaConfig = {
     brokerRole: role,

@@ -3,7 +3,7 @@
 // (a SLAVE, a SYNC_MASTER, or a master with an HA port); removed by one that does not.
 import * as fs from 'node:fs'
 import { dirname } from 'node:path'
-import type { BrokerRole, HaConfig } from './ha-options.js'
+import { type BrokerRole, formatAddress, type HaConfig } from './ha-options.js'
 
 export interface HaRoleRecord {
   brokerRole: BrokerRole
@@ -22,7 +22,7 @@ export function writeHaRole(path: string, config: HaConfig, port: number | null)
   const master = config.haMasterAddress
   const record: HaRoleRecord = {
     brokerRole: config.brokerRole,
-    ...(master === null ? {} : { haMasterAddress: `${master.host.includes(':') ? `[${master.host}]` : master.host}:${master.port}` }),
+    ...(master === null ? {} : { haMasterAddress: formatAddress(master) }),
     ...(port === null ? {} : { haListen: `${config.haListenHost}:${port}` }),
   }
   fs.mkdirSync(dirname(path), { recursive: true })

@@ -1,11 +1,12 @@
 // Replication for one store (RocketMQ's HAService): by role, a master's HA port and the waits of
 // SYNC_MASTER puts (GroupTransferService), or a slave's link to its master.
+import { MQStoreError } from '../../errors.js'
 import type { CommitLog, PutMessageResult } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'
 import { HaMaster } from './ha-master.js'
-import type { BrokerRole, HaConfig } from './ha-options.js'
+import { type BrokerRole, formatAddress, type HaConfig } from './ha-options.js'
 import { writeHaRole } from './ha-role-file.js'
-import { HaSlave } from './ha-slave.js'
+import { HaSlave, type SlaveVerify } from './ha-slave.js'
 import type { HaStats } from './ha-stats.js'
 
 export type SlaveWaitStatus = 'PUT_OK' | 'FLUSH_SLAVE_TIMEOUT' | 'SLAVE_NOT_AVAILABLE'
@@ -17,22 +18,43 @@ interface SlaveWait {
 }
 
 export class HaService {
-  readonly master: HaMaster | null
-  readonly slave: HaSlave | null
+  private currentMaster: HaMaster | null = null
+  private currentSlave: HaSlave | null = null
   /** Put batches waiting for a slave to acknowledge their end. */
   private readonly waits: SlaveWait[] = []
+  /** Reconnects of the slaves this store ran before a role change (stats and metrics count on). */
+  private earlierReconnects = 0
+  /** Role changes, one after another; close waits for the one under way. */
+  private changes: Promise<void> = Promise.resolve()
+  private closing = false
 
   constructor(
     readonly config: HaConfig,
-    commitLog: CommitLog,
-    log: StoreLog,
+    private readonly commitLog: CommitLog,
+    private readonly log: StoreLog,
     private readonly syncFlushTimeout: number,
-    onAppended: () => void,
+    private readonly onAppended: () => void,
     private readonly roleFile: string,
   ) {
-    const isSlave = config.brokerRole === 'SLAVE'
-    this.slave = isSlave ? new HaSlave(commitLog, config, log, onAppended) : null
-    this.master = !isSlave && config.haListenPort !== null ? new HaMaster(commitLog, config, log, (acked) => this.acked(acked)) : null
+    if (config.brokerRole === 'SLAVE') this.currentSlave = new HaSlave(commitLog, config, log, onAppended)
+    else if (config.haListenPort !== null) this.currentMaster = this.newMaster()
+  }
+
+  get master(): HaMaster | null {
+    return this.currentMaster
+  }
+
+  get slave(): HaSlave | null {
+    return this.currentSlave
+  }
+
+  /** Reconnects of this store's slave links since open. */
+  get slaveReconnects(): number {
+    return this.earlierReconnects + (this.currentSlave?.reconnectCount ?? 0)
+  }
+
+  private newMaster(): HaMaster {
+    return new HaMaster(this.commitLog, this.config, this.log, (acked) => this.acked(acked))
   }
 
   get role(): BrokerRole {
@@ -41,13 +63,83 @@ export class HaService {
 
   /** Why puts are refused by the role, or null. */
   refusesPuts(): string | null {
-    return this.config.brokerRole === 'SLAVE' ? `the store is a SLAVE of ${this.slave?.stats().masterAddress}; put to its master` : null
+    return this.config.brokerRole === 'SLAVE'
+      ? `the store is a SLAVE of ${formatAddress(this.config.haMasterAddress)}; put to its master`
+      : null
   }
 
   async start(): Promise<void> {
     if (this.master !== null) await this.master.listen()
     writeHaRole(this.roleFile, this.config, this.master?.port ?? null)
     this.slave?.start()
+  }
+
+  /**
+   * Becomes a master (role-change.ts did the log's part): the slave link ends, and a store given
+   * haListenPort at open listens (again) for slaves.
+   */
+  async becomeMaster(role: 'ASYNC_MASTER' | 'SYNC_MASTER'): Promise<void> {
+    await this.stopReplicating()
+    this.config.brokerRole = role
+    this.config.haMasterAddress = null
+    // A port that cannot be bound does not undo the promotion (the log is the master's now): the
+    // store takes puts without serving slaves, and the caller is told.
+    let failure: unknown = null
+    if (this.currentMaster === null && this.config.haListenPort !== null) {
+      const master = this.newMaster()
+      try {
+        await master.listen()
+        this.currentMaster = master
+      } catch (error) {
+        failure = error
+        this.log('error', `the store is now ${role} but serves no slave: ${(error as Error).message}`)
+      }
+    }
+    writeHaRole(this.roleFile, this.config, this.currentMaster?.port ?? null)
+    if (failure !== null) throw failure
+  }
+
+  /**
+   * Becomes the slave of `master`: SYNC_MASTER puts still waiting get SLAVE_NOT_AVAILABLE, the
+   * HA port closes, and a link starts that first compares the log with the master's (`verify`).
+   */
+  async becomeSlave(master: { host: string; port: number }, verify: SlaveVerify): Promise<void> {
+    this.failWaits('SLAVE_NOT_AVAILABLE')
+    const server = this.currentMaster
+    this.currentMaster = null
+    await server?.close()
+    await this.stopReplicating()
+    this.config.brokerRole = 'SLAVE'
+    this.config.haMasterAddress = master
+    this.currentSlave = new HaSlave(this.commitLog, this.config, this.log, this.onAppended, verify)
+    writeHaRole(this.roleFile, this.config, null)
+    this.currentSlave.start()
+  }
+
+  /** Runs a role change after those before it; refused once the store is closing. */
+  change(run: () => Promise<void>): Promise<void> {
+    const next = this.changes.then(() => {
+      if (this.closing) throw new MQStoreError('STORE_CLOSED', 'the store is closed')
+      return run()
+    })
+    this.changes = next.catch(() => {})
+    return next
+  }
+
+  /** Ends the slave link; the role stays until becomeMaster. */
+  async stopReplicating(): Promise<void> {
+    const slave = this.currentSlave
+    if (slave === null) return
+    this.currentSlave = null
+    await slave.stop()
+    this.earlierReconnects += slave.reconnectCount
+  }
+
+  private failWaits(status: SlaveWaitStatus): void {
+    for (const wait of this.waits.splice(0)) {
+      clearTimeout(wait.timer)
+      wait.resolve(status)
+    }
   }
 
   /** Puts appended bytes: the master's idle senders look again. */
@@ -87,6 +179,7 @@ export class HaService {
 
   stats(): HaStats {
     const master = this.master
+    const slave = this.slave
     return {
       role: this.config.brokerRole,
       host: master === null ? null : this.config.haListenHost,
@@ -94,17 +187,17 @@ export class HaService {
       connections: master?.stats() ?? [],
       closedConnections: master === null ? [] : [...master.closedConnections],
       slaveAckOffset: master?.slaveAckOffset ?? 0,
-      slave: this.slave?.stats() ?? null,
+      slave: slave === null ? null : { ...slave.stats(), reconnects: this.slaveReconnects },
+      reconnects: this.slaveReconnects,
     }
   }
 
   async close(): Promise<void> {
-    for (const wait of this.waits.splice(0)) {
-      clearTimeout(wait.timer)
-      wait.resolve('FLUSH_SLAVE_TIMEOUT')
-    }
-    await this.master?.close()
-    await this.slave?.stop()
+    this.closing = true
+    await this.changes
+    this.failWaits('FLUSH_SLAVE_TIMEOUT')
+    await this.currentMaster?.close()
+    await this.currentSlave?.stop()
   }
 }
 

@@ -21,9 +21,17 @@ export interface HaClosedConnection {
   readonly at: number
 }
 
+/**
+ * Where a slave's link stands: connecting (or waiting to reconnect), verifying (comparing its own
+ * log with a new master's), replicating, refused (it holds bytes the master lacks; it stays so
+ * until setBrokerRole), diskFull (an append found no space; it retries until there is).
+ */
+export type HaSlaveStatus = 'connecting' | 'verifying' | 'replicating' | 'refused' | 'diskFull'
+
 /** A slave's side of stats().ha. */
 export interface HaSlaveStats {
   readonly masterAddress: string
+  readonly status: HaSlaveStatus
   readonly connected: boolean
   /** Why the slave is not connected (the last failure), or null while connected or before the first try. */
   readonly notConnectedReason: string | null
@@ -31,6 +39,7 @@ export interface HaSlaveStats {
   readonly lastOffsetReceived: number
   /** The master's next transfer offset (from its last frame) minus the slave's max offset, -1 before the first frame. */
   readonly lagBytes: number
+  /** Reconnections since open, across role changes (as stats().ha.reconnects). */
   readonly reconnects: number
 }
 
@@ -48,4 +57,6 @@ export interface HaStats {
   readonly slaveAckOffset: number
   /** A slave's link to its master; null on a master. */
   readonly slave: HaSlaveStats | null
+  /** Reconnections of the store's slave links since open (every link it ran, across role changes). */
+  readonly reconnects: number
 }
