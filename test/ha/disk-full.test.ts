@@ -40,8 +40,8 @@ describe.runIf(tmpfs.ok)('a slave on a full disk (tmpfs)', () => {
       /error the disk is full: cannot append \d+ replicated bytes at \d+; replication resumes once there is space/,
     )
     expect(slave.stats().ha.slave?.notConnectedReason).toMatch(/cannot append/)
-    // What it has is served.
-    expect(slave.getMessage('g', 'orders', 0, 0, 8).messages.length).toBeGreaterThan(0)
+    // What it has is served (once dispatched: the slave dispatches after it appends).
+    await waitFor('the slave to serve what it has', () => slave.getMessage('g', 'orders', 0, 0, 8).messages.length > 0)
     mountTmpfs(slaveDir, '8m', true)
     await waitFor('the slave to catch up', () => caughtUp(slave, end), 60_000)
     expect(slave.stats().ha.slave?.status).toBe('replicating')
