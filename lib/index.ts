@@ -41,6 +41,10 @@ export type {
   ConnectOptions,
   SharingStats,
 } from './store/types.js'
+export type { HaClosedConnection, HaConnectionStats, HaSlaveStats, HaStats, TimerStats } from './store/types.js'
+export type { HaSlaveStatus } from './store/ha/ha-stats.js'
+export type { BrokerRole, HaOptions } from './store/ha/ha-options.js'
+export type { SetBrokerRoleOptions } from './store/ha/ha-role-change.js'
 export { Producer } from './store/sharing/producer-client.js'
 export { ERROR_CODES, MQStoreError } from './errors.js'
 export type { ErrorCode } from './errors.js'

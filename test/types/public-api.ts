@@ -25,6 +25,9 @@ import {
   type SharingStats,
   type MessageStoreReader,
   type ReaderStats,
+  type BrokerRole,
+  type SetBrokerRoleOptions,
+  type HaStats,
 } from 'mqstore'
 import type { MappedFile } from 'mqstore/internals'
 
@@ -203,6 +206,15 @@ export async function typeTests(): Promise<void> {
   // @ts-expect-error offsetStorePath belongs to readers
   void ({ offsetStorePath: './x.json' } satisfies OpenOptions)
   await reader.close()
+
+  // Replication: the role change takes RocketMQ's role names and is awaited.
+  const role: BrokerRole = 'SLAVE'
+  const change: SetBrokerRoleOptions = { haMasterAddress: '127.0.0.1:10912', truncateToMaster: false }
+  const changed: Promise<void> = store.setBrokerRole(role, change)
+  void changed
+  assertType<Equal<MessageStoreStats['ha'], HaStats>>()
+  // @ts-expect-error not a broker role
+  void store.setBrokerRole('LEADER')
 
   // Internals are a separate entry point, not on the package root.
   const mapped: typeof MappedFile | undefined = undefined
