@@ -159,4 +159,23 @@ describe('bad masters against a slave', () => {
       expect(commitLogBytes(slaveDir, 0, end).equals(before)).toBe(true)
     })
   }
+
+  it('backs off ever longer from a master that accepts and closes at once', async () => {
+    let accepted = 0
+    const server = net.createServer((socket) => {
+      accepted++
+      sockets.push(socket)
+      socket.on('error', () => {})
+      socket.destroy()
+    })
+    servers.push(server)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const port = (server.address() as net.AddressInfo).port
+    const slave = await openStore(tempDir('mqstore-ha-closing-master-'), { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${port}` })
+    await waitFor('a first connection', () => accepted > 0)
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    // 100, 200, 400, 800 ms and on: a handful of tries, not one every 100 ms.
+    expect(accepted).toBeLessThanOrEqual(7)
+    expect(slave.stats().ha.slave?.connected).toBe(false)
+  })
 })

@@ -115,7 +115,6 @@ export class HaSlave {
     const frames = new FrameReader(MAX_FRAME_BODY_BYTES)
     socket.once('connect', () => {
       this.connected = true
-      this.backoff = FIRST_BACKOFF_MS
       this.lastReadAt = Date.now()
       this.probeAt = this.probeFrom
       this.log('info', `connected to master ${this.address}${this.verifying ? `; comparing the log from offset ${this.probeFrom}` : ''}`)
@@ -177,6 +176,9 @@ export class HaSlave {
           return
         }
         let { offset, body } = frame
+        // Only a master that answers with frames resets the backoff: one that accepts and closes
+        // at once (it does not take this address, or lacks the offset) is retried ever more slowly.
+        this.backoff = FIRST_BACKOFF_MS
         if (this.verifying) {
           const rest = this.compare(offset, body)
           if (rest === null) return
