@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { MessageExt, MessageStore, OpenOptions } from '../../lib/store/message-store.js'
 import { tempDir } from '../helpers/tmp.js'
-import { caughtUp, closeAll, commitLogBytes, FILE, messages, openStore, waitFor } from './ha-helpers.js'
+import { caughtUp, closeAll, commitLogBytes, FILE, messages, openStore, readQueue, waitFor } from './ha-helpers.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const HOUR = 3_600_000
@@ -52,18 +52,6 @@ async function retain(store: MessageStore, min: number): Promise<void> {
     await store.runCleanupPass()
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
-}
-
-function readQueue(store: MessageStore, topic: string, queueId: number): MessageExt[] {
-  const out: MessageExt[] = []
-  let offset = store.getMinOffsetInQueue(topic, queueId)
-  for (;;) {
-    const r = store.getMessage('g', topic, queueId, offset, 32)
-    if (r.status !== 'FOUND') break
-    out.push(...r.messages)
-    offset = r.nextBeginOffset
-  }
-  return out
 }
 
 const shape = (m: MessageExt) => `${m.queueOffset}:${m.commitLogOffset}:${m.keys}:${m.body.toString()}`

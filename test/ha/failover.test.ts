@@ -7,31 +7,17 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterEach, expect, it } from 'vitest'
 import { tempDir } from '../helpers/tmp.js'
-import { commitLogBytes, waitFor } from './ha-helpers.js'
+import { commitLogBytes, JsonLinesChild, type Line, waitFor } from './ha-helpers.js'
 
 const CHILD = fileURLToPath(new URL('./failover-child.mjs', import.meta.url))
 const FILE = 256 * 1024
 
-type Line = Record<string, any>
-
-class Child {
-  readonly lines: Line[] = []
-  exited = false
+class Child extends JsonLinesChild {
   constructor(
     readonly name: string,
-    readonly process: ChildProcess,
+    process: ChildProcess,
   ) {
-    let pending = ''
-    process.stdout?.on('data', (chunk: Buffer) => {
-      pending += chunk.toString()
-      const parts = pending.split('\n')
-      pending = parts.pop() as string
-      for (const part of parts) if (part !== '') this.lines.push(JSON.parse(part))
-    })
-    process.stderr?.on('data', (chunk: Buffer) => globalThis.process.stderr.write(chunk))
-    process.once('exit', () => {
-      this.exited = true
-    })
+    super(process)
   }
 
   /** Sends a command and waits for the first line after it that `answer` accepts. */
@@ -70,18 +56,11 @@ class Child {
   logs(): string[] {
     return this.lines.filter((l) => l.log !== undefined).map((l) => l.log as string)
   }
-
-  async kill(): Promise<void> {
-    if (this.exited) return
-    const exit = new Promise((resolve) => this.process.once('exit', resolve))
-    this.process.kill('SIGKILL')
-    await exit
-  }
 }
 
 const children: Child[] = []
 afterEach(async () => {
-  for (const child of children.splice(0)) await child.kill()
+  for (const child of children.splice(0)) await child.stop('SIGKILL')
 })
 
 function start(name: string, dir: string): Child {
@@ -109,7 +88,7 @@ it('fails over by hand: SIGKILL of a SYNC_MASTER mid-stream, promotion, the old 
   const acked = (): number[] => master.lines.flatMap((l) => (l.ok === undefined ? [] : (l.ok as number[])))
   await waitFor('3,000 acknowledged puts', () => acked().length >= 3_000, 120_000)
   const killedAt = Date.now()
-  await master.kill()
+  await master.stop('SIGKILL')
   const ackedIndices = acked()
   const ackedEnd = Math.max(...master.lines.filter((l) => l.ok?.length > 0).map((l) => l.end as number))
   expect(master.lines.flatMap((l) => l.other ?? [])).toEqual([])

@@ -1,8 +1,10 @@
 // Shared by the replication tests: small-file store options, opening and closing, waiting for a
-// condition, and reading a commit log's bytes from its files.
+// condition, reading a commit log's bytes from its files and a queue's messages, and children
+// that report in JSON lines.
+import type { ChildProcess } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
+import { type MessageExt, MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
 
 export const FILE = 64 * 1024
 
@@ -69,4 +71,54 @@ export function messages(count: number, prefix = 'm'): { topic: string; queueId:
 export function caughtUp(slave: MessageStore, master: MessageStore | number): boolean {
   const end = typeof master === 'number' ? master : master.getMaxPhyOffset()
   return slave.getMaxPhyOffset() === end && slave.stats().dispatchBehindBytes === 0
+}
+
+/** Every message of a queue from its minimum on. */
+export function readQueue(store: MessageStore, topic: string, queueId: number): MessageExt[] {
+  const out: MessageExt[] = []
+  let offset = store.getMinOffsetInQueue(topic, queueId)
+  for (;;) {
+    const r = store.getMessage('g', topic, queueId, offset, 32)
+    if (r.status !== 'FOUND') break
+    out.push(...r.messages)
+    offset = r.nextBeginOffset
+  }
+  return out
+}
+
+export type Line = Record<string, any>
+
+/** A child process that reports one JSON object per line on stdout (its stderr goes to ours). */
+export class JsonLinesChild {
+  readonly lines: Line[] = []
+  exited = false
+
+  constructor(readonly process: ChildProcess) {
+    let pending = ''
+    process.stdout?.on('data', (chunk: Buffer) => {
+      pending += chunk.toString()
+      const parts = pending.split('\n')
+      pending = parts.pop() as string
+      for (const part of parts) if (part !== '') this.lines.push(JSON.parse(part))
+    })
+    process.stderr?.on('data', (chunk: Buffer) => globalThis.process.stderr.write(chunk))
+    process.once('exit', () => {
+      this.exited = true
+    })
+  }
+
+  last(): Line {
+    return this.lines.at(-1) ?? {}
+  }
+
+  find(test: (line: Line) => boolean): Line | undefined {
+    return this.lines.find(test)
+  }
+
+  async stop(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (this.exited) return
+    const exit = new Promise((resolve) => this.process.once('exit', resolve))
+    this.process.kill(signal)
+    await exit
+  }
 }

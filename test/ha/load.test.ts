@@ -3,12 +3,12 @@
 // batches. The slave connects after the first messages, so it starts at the master's last file then
 // (RocketMQ's rule); from there its commit log equals the master's byte for byte, and it serves the
 // same messages by queue and by key.
-import { type ChildProcess, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterEach, expect, it } from 'vitest'
 import { type MessageExt, MessageStore } from '../../lib/store/message-store.js'
 import { tempDir } from '../helpers/tmp.js'
-import { commitLogBytes, waitFor } from './ha-helpers.js'
+import { commitLogBytes, JsonLinesChild, readQueue, waitFor } from './ha-helpers.js'
 
 const CHILD = fileURLToPath(new URL('./load-child.mjs', import.meta.url))
 // As in load-child.mjs.
@@ -18,52 +18,15 @@ const SIZES = { mappedFileSizeCommitLog: 1024 * 1024, mappedFileSizeConsumeQueue
 const TOTAL = 100_000
 const BEFORE_SLAVE = 10_000
 
-interface Child {
-  process: ChildProcess
-  lines: Record<string, any>[]
-  exited: boolean
-}
-
-const children: Child[] = []
+const children: JsonLinesChild[] = []
 afterEach(async () => {
-  for (const child of children.splice(0)) await stop(child, 'SIGKILL')
+  for (const child of children.splice(0)) await child.stop('SIGKILL')
 })
 
-function start(...args: string[]): Child {
-  const process = spawn(globalThis.process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-  const child: Child = { process, lines: [], exited: false }
-  let pending = ''
-  process.stdout?.on('data', (chunk: Buffer) => {
-    pending += chunk.toString()
-    const parts = pending.split('\n')
-    pending = parts.pop() as string
-    for (const part of parts) if (part !== '') child.lines.push(JSON.parse(part))
-  })
-  process.stderr?.on('data', (chunk: Buffer) => globalThis.process.stderr.write(chunk))
-  process.once('exit', () => {
-    child.exited = true
-  })
+function start(...args: string[]): JsonLinesChild {
+  const child = new JsonLinesChild(spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }))
   children.push(child)
   return child
-}
-
-async function stop(child: Child, signal: NodeJS.Signals): Promise<void> {
-  if (child.exited) return
-  const exit = new Promise((resolve) => child.process.once('exit', resolve))
-  child.process.kill(signal)
-  await exit
-}
-
-function readQueue(store: MessageStore, topic: string, queueId: number): MessageExt[] {
-  const out: MessageExt[] = []
-  let offset = store.getMinOffsetInQueue(topic, queueId)
-  for (;;) {
-    const r = store.getMessage('g', topic, queueId, offset, 32)
-    if (r.status !== 'FOUND') break
-    out.push(...r.messages)
-    offset = r.nextBeginOffset
-  }
-  return out
 }
 
 const shape = (m: MessageExt) =>
@@ -78,8 +41,8 @@ it('replicates 100,000 messages between two processes', { timeout: 300_000 }, as
   await waitFor('the master to finish', () => master.lines.some((l) => l.done), 180_000)
   const end = master.lines.find((l) => l.done)?.end as number
   await waitFor('the slave to catch up', () => slave.lines.at(-1)?.max === end && slave.lines.at(-1)?.behind === 0, 180_000)
-  await stop(slave, 'SIGTERM')
-  await stop(master, 'SIGTERM')
+  await slave.stop('SIGTERM')
+  await master.stop('SIGTERM')
 
   const a = await MessageStore.open(masterDir, SIZES)
   const b = await MessageStore.open(slaveDir, SIZES)

@@ -1,56 +1,24 @@
 // An mqstore master and an mqstore slave in two processes (the compiled package, `npm run
 // build:ts`): the slave is SIGKILLed mid-stream and restarted, recovers like any store, resumes
 // from its recovered end, and ends with the master's commit log byte for byte from its start.
-import { type ChildProcess, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterEach, expect, it } from 'vitest'
 import { MessageStore } from '../../lib/store/message-store.js'
 import { tempDir } from '../helpers/tmp.js'
-import { commitLogBytes, waitFor } from './ha-helpers.js'
+import { commitLogBytes, JsonLinesChild, waitFor } from './ha-helpers.js'
 
 const CHILD = fileURLToPath(new URL('../fixtures/ha-child.mjs', import.meta.url))
 const SIZES = { mappedFileSizeCommitLog: 256 * 1024, mappedFileSizeConsumeQueue: 20 * 4096, maxHashSlotNum: 4096, maxIndexNum: 65536 }
 const TOTAL = 20_000
 
-type Line = Record<string, any>
-
-class Child {
-  readonly lines: Line[] = []
-  exited = false
-  constructor(readonly process: ChildProcess) {
-    let pending = ''
-    process.stdout?.on('data', (chunk: Buffer) => {
-      pending += chunk.toString()
-      const parts = pending.split('\n')
-      pending = parts.pop() as string
-      for (const part of parts) if (part !== '') this.lines.push(JSON.parse(part))
-    })
-    process.stderr?.on('data', (chunk: Buffer) => globalThis.process.stderr.write(chunk))
-    process.once('exit', () => {
-      this.exited = true
-    })
-  }
-  last(): Line {
-    return this.lines.at(-1) ?? {}
-  }
-  find(test: (line: Line) => boolean): Line | undefined {
-    return this.lines.find(test)
-  }
-  async stop(signal: NodeJS.Signals): Promise<void> {
-    if (this.exited) return
-    const exit = new Promise((resolve) => this.process.once('exit', resolve))
-    this.process.kill(signal)
-    await exit
-  }
-}
-
-const children: Child[] = []
+const children: JsonLinesChild[] = []
 afterEach(async () => {
   for (const child of children.splice(0)) await child.stop('SIGKILL')
 })
 
-function start(...args: string[]): Child {
-  const child = new Child(spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }))
+function start(...args: string[]): JsonLinesChild {
+  const child = new JsonLinesChild(spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }))
   children.push(child)
   return child
 }
