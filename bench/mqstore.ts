@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
 import { followLatency } from './following.js'
 import { forwardedPuts } from './forwarding.js'
+import { timerDelivery } from './timers.js'
 import {
   BODY_SIZE,
   check,
@@ -271,6 +272,12 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     const followStarted = now()
     result.follow = await followLatency(config, COMMON)
     windows.push(windowSince('follow', followStarted))
+  }
+  // (9) timed messages: insert rate into the timer store, delivery lag with the others pending
+  if (phases.has('timer')) {
+    const timerStarted = now()
+    result.timer = await timerDelivery(config, COMMON)
+    windows.push(windowSince('timer', timerStarted))
   }
   return result
 }

@@ -144,6 +144,16 @@ const ROWS: Row[] = [
     value: (r) => r.follow?.latencyMs.p99,
   },
   { phase: 'reader waiting idle: CPU', unit: '% core', direction: 'lower', digits: 2, value: (r) => r.follow?.idleCpuPercent },
+  { phase: 'timer insert (put until in the wheel)', unit: 'msg/s', direction: 'higher', digits: 0, value: (r) => r.timer?.rate },
+  { phase: 'timer delivery lag p50, N pending', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.timer?.lagMs.p50 },
+  { phase: 'timer delivery lag p99, N pending', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.timer?.lagMs.p99 },
+  {
+    phase: 'timer RSS growth, N pending',
+    unit: 'MiB',
+    direction: 'lower',
+    digits: 1,
+    value: (r) => (r.timer === undefined ? undefined : r.timer.rssGrowthBytes / 2 ** 20),
+  },
   { phase: 'reopen of the put store: close', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.closeMs },
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
@@ -494,6 +504,16 @@ function tables(b: BenchRuns): Tables {
       `follow: ${fmt(follow.count, 0)} messages put one at a time, 1-5 ms apart, by the writer and consumed by a read-only opener in another ` +
         "process (woken through the store's arrivals file); latency = put call to arrival in consume(), wall clock across the two processes. " +
         `Then the reader waits ${fmt(follow.idleMs / 1000, 0)} s with nothing arriving: its CPU time (process.cpuUsage) in % of one core.`,
+    )
+  }
+  const timer = mq?.timer
+  if (timer !== undefined) {
+    notes.push(
+      `timer: ${fmt(timer.count, 0)} messages with deliverAt 1-7 days ahead put in batches of 1,000 into a new store (timerPrecisionMs ${timer.precisionMs}); ` +
+        'insert rate = messages / time from the first put until stats().timer.pending counts them all. Then ' +
+        `${fmt(timer.due, 0)} timers due 3 s ahead, spread over a second, are consumed from their topic while the others stay pending: ` +
+        'lag = arrival in consume() minus deliverAt. RSS growth from before the puts to after their entry ' +
+        `(private memory: ${fmt(timer.anonGrowthBytes / 2 ** 20, 1)} MiB in the last run).`,
     )
   }
   for (const engine of ENGINES) {

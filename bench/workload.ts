@@ -28,8 +28,8 @@ export const LOOKUP_WARMUP = 2000
 export type EngineName = 'mqstore' | 'lmdb' | 'sqlite'
 export const ENGINES: readonly EngineName[] = ['mqstore', 'lmdb', 'sqlite']
 
-export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward' | 'follow'
-export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward', 'follow']
+export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward' | 'follow' | 'timer'
+export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward', 'follow', 'timer']
 
 export interface BenchConfig {
   count: number
@@ -317,6 +317,26 @@ export interface FollowResult {
   idleMs: number
 }
 
+/** Timed messages (deliverAt) entering the timer store, and delivery while many are pending (mqstore only). */
+export interface TimerResult {
+  /** Timers put (besides an untimed warm-up batch). */
+  count: number
+  /** Seconds of the puts alone. */
+  putSeconds: number
+  /** Seconds from the first put until the timer store held them all. */
+  seconds: number
+  /** count / seconds. */
+  rate: number
+  /** Timers of the batch due while the others were pending. */
+  due: number
+  precisionMs: number
+  /** Arrival in consume() minus deliverAt, ms. */
+  lagMs: { p50: number; p99: number; max: number }
+  rssGrowthBytes: number
+  /** Private memory growth (RssAnon on Linux). */
+  anonGrowthBytes: number
+}
+
 export interface EngineResult {
   engine: EngineName
   version: string
@@ -330,6 +350,7 @@ export interface EngineResult {
   big?: BigStoreResult
   forward?: ForwardResult
   follow?: FollowResult
+  timer?: TimerResult
   /** When each phase ran (for the per-phase CPU profile summaries). */
   windows?: PhaseWindow[]
 }
