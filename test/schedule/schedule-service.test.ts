@@ -340,9 +340,11 @@ describe('config/delayOffset.json', () => {
     expect(store.stats().schedule.pending).toBe(1)
     await store.close()
 
-    // Damaged file and backup: rebuilt from the queues' min offsets, a repair in stats and the log.
+    // Damaged file and backup, no progress note: rebuilt from the queues' min offsets, a repair in
+    // stats and the log.
     fs.writeFileSync(path, '{\n\t"offsetTable":{3:4,18')
     fs.writeFileSync(`${path}.bak`, '')
+    fs.rmSync(join(dir, 'config', 'delayProgress.json'))
     const lines: string[] = []
     store = await MessageStore.open(dir, { ...options, logger: (level: string, message: string) => lines.push(`${level} ${message}`) })
     try {

@@ -6,7 +6,11 @@
 // Delivery is at least once. Progress is written every flushDelayOffsetInterval and at close, and
 // a periodic write only covers deliveries whose copies the commit log has flushed, so that no
 // power cut can leave progress past a delivered copy that was lost; after a crash the messages
-// past the written progress are delivered again (same UNIQ_KEY, new offset msgId).
+// past the written progress are delivered again (same UNIQ_KEY, new offset msgId). A progress note
+// (progress-note.ts) written after each batch narrows that, after a process crash, to the batches
+// in flight.
+import { dirname, join } from 'node:path'
+
 import type { PutMessageResult } from '../commitlog/commit-log.js'
 import { PropertyName, SCHEDULE_TOPIC, validateTopic } from '../commitlog/record.js'
 import { hostText } from '../commitlog/host-address.js'
@@ -20,6 +24,7 @@ import type { Message, MessageExt } from '../types.js'
 import type { DelayLevels } from './delay-level-table.js'
 import { asksForDelay, delayedMessage, isDelayRefusal } from './delay-levels.js'
 import { loadDelayOffsets, saveDelayOffsets } from './delay-offsets.js'
+import { DELAY_PROGRESS_FILE, isOffset, readProgressNote, writeProgressNote } from './progress-note.js'
 import type { ScheduleLevelStats, ScheduleStats } from './schedule-stats.js'
 
 export type { ScheduleLevelStats, ScheduleStats } from './schedule-stats.js'
@@ -87,9 +92,13 @@ export class ScheduleService {
   private delivered = 0
   private lostToRetention = 0
   private skipped = 0
+  private readonly notePath: string
+  /** The note's last write failed (said once until one succeeds). */
+  private noteFailing = false
 
   constructor(deps: ScheduleDeps) {
     this.deps = deps
+    this.notePath = join(dirname(deps.path), DELAY_PROGRESS_FILE)
     this.timer = new TimerService({ ...deps, ...deps.timer, log: deps.log.child('timer') })
     const { clock } = deps
     this.timerSettings = { now: () => clock.now(), precisionMs: deps.timer.precisionMs }
@@ -150,6 +159,7 @@ export class ScheduleService {
     if (this.put !== null || this.stopped) return
     this.put = put
     this.timer.start(put)
+    this.applyNote()
     // A level without progress (a new store, a rebuilt file) starts at its queue's min offset.
     for (let level = 1; level <= this.deps.levels.maxLevel; level++) {
       const queue = this.deps.queues.find(SCHEDULE_TOPIC, level - 1)
@@ -231,6 +241,45 @@ export class ScheduleService {
     if (text === this.savedText) return
     saveDelayOffsets(this.deps.path, table)
     this.savedText = text
+  }
+
+  /** The progress after this batch, for a reopen after a process crash (progress-note.ts). */
+  private writeNote(): void {
+    const offsets: Record<string, number> = {}
+    for (const [level, offset] of this.progress) offsets[level] = offset
+    try {
+      writeProgressNote(this.notePath, { logEnd: this.deps.commitLogMaxOffset(), offsets })
+      this.noteFailing = false
+    } catch (error) {
+      if (!this.noteFailing) this.deps.log('warn', `cannot write config/${DELAY_PROGRESS_FILE}: ${(error as Error).message}`)
+      this.noteFailing = true
+    }
+  }
+
+  /**
+   * At start, after recovery: a note whose deliveries the recovered commit log holds moves each
+   * level's progress up to it (a process crash); one past the log's end (a power cut) is ignored.
+   */
+  private applyNote(): void {
+    const note = readProgressNote(this.notePath, [])
+    const offsets = note?.offsets
+    if (note === null || typeof offsets !== 'object' || offsets === null) return
+    if (note.logEnd > this.deps.commitLogMaxOffset()) {
+      this.deps.log('info', `config/${DELAY_PROGRESS_FILE} counts deliveries the commit log lost; config/delayOffset.json decides`)
+      return
+    }
+    let moved = 0
+    for (const [key, offset] of Object.entries(offsets)) {
+      const level = Number(key)
+      if (!Number.isSafeInteger(level) || level < 1 || !isOffset(offset)) continue
+      const stored = this.progress.get(level) ?? 0
+      if (offset > stored) {
+        moved += offset - stored
+        this.progress.set(level, offset)
+      }
+    }
+    if (moved > 0)
+      this.deps.log('info', `delivery progress after the last batch taken from config/${DELAY_PROGRESS_FILE} (${moved} messages)`)
   }
 
   private wakeIfIdle(level: number): void {
@@ -337,7 +386,10 @@ export class ScheduleService {
       advanced++
     }
     this.delivered += delivered
-    if (advanced > 0) this.progress.set(level, offset + advanced)
+    if (advanced > 0) {
+      this.progress.set(level, offset + advanced)
+      this.writeNote()
+    }
     if (this.stopped) return null
     if (refused !== null) {
       // Said once per run of refusals, not every 100 ms.

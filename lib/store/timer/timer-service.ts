@@ -10,7 +10,10 @@
 // their own slots rather than wait for the old time.
 //
 // Progress (config/timercheck) is saved every second and at close, covering only deliveries whose
-// copies the commit log has flushed, as the schedule service does for its levels.
+// copies the commit log has flushed, as the schedule service does for its levels; a progress note
+// (schedule/progress-note.ts) after each batch lets a reopen after a process crash repeat only the
+// batch in flight. A clock set back saves the rewound read time at once: no note or checkpoint
+// may then say that slots which take new entries were delivered.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
@@ -20,6 +23,7 @@ import { PropertyName, SCHEDULE_TOPIC, parseMsgId, validateTopic } from '../comm
 import type { Clock } from '../environment.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
+import { readProgressNote, TIMER_PROGRESS_FILE, writeProgressNote } from '../schedule/progress-note.js'
 import type { StoreLog } from '../store-logger.js'
 import type { Message, MessageExt } from '../types.js'
 import { loadTimerCheckpoint, saveTimerCheckpoint } from './timer-checkpoint.js'
@@ -77,6 +81,8 @@ export class TimerService {
   /** How far ahead of the read time a unit may be placed; later ones roll (RocketMQ's roll window). */
   private readonly rollWindow: number
   private readonly checkpointPath: string
+  private readonly notePath: string
+  private noteFailing = false
   private readonly log: TimerLog
   private wheel: TimerWheel | null = null
   /** The next slot to deliver. */
@@ -105,6 +111,7 @@ export class TimerService {
     this.p = deps.precisionMs
     this.rollWindow = (TIMER_WHEEL_SLOTS / 2) * this.p
     this.checkpointPath = join(deps.configDir, TIMER_CHECKPOINT_FILE)
+    this.notePath = join(deps.configDir, TIMER_PROGRESS_FILE)
     this.log = new TimerLog(join(deps.root, TIMER_LOG_DIR))
   }
 
@@ -223,6 +230,7 @@ export class TimerService {
   start(put: Put): void {
     if (this.put !== null || this.stopped) return
     this.put = put
+    this.applyNote()
     this.arm(0)
     this.flushTimer = setInterval(() => this.persist(), FLUSH_INTERVAL_MS)
     this.flushTimer.unref()
@@ -281,7 +289,7 @@ export class TimerService {
     const more = this.enqueue()
     const now = deps.clock.now()
     // The clock went back: read from its time again (delivered slots are flagged and skipped).
-    if (this.readTime > this.floorTime(now) + this.p) this.readTime = this.floorTime(now)
+    if (this.readTime > this.floorTime(now) + this.p) this.rewind(this.floorTime(now))
     let walked = 0
     while (!this.stopped && this.readTime + this.p <= now && walked < WALK_LIMIT) {
       const slotTime = this.readTime
@@ -415,6 +423,7 @@ export class TimerService {
             )
           } else {
             this.resume = { slotTime, done: j === 0 ? done : ends[j - 1] }
+            if (j > 0) this.writeNote(slotTime, this.resume.done)
             if (!this.refusing)
               deps.log('warn', `timer delivery refused with ${result.status} (${result.reason ?? ''}); retrying every ${RETRY_MS} ms`)
             this.refusing = true
@@ -423,6 +432,7 @@ export class TimerService {
         }
         batch.length = 0
         ends.length = 0
+        this.writeNote(slotTime, Math.min(i + 1, units.length))
       }
       done = i + 1
       if (this.stopped) {
@@ -546,6 +556,43 @@ export class TimerService {
     this.snapshots = this.snapshots.slice(ready + 1)
     try {
       this.save(snapshot.readTime)
+    } catch (error) {
+      this.deps.log('error', `cannot save the timer's progress: ${(error as Error).message}`)
+    }
+  }
+
+  /** After a batch of slot `slotTime`: its first `done` units and the slots before it are delivered. */
+  private writeNote(slotTime: number, done: number): void {
+    const note = { logEnd: this.deps.commitLogMaxOffset(), timerLogEnd: this.log.end, readTime: slotTime, done }
+    try {
+      writeProgressNote(this.notePath, note)
+      this.noteFailing = false
+    } catch (error) {
+      if (!this.noteFailing) this.deps.log('warn', `cannot write config/${TIMER_PROGRESS_FILE}: ${(error as Error).message}`)
+      this.noteFailing = true
+    }
+  }
+
+  /** At start, after recovery: a note the recovered logs cover and not older than the checkpoint resumes where it says. */
+  private applyNote(): void {
+    const note = this.wheel === null ? null : readProgressNote(this.notePath, ['timerLogEnd', 'readTime', 'done'])
+    if (note === null || (note.readTime as number) < this.readTime) return
+    if (note.logEnd > this.deps.commitLogMaxOffset() || (note.timerLogEnd as number) > this.log.end) {
+      this.deps.log('info', `config/${TIMER_PROGRESS_FILE} counts deliveries the logs lost; config/${TIMER_CHECKPOINT_FILE} decides`)
+      return
+    }
+    this.readTime = note.readTime as number
+    this.resume = { slotTime: this.readTime, done: note.done as number }
+    this.resetFlagsAndCount()
+  }
+
+  /** The clock went back: reading resumes at `readTime`, and the progress on disk says so before any new entry lands. */
+  private rewind(readTime: number): void {
+    this.readTime = readTime
+    this.snapshots = []
+    this.writeNote(readTime, 0)
+    try {
+      this.save(readTime)
     } catch (error) {
       this.deps.log('error', `cannot save the timer's progress: ${(error as Error).message}`)
     }
