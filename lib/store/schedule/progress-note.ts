@@ -11,6 +11,9 @@
 //
 //   {"logEnd":<commit-log offset>, ...the service's own non-negative integer fields}
 import * as fs from 'node:fs'
+import { basename } from 'node:path'
+
+import type { StoreLog } from '../store-logger.js'
 
 export const DELAY_PROGRESS_FILE = 'delayProgress.json'
 export const TIMER_PROGRESS_FILE = 'timerProgress.json'
@@ -36,6 +39,20 @@ export function writeProgressNote(path: string, note: ProgressNote): void {
     fs.ftruncateSync(fd, bytes.length)
   } finally {
     fs.closeSync(fd)
+  }
+}
+
+/** Writes notes to `path`; a failed write is logged once until one succeeds (delivery goes on: the durable files still cover it). */
+export function noteWriter(path: string, log: StoreLog): (note: ProgressNote) => void {
+  let failing = false
+  return (note) => {
+    try {
+      writeProgressNote(path, note)
+      failing = false
+    } catch (error) {
+      if (!failing) log('warn', `cannot write config/${basename(path)}: ${(error as Error).message}`)
+      failing = true
+    }
   }
 }
 

@@ -24,7 +24,7 @@ import type { Message, MessageExt } from '../types.js'
 import type { DelayLevels } from './delay-level-table.js'
 import { asksForDelay, delayedMessage, isDelayRefusal } from './delay-levels.js'
 import { loadDelayOffsets, saveDelayOffsets } from './delay-offsets.js'
-import { DELAY_PROGRESS_FILE, isOffset, readProgressNote, writeProgressNote } from './progress-note.js'
+import { DELAY_PROGRESS_FILE, isOffset, noteWriter, readProgressNote } from './progress-note.js'
 import type { ScheduleLevelStats, ScheduleStats } from './schedule-stats.js'
 
 export type { ScheduleLevelStats, ScheduleStats } from './schedule-stats.js'
@@ -92,13 +92,18 @@ export class ScheduleService {
   private delivered = 0
   private lostToRetention = 0
   private skipped = 0
+  private retentionDeletedPending = 0
+  /** Per level, the queue offset up to which pending units lost to retention were counted. */
+  private readonly retentionCounted = new Map<number, number>()
+  /** The commit log's min offset when retention was last looked at. */
+  private retentionSeen = 0
   private readonly notePath: string
-  /** The note's last write failed (said once until one succeeds). */
-  private noteFailing = false
+  private readonly note: ReturnType<typeof noteWriter>
 
   constructor(deps: ScheduleDeps) {
     this.deps = deps
     this.notePath = join(dirname(deps.path), DELAY_PROGRESS_FILE)
+    this.note = noteWriter(this.notePath, deps.log)
     this.timer = new TimerService({ ...deps, ...deps.timer, log: deps.log.child('timer') })
     const { clock } = deps
     this.timerSettings = { now: () => clock.now(), precisionMs: deps.timer.precisionMs }
@@ -160,6 +165,7 @@ export class ScheduleService {
     this.put = put
     this.timer.start(put)
     this.applyNote()
+    this.retentionSeen = this.deps.commitLogMinOffset()
     // A level without progress (a new store, a rebuilt file) starts at its queue's min offset.
     for (let level = 1; level <= this.deps.levels.maxLevel; level++) {
       const queue = this.deps.queues.find(SCHEDULE_TOPIC, level - 1)
@@ -247,13 +253,7 @@ export class ScheduleService {
   private writeNote(): void {
     const offsets: Record<string, number> = {}
     for (const [level, offset] of this.progress) offsets[level] = offset
-    try {
-      writeProgressNote(this.notePath, { logEnd: this.deps.commitLogMaxOffset(), offsets })
-      this.noteFailing = false
-    } catch (error) {
-      if (!this.noteFailing) this.deps.log('warn', `cannot write config/${DELAY_PROGRESS_FILE}: ${(error as Error).message}`)
-      this.noteFailing = true
-    }
+    this.note({ logEnd: this.deps.commitLogMaxOffset(), offsets })
   }
 
   /**
@@ -329,6 +329,7 @@ export class ScheduleService {
   private async pass(level: number): Promise<{ ms: number; idle: boolean } | null> {
     const { deps } = this
     deps.catchUp()
+    this.checkRetention()
     const queue = deps.queues.find(SCHEDULE_TOPIC, level - 1)
     if (queue === null) return { ms: IDLE_POLL_MS, idle: true }
     const offset = this.clampedOffset(level, queue)
@@ -409,6 +410,43 @@ export class ScheduleService {
     return { ms: IDLE_POLL_MS, idle: true }
   }
 
+  /**
+   * Retention deleted commit-log files (the min offset moved): counts and logs the pending
+   * messages whose record went with them. They are not held back: as in RocketMQ, retention
+   * follows its own rules (holding files for a message due in days could fill the disk).
+   */
+  private checkRetention(): void {
+    const min = this.deps.commitLogMinOffset()
+    if (this.put === null || min <= this.retentionSeen) return
+    this.retentionSeen = min
+    const perLevel: string[] = []
+    let lost = 0
+    for (let level = 1; level <= this.deps.levels.maxLevel; level++) {
+      const queue = this.deps.queues.find(SCHEDULE_TOPIC, level - 1)
+      if (queue === null) continue
+      const queueMin = queue.getMinOffsetInQueue()
+      const max = queue.getMaxOffsetInQueue()
+      const from = Math.max(this.progress.get(level) ?? queueMin, this.retentionCounted.get(level) ?? 0)
+      // Units below the queue's min went with their files; the others are read until one is kept.
+      let at = Math.min(Math.max(from, queueMin), max)
+      for (; at < max; at++) {
+        const unit = readUnit(queue, at)
+        if (unit === null || unit.offset >= min) break
+      }
+      this.retentionCounted.set(level, at)
+      if (at > from) {
+        lost += at - from
+        perLevel.push(`level ${level}: ${at - from}`)
+      }
+    }
+    if (lost === 0) return
+    this.retentionDeletedPending += lost
+    this.deps.log(
+      'warn',
+      `retention deleted the records of ${lost} pending delayed messages (${perLevel.join(', ')}; commit log now starts at ${min}); they will be skipped when due (keep fileReservedTime above the longest delay)`,
+    )
+  }
+
   /** The level's progress, moved into [min, max] of its queue (retention trims queues; RocketMQ clamps too). */
   private clampedOffset(level: number, queue: ConsumeQueue): number {
     const stored = this.progress.get(level) ?? 0
@@ -468,6 +506,7 @@ export class ScheduleService {
 
   stats(): ScheduleStats {
     const { deps } = this
+    this.checkRetention()
     const now = deps.clock.now()
     const levels: ScheduleLevelStats[] = []
     let pending = 0
@@ -498,6 +537,7 @@ export class ScheduleService {
       delivered: this.delivered,
       lagMs,
       lostToRetention: this.lostToRetention,
+      retentionDeletedPending: this.retentionDeletedPending,
       skipped: this.skipped,
       oldestPendingCommitLogOffset: oldest,
     }

@@ -23,11 +23,12 @@ import { PropertyName, SCHEDULE_TOPIC, parseMsgId, validateTopic } from '../comm
 import type { Clock } from '../environment.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
-import { readProgressNote, TIMER_PROGRESS_FILE, writeProgressNote } from '../schedule/progress-note.js'
+import { noteWriter, readProgressNote, TIMER_PROGRESS_FILE } from '../schedule/progress-note.js'
 import type { StoreLog } from '../store-logger.js'
 import type { Message, MessageExt } from '../types.js'
 import { loadTimerCheckpoint, saveTimerCheckpoint } from './timer-checkpoint.js'
 import { TimerLog, TimerMagic, type TimerUnit } from './timer-log.js'
+import { pendingInRange } from './timer-retention.js'
 import { CLEARED_AT_DELIVERY, TIMER_TOPIC, TimerProperty } from './timer-messages.js'
 import type { TimerStats } from './timer-stats.js'
 import { TIMER_WHEEL_SLOTS, TimerWheel, type TimerSlot } from './timer-wheel.js'
@@ -82,7 +83,7 @@ export class TimerService {
   private readonly rollWindow: number
   private readonly checkpointPath: string
   private readonly notePath: string
-  private noteFailing = false
+  private readonly note: ReturnType<typeof noteWriter>
   private readonly log: TimerLog
   private wheel: TimerWheel | null = null
   /** The next slot to deliver. */
@@ -94,6 +95,9 @@ export class TimerService {
   private cancelled = 0
   private skipped = 0
   private lostToRetention = 0
+  private retentionDeletedPending = 0
+  /** The commit log's min offset when retention was last looked at. */
+  private retentionSeen = 0
   private put: Put | null = null
   private stopped = false
   private running: Promise<void> | null = null
@@ -112,6 +116,7 @@ export class TimerService {
     this.rollWindow = (TIMER_WHEEL_SLOTS / 2) * this.p
     this.checkpointPath = join(deps.configDir, TIMER_CHECKPOINT_FILE)
     this.notePath = join(deps.configDir, TIMER_PROGRESS_FILE)
+    this.note = noteWriter(this.notePath, deps.log)
     this.log = new TimerLog(join(deps.root, TIMER_LOG_DIR))
   }
 
@@ -230,6 +235,7 @@ export class TimerService {
   start(put: Put): void {
     if (this.put !== null || this.stopped) return
     this.put = put
+    this.retentionSeen = this.deps.commitLogMinOffset()
     this.applyNote()
     this.arm(0)
     this.flushTimer = setInterval(() => this.persist(), FLUSH_INTERVAL_MS)
@@ -286,6 +292,7 @@ export class TimerService {
       if (this.stopped || deps.queues.find(TIMER_TOPIC, 0) === null) return POLL_MS
       this.open()
     }
+    this.checkRetention()
     const more = this.enqueue()
     const now = deps.clock.now()
     // The clock went back: read from its time again (delivered slots are flagged and skipped).
@@ -306,6 +313,21 @@ export class TimerService {
     if (this.stopped) return POLL_MS
     if (more || walked >= WALK_LIMIT) return 0
     return Math.min(POLL_MS, Math.max(0, this.readTime + this.p - deps.clock.now()))
+  }
+
+  /** Retention deleted commit-log files: says how many pending timers lost their record (they are not held back). */
+  private checkRetention(): void {
+    const min = this.deps.commitLogMinOffset()
+    if (min <= this.retentionSeen) return
+    const lost =
+      this.pending > 0 ? pendingInRange(this.wheel as TimerWheel, this.log, this.readTime, DELIVERED, this.retentionSeen, min) : 0
+    this.retentionSeen = min
+    if (lost === 0) return
+    this.retentionDeletedPending += lost
+    this.deps.log(
+      'warn',
+      `retention deleted the records of ${lost} pending timers (commit log now starts at ${min}); they will be skipped when due (keep fileReservedTime above the longest delay)`,
+    )
   }
 
   /** Enqueues the timer topic's new records; returns whether more are waiting. */
@@ -563,14 +585,7 @@ export class TimerService {
 
   /** After a batch of slot `slotTime`: its first `done` units and the slots before it are delivered. */
   private writeNote(slotTime: number, done: number): void {
-    const note = { logEnd: this.deps.commitLogMaxOffset(), timerLogEnd: this.log.end, readTime: slotTime, done }
-    try {
-      writeProgressNote(this.notePath, note)
-      this.noteFailing = false
-    } catch (error) {
-      if (!this.noteFailing) this.deps.log('warn', `cannot write config/${TIMER_PROGRESS_FILE}: ${(error as Error).message}`)
-      this.noteFailing = true
-    }
+    this.note({ logEnd: this.deps.commitLogMaxOffset(), timerLogEnd: this.log.end, readTime: slotTime, done })
   }
 
   /** At start, after recovery: a note the recovered logs cover and not older than the checkpoint resumes where it says. */
@@ -646,6 +661,7 @@ export class TimerService {
       cancelled: this.cancelled,
       skipped: this.skipped,
       lostToRetention: this.lostToRetention,
+      retentionDeletedPending: this.retentionDeletedPending,
       lagMs: next !== null && next < now ? now - next : 0,
       readTimeMs: this.readTime,
       precisionMs: this.p,
