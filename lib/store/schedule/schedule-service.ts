@@ -59,7 +59,7 @@ export interface ScheduleDeps {
   path: string
   flushDelayOffsetInterval: number
   /** What the timer (any delivery time, timer/) needs besides the above. */
-  timer: Pick<TimerDeps, 'root' | 'configDir' | 'precisionMs' | 'findByKey'>
+  timer: Pick<TimerDeps, 'root' | 'configDir' | 'precisionMs' | 'findByKey' | 'logFileSize'>
 }
 
 type Put = (messages: Message[]) => Promise<PutMessageResult[]>

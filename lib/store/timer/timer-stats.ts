@@ -12,6 +12,8 @@ export interface TimerStats {
   lostToRetention: number
   /** Pending entries whose record retention deleted, counted when the files went (logged as a warning then). */
   retentionDeletedPending: number
+  /** Timer-log files deleted since open, every entry in them delivered or cancelled. */
+  logFilesDeleted: number
   /** How long the oldest due slot not delivered yet has been due, ms. */
   lagMs: number
   /** The wheel's read position: slots before it are delivered. */
