@@ -76,6 +76,13 @@ describe('timer-log trimming', () => {
     }
   })
 
+  it('refuses a timer-log file size under 4096 bytes', async () => {
+    await expect(MessageStore.open(tempDir('mqstore-timer-trim-'), { ...SMALL, mappedFileSizeTimerLog: 1024 })).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+      message: expect.stringMatching(/mappedFileSizeTimerLog must be at least 4096 bytes/),
+    })
+  })
+
   it('trims by itself after a save once the log has a new file', async () => {
     const dir = tempDir('mqstore-timer-trim-')
     const fake = new FakeClock()
