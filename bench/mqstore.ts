@@ -9,6 +9,7 @@ import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
 import { followLatency } from './following.js'
 import { forwardedPuts } from './forwarding.js'
 import { replicatedPuts } from './replicating.js'
+import { timerDelivery } from './timers.js'
 import {
   BODY_SIZE,
   check,
@@ -279,6 +280,12 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     const replicateStarted = now()
     result.replicate = await replicatedPuts(config)
     windows.push(windowSince('replicate', replicateStarted))
+  }
+  // (10) timed messages: insert rate into the timer store, delivery lag with the others pending
+  if (phases.has('timer')) {
+    const timerStarted = now()
+    result.timer = await timerDelivery(config, COMMON)
+    windows.push(windowSince('timer', timerStarted))
   }
   return result
 }

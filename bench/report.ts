@@ -181,6 +181,16 @@ const ROWS: Row[] = [
   },
   { phase: 'slave lag under steady load p50', unit: 'ms', direction: 'lower', digits: 2, value: (r) => r.replicate?.steady.lagMs.p50 },
   { phase: 'slave lag under steady load p99', unit: 'ms', direction: 'lower', digits: 2, value: (r) => r.replicate?.steady.lagMs.p99 },
+  { phase: 'timer insert (put until in the wheel)', unit: 'msg/s', direction: 'higher', digits: 0, value: (r) => r.timer?.rate },
+  { phase: 'timer delivery lag p50, N pending', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.timer?.lagMs.p50 },
+  { phase: 'timer delivery lag p99, N pending', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.timer?.lagMs.p99 },
+  {
+    phase: 'timer RSS growth, N pending',
+    unit: 'MiB',
+    direction: 'lower',
+    digits: 1,
+    value: (r) => (r.timer === undefined ? undefined : r.timer.rssGrowthBytes / 2 ** 20),
+  },
   { phase: 'reopen of the put store: close', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.closeMs },
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
@@ -567,6 +577,16 @@ function tables(b: BenchRuns): Tables {
         `(in its commit log, not yet on its disk). Then ${fmt(replicate.latencyCount, 0)} puts one at a time on that ASYNC_MASTER and as many on a SYNC_MASTER ` +
         `(each waits for the slave's acknowledgement). Lag: ${fmt(replicate.steady.rate, 0)} msg/s for ${replicate.steady.seconds} s in batches of 10; ` +
         `time from a put to the acknowledgement of its end, as the master sees it; at most ${fmt(replicate.steady.lagBytesMax, 0)} bytes behind.`,
+    )
+  }
+  const timer = mq?.timer
+  if (timer !== undefined) {
+    notes.push(
+      `timer: ${fmt(timer.count, 0)} messages with deliverAt 1-7 days ahead put in batches of 1,000 into a new store (timerPrecisionMs ${timer.precisionMs}); ` +
+        'insert rate = messages / time from the first put until stats().timer.pending counts them all. Then ' +
+        `${fmt(timer.due, 0)} timers due 3 s ahead, spread over a second, are consumed from their topic while the others stay pending: ` +
+        'lag = arrival in consume() minus deliverAt. RSS growth from before the puts to after their entry ' +
+        `(private memory: ${fmt(timer.anonGrowthBytes / 2 ** 20, 1)} MiB in the last run).`,
     )
   }
   for (const engine of ENGINES) {

@@ -28,8 +28,8 @@ export const LOOKUP_WARMUP = 2000
 export type EngineName = 'mqstore' | 'lmdb' | 'sqlite'
 export const ENGINES: readonly EngineName[] = ['mqstore', 'lmdb', 'sqlite']
 
-export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward' | 'follow' | 'replicate'
-export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward', 'follow', 'replicate']
+export type PhaseName = 'put' | 'scan' | 'lookup' | 'reopen' | 'sync' | 'big' | 'forward' | 'follow' | 'replicate' | 'timer'
+export const PHASES: readonly PhaseName[] = ['put', 'scan', 'lookup', 'reopen', 'sync', 'big', 'forward', 'follow', 'replicate', 'timer']
 
 export interface BenchConfig {
   count: number
@@ -342,6 +342,26 @@ export interface ReplicateResult {
   steady: { rate: number; seconds: number; lagMs: { p50: number; p99: number; max: number }; lagBytesMax: number }
 }
 
+/** Timed messages (deliverAt) entering the timer store, and delivery while many are pending (mqstore only). */
+export interface TimerResult {
+  /** Timers put (besides an untimed warm-up batch). */
+  count: number
+  /** Seconds of the puts alone. */
+  putSeconds: number
+  /** Seconds from the first put until the timer store held them all. */
+  seconds: number
+  /** count / seconds. */
+  rate: number
+  /** Timers of the batch due while the others were pending. */
+  due: number
+  precisionMs: number
+  /** Arrival in consume() minus deliverAt, ms. */
+  lagMs: { p50: number; p99: number; max: number }
+  rssGrowthBytes: number
+  /** Private memory growth (RssAnon on Linux). */
+  anonGrowthBytes: number
+}
+
 export interface EngineResult {
   engine: EngineName
   version: string
@@ -356,6 +376,7 @@ export interface EngineResult {
   forward?: ForwardResult
   follow?: FollowResult
   replicate?: ReplicateResult
+  timer?: TimerResult
   /** When each phase ran (for the per-phase CPU profile summaries). */
   windows?: PhaseWindow[]
 }

@@ -7,6 +7,7 @@ import { statfsDiskUsage } from '../store/environment.js'
 import { EXIT, type Command, type CommandContext } from './frame.js'
 import { formatSchedule, scheduleReport, type ScheduleReport } from './schedule-report.js'
 import { StoreReader, type Segment } from './store-reader.js'
+import { formatTimers, timerReport, type TimerReport } from './timer-report.js'
 import { type HaRoleRecord, readHaRole } from '../store/ha/ha-role-file.js'
 
 export interface QueueSummary {
@@ -52,6 +53,8 @@ export interface InspectReport {
   disk: DiskReport
   /** Delayed messages pending in SCHEDULE_TOPIC_XXXX (schedule-report.ts). */
   schedule: ScheduleReport
+  /** Timers pending in the timer wheel (timer-report.ts). */
+  timer: TimerReport
   /** The replication role the store last ran with (config/haRole.json); null when that file is unreadable. */
   role: HaRoleRecord | null
 }
@@ -157,6 +160,7 @@ export function inspectStore(dir: string): InspectReport {
     checkpoint: reader.checkpoint(),
     disk: diskReport(reader),
     schedule: scheduleReport(reader),
+    timer: timerReport(reader),
     role: readHaRole(reader.paths.haRole),
   }
 }
@@ -210,6 +214,7 @@ export function formatInspect(r: InspectReport): string {
     )
   }
   lines.push(...formatSchedule(r.schedule, time))
+  lines.push(...formatTimers(r.timer, time))
   lines.push(`index: ${r.index.files.length} file(s), ${r.index.files.reduce((s, f) => s + f.entries, 0)} entries`)
   const cp = r.checkpoint
   lines.push(
@@ -235,7 +240,8 @@ export const inspectCommand: Command = {
   synopsis: 'inspect <dir> [--json]',
   description: `Shows what a store holds: commit-log files and offsets, every topic and queue with its
 min and max offsets, consumer groups with their committed offsets and lag, delayed messages still
-pending (per level, with their due times and destinations), index files, the checkpoint, disk
+pending (per level, with their due times and destinations), timers pending (count, next due time,
+the earliest ones with their destinations), index files, the checkpoint, disk
 usage, and whether the last shutdown was clean.
 
 Read-only: takes no lock and changes nothing, so it works on a store another process has open (the

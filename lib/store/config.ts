@@ -97,6 +97,8 @@ export interface MessageStoreConfig {
   flushDelayOffsetInterval: number
   /** The timer's precision (RocketMQ 5's timerPrecisionMs): 1000 (default) or 100 ms. */
   timerPrecisionMs: number
+  /** Size of each timer-log file (RocketMQ 5's mappedFileSizeTimerLog); at least 4096. Never change it on an existing store. */
+  mappedFileSizeTimerLog: number
 }
 
 export type MessageStoreOptions = Partial<MessageStoreConfig> & { preset?: 'embedded' | 'rocketmq' }
@@ -155,6 +157,7 @@ export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
   messageDelayLevel: DEFAULT_MESSAGE_DELAY_LEVEL,
   flushDelayOffsetInterval: 10_000,
   timerPrecisionMs: 1000,
+  mappedFileSizeTimerLog: 100 * MiB,
 })
 
 export const ROCKETMQ_SIZES: Readonly<Partial<MessageStoreConfig>> = Object.freeze({
@@ -189,6 +192,7 @@ const POSITIVE_INTEGERS = new Set<keyof MessageStoreConfig>([
   'osPageCacheBusyTimeOutMills',
   'cleanResourceInterval',
   'flushDelayOffsetInterval',
+  'mappedFileSizeTimerLog',
 ])
 
 /** Options that are not store settings: the preset and what open() takes besides the config. */
@@ -288,6 +292,7 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
   parseHost(config.storeHost, 'storeHost')
   parseHost(config.bornHost, 'bornHost')
   parseMessageDelayLevel(config.messageDelayLevel)
+  if (config.mappedFileSizeTimerLog < 4096) throw new MQStoreError('INVALID_OPTION', 'mappedFileSizeTimerLog must be at least 4096 bytes')
   if (config.timerPrecisionMs !== 100 && config.timerPrecisionMs !== 1000) {
     throw new MQStoreError('INVALID_OPTION', `timerPrecisionMs must be 1000 or 100, got ${String(config.timerPrecisionMs)}`)
   }

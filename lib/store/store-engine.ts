@@ -226,6 +226,7 @@ export class StoreEngine {
         root: storePath,
         configDir: this.paths.config,
         precisionMs: this.config.timerPrecisionMs,
+        logFileSize: this.config.mappedFileSizeTimerLog,
         findByKey: (topic, key) => this.reads.queryMessage(topic, key, 32, 0, Number.MAX_SAFE_INTEGER).messages,
       },
     })

@@ -340,9 +340,11 @@ describe('config/delayOffset.json', () => {
     expect(store.stats().schedule.pending).toBe(1)
     await store.close()
 
-    // Damaged file and backup: rebuilt from the queues' min offsets, a repair in stats and the log.
+    // Damaged file and backup, no progress note: rebuilt from the queues' min offsets, a repair in
+    // stats and the log.
     fs.writeFileSync(path, '{\n\t"offsetTable":{3:4,18')
     fs.writeFileSync(`${path}.bak`, '')
+    fs.rmSync(join(dir, 'config', 'delayProgress.json'))
     const lines: string[] = []
     store = await MessageStore.open(dir, { ...options, logger: (level: string, message: string) => lines.push(`${level} ${message}`) })
     try {
@@ -563,6 +565,44 @@ describe('retention and pending messages', () => {
       expect(store.stats().schedule).toMatchObject({ lostToRetention: 1, pending: 0 })
       expect(lines.some((l) => /^error delay level 18.*retention deleted .* before (its|their) delivery/.test(l))).toBe(true)
       expect(store.getMaxOffsetInQueue('t', 0)).toBe(0)
+    } finally {
+      await store.close()
+    }
+  })
+  it('retention that deletes the records of pending messages says so when the files go: stats and a warning', async () => {
+    const dir = tempDir('mqstore-schedule-')
+    const fake = new FakeClock()
+    const lines: string[] = []
+    const store = await MessageStore.open(dir, {
+      ...SMALL,
+      mappedFileSizeCommitLog: 4096,
+      clock: fake.clock,
+      fileReservedTime: 1,
+      deleteWhen: '00;01;02;03;04;05;06;07;08;09;10;11;12;13;14;15;16;17;18;19;20;21;22;23',
+      logger: (level: string, message: string) => lines.push(`${level} ${message}`),
+    })
+    try {
+      fake.at = Date.now() + 2000
+      // Two level-18 (2 h) messages in the first files, one level-17 (1 h) put after the fillers.
+      for (let i = 0; i < 2; i++) await store.putMessage({ topic: 't', body: 'x'.repeat(1000), delayTimeLevel: 18 })
+      for (let i = 0; i < 12; i++) await store.putMessage({ topic: 'filler', body: 'y'.repeat(1000) })
+      await store.putMessage({ topic: 't', body: 'z', delayTimeLevel: 17 })
+      await scheduleOf(store).deliverDue()
+      expect(store.stats().schedule).toMatchObject({ pending: 3, retentionDeletedPending: 0 })
+      // 90 minutes on: the old files are past fileReservedTime, the level-18 messages not due yet.
+      fake.at = Date.now() + 90 * 60_000
+      await store.runCleanupPass()
+      expect(store.getMinPhyOffset()).toBeGreaterThan(0)
+      expect(store.stats().schedule).toMatchObject({ retentionDeletedPending: 2, lostToRetention: 0 })
+      expect(lines).toContainEqual(
+        expect.stringMatching(/^warn retention deleted the records of 2 pending delayed messages \(level 18: 2;/),
+      )
+      // Counted once, however often stats() looks; skipped (and counted again there) when due.
+      expect(store.stats().schedule.retentionDeletedPending).toBe(2)
+      fake.at = Date.now() + 3 * 3_600_000
+      await scheduleOf(store).deliverDue()
+      await scheduleOf(store).deliverDue()
+      expect(store.stats().schedule).toMatchObject({ retentionDeletedPending: 2, lostToRetention: 2, pending: 0 })
     } finally {
       await store.close()
     }

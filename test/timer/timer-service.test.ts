@@ -293,3 +293,36 @@ describe('tools', () => {
     expect(notes).toMatch(/a damaged unit at 52/)
   })
 })
+
+describe('retention', () => {
+  it('says when retention deletes the records of pending timers: stats and a warning when the files go', async () => {
+    const dir = tempDir('mqstore-timer-')
+    const fake = new FakeClock()
+    const lines: string[] = []
+    const store = await openWith(dir, fake, lines, {
+      mappedFileSizeCommitLog: 4096,
+      fileReservedTime: 1,
+      deleteWhen: '00;01;02;03;04;05;06;07;08;09;10;11;12;13;14;15;16;17;18;19;20;21;22;23',
+    })
+    try {
+      const due = fake.at + 2 * 86_400_000
+      for (let i = 0; i < 2; i++) await store.putMessage({ topic: 'r', body: 'x'.repeat(1000), deliverAt: due } as never)
+      for (let i = 0; i < 12; i++) await store.putMessage({ topic: 'filler', body: 'y'.repeat(1000) })
+      await store.putMessage({ topic: 'r', body: 'kept', deliverAt: due } as never)
+      await timerOf(store).deliverDue()
+      expect(store.stats().timer).toMatchObject({ pending: 3, retentionDeletedPending: 0 })
+      fake.at += 90 * 60_000
+      await store.runCleanupPass()
+      expect(store.getMinPhyOffset()).toBeGreaterThan(0)
+      await timerOf(store).deliverDue()
+      expect(store.stats().timer).toMatchObject({ pending: 3, retentionDeletedPending: 2, lostToRetention: 0 })
+      expect(lines).toContainEqual(expect.stringMatching(/^warn retention deleted the records of 2 pending timers/))
+      fake.at = due + 60_000
+      await timerOf(store).deliverDue()
+      expect(store.stats().timer).toMatchObject({ pending: 0, retentionDeletedPending: 2, lostToRetention: 2, delivered: 1 })
+      expect(bodies(store, 'r')).toEqual(['kept'])
+    } finally {
+      await store.close()
+    }
+  })
+})

@@ -6,7 +6,11 @@
 // Delivery is at least once. Progress is written every flushDelayOffsetInterval and at close, and
 // a periodic write only covers deliveries whose copies the commit log has flushed, so that no
 // power cut can leave progress past a delivered copy that was lost; after a crash the messages
-// past the written progress are delivered again (same UNIQ_KEY, new offset msgId).
+// past the written progress are delivered again (same UNIQ_KEY, new offset msgId). A progress note
+// (progress-note.ts) written after each batch narrows that, after a process crash, to the batches
+// in flight.
+import { dirname, join } from 'node:path'
+
 import type { PutMessageResult } from '../commitlog/commit-log.js'
 import { PropertyName, SCHEDULE_TOPIC, validateTopic } from '../commitlog/record.js'
 import { hostText } from '../commitlog/host-address.js'
@@ -20,6 +24,7 @@ import type { Message, MessageExt } from '../types.js'
 import type { DelayLevels } from './delay-level-table.js'
 import { asksForDelay, delayedMessage, isDelayRefusal } from './delay-levels.js'
 import { loadDelayOffsets, saveDelayOffsets } from './delay-offsets.js'
+import { DELAY_PROGRESS_FILE, isOffset, noteWriter, readProgressNote } from './progress-note.js'
 import type { ScheduleLevelStats, ScheduleStats } from './schedule-stats.js'
 
 export type { ScheduleLevelStats, ScheduleStats } from './schedule-stats.js'
@@ -54,7 +59,7 @@ export interface ScheduleDeps {
   path: string
   flushDelayOffsetInterval: number
   /** What the timer (any delivery time, timer/) needs besides the above. */
-  timer: Pick<TimerDeps, 'root' | 'configDir' | 'precisionMs' | 'findByKey'>
+  timer: Pick<TimerDeps, 'root' | 'configDir' | 'precisionMs' | 'findByKey' | 'logFileSize'>
 }
 
 type Put = (messages: Message[]) => Promise<PutMessageResult[]>
@@ -87,9 +92,18 @@ export class ScheduleService {
   private delivered = 0
   private lostToRetention = 0
   private skipped = 0
+  private retentionDeletedPending = 0
+  /** Per level, the queue offset up to which pending units lost to retention were counted. */
+  private readonly retentionCounted = new Map<number, number>()
+  /** The commit log's min offset when retention was last looked at. */
+  private retentionSeen = 0
+  private readonly notePath: string
+  private readonly note: ReturnType<typeof noteWriter>
 
   constructor(deps: ScheduleDeps) {
     this.deps = deps
+    this.notePath = join(dirname(deps.path), DELAY_PROGRESS_FILE)
+    this.note = noteWriter(this.notePath, deps.log)
     this.timer = new TimerService({ ...deps, ...deps.timer, log: deps.log.child('timer') })
     const { clock } = deps
     this.timerSettings = { now: () => clock.now(), precisionMs: deps.timer.precisionMs }
@@ -150,6 +164,8 @@ export class ScheduleService {
     if (this.put !== null || this.stopped) return
     this.put = put
     this.timer.start(put)
+    this.applyNote()
+    this.retentionSeen = this.deps.commitLogMinOffset()
     // A level without progress (a new store, a rebuilt file) starts at its queue's min offset.
     for (let level = 1; level <= this.deps.levels.maxLevel; level++) {
       const queue = this.deps.queues.find(SCHEDULE_TOPIC, level - 1)
@@ -233,6 +249,39 @@ export class ScheduleService {
     this.savedText = text
   }
 
+  /** The progress after this batch, for a reopen after a process crash (progress-note.ts). */
+  private writeNote(): void {
+    const offsets: Record<string, number> = {}
+    for (const [level, offset] of this.progress) offsets[level] = offset
+    this.note({ logEnd: this.deps.commitLogMaxOffset(), offsets })
+  }
+
+  /**
+   * At start, after recovery: a note whose deliveries the recovered commit log holds moves each
+   * level's progress up to it (a process crash); one past the log's end (a power cut) is ignored.
+   */
+  private applyNote(): void {
+    const note = readProgressNote(this.notePath, [])
+    const offsets = note?.offsets
+    if (note === null || typeof offsets !== 'object' || offsets === null) return
+    if (note.logEnd > this.deps.commitLogMaxOffset()) {
+      this.deps.log('info', `config/${DELAY_PROGRESS_FILE} counts deliveries the commit log lost; config/delayOffset.json decides`)
+      return
+    }
+    let moved = 0
+    for (const [key, offset] of Object.entries(offsets)) {
+      const level = Number(key)
+      if (!Number.isSafeInteger(level) || level < 1 || !isOffset(offset)) continue
+      const stored = this.progress.get(level) ?? 0
+      if (offset > stored) {
+        moved += offset - stored
+        this.progress.set(level, offset)
+      }
+    }
+    if (moved > 0)
+      this.deps.log('info', `delivery progress after the last batch taken from config/${DELAY_PROGRESS_FILE} (${moved} messages)`)
+  }
+
   private wakeIfIdle(level: number): void {
     if (this.put !== null && this.idle.has(level)) this.arm(level, 0)
   }
@@ -280,6 +329,7 @@ export class ScheduleService {
   private async pass(level: number): Promise<{ ms: number; idle: boolean } | null> {
     const { deps } = this
     deps.catchUp()
+    this.checkRetention()
     const queue = deps.queues.find(SCHEDULE_TOPIC, level - 1)
     if (queue === null) return { ms: IDLE_POLL_MS, idle: true }
     const offset = this.clampedOffset(level, queue)
@@ -337,7 +387,10 @@ export class ScheduleService {
       advanced++
     }
     this.delivered += delivered
-    if (advanced > 0) this.progress.set(level, offset + advanced)
+    if (advanced > 0) {
+      this.progress.set(level, offset + advanced)
+      this.writeNote()
+    }
     if (this.stopped) return null
     if (refused !== null) {
       // Said once per run of refusals, not every 100 ms.
@@ -355,6 +408,43 @@ export class ScheduleService {
     if (wait >= 0) return { ms: Math.min(wait, MAX_SLEEP_MS), idle: false }
     if (offset + advanced < max) return { ms: RETRY_MS * 10, idle: false } // a unit that could not be read yet
     return { ms: IDLE_POLL_MS, idle: true }
+  }
+
+  /**
+   * Retention deleted commit-log files (the min offset moved): counts and logs the pending
+   * messages whose record went with them. They are not held back: as in RocketMQ, retention
+   * follows its own rules (holding files for a message due in days could fill the disk).
+   */
+  private checkRetention(): void {
+    const min = this.deps.commitLogMinOffset()
+    if (this.put === null || min <= this.retentionSeen) return
+    this.retentionSeen = min
+    const perLevel: string[] = []
+    let lost = 0
+    for (let level = 1; level <= this.deps.levels.maxLevel; level++) {
+      const queue = this.deps.queues.find(SCHEDULE_TOPIC, level - 1)
+      if (queue === null) continue
+      const queueMin = queue.getMinOffsetInQueue()
+      const max = queue.getMaxOffsetInQueue()
+      const from = Math.max(this.progress.get(level) ?? queueMin, this.retentionCounted.get(level) ?? 0)
+      // Units below the queue's min went with their files; the others are read until one is kept.
+      let at = Math.min(Math.max(from, queueMin), max)
+      for (; at < max; at++) {
+        const unit = readUnit(queue, at)
+        if (unit === null || unit.offset >= min) break
+      }
+      this.retentionCounted.set(level, at)
+      if (at > from) {
+        lost += at - from
+        perLevel.push(`level ${level}: ${at - from}`)
+      }
+    }
+    if (lost === 0) return
+    this.retentionDeletedPending += lost
+    this.deps.log(
+      'warn',
+      `retention deleted the records of ${lost} pending delayed messages (${perLevel.join(', ')}; commit log now starts at ${min}); they will be skipped when due (keep fileReservedTime above the longest delay)`,
+    )
   }
 
   /** The level's progress, moved into [min, max] of its queue (retention trims queues; RocketMQ clamps too). */
@@ -416,6 +506,7 @@ export class ScheduleService {
 
   stats(): ScheduleStats {
     const { deps } = this
+    this.checkRetention()
     const now = deps.clock.now()
     const levels: ScheduleLevelStats[] = []
     let pending = 0
@@ -446,6 +537,7 @@ export class ScheduleService {
       delivered: this.delivered,
       lagMs,
       lostToRetention: this.lostToRetention,
+      retentionDeletedPending: this.retentionDeletedPending,
       skipped: this.skipped,
       oldestPendingCommitLogOffset: oldest,
     }

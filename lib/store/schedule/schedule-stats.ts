@@ -22,8 +22,10 @@ export interface ScheduleStats {
   readonly delivered: number
   /** How long the oldest due message not yet delivered has been due (ms); 0 when none. */
   readonly lagMs: number
-  /** Pending messages whose record retention deleted before delivery (skipped, logged). */
+  /** Pending messages whose record retention deleted before delivery (skipped when due, logged). */
   readonly lostToRetention: number
+  /** Pending messages whose record retention deleted, counted when the files went (logged as a warning then). */
+  readonly retentionDeletedPending: number
   /** Pending records that could not be delivered (unreadable, or no valid REAL_TOPIC / REAL_QID); skipped, logged. */
   readonly skipped: number
   /** The lowest commit-log offset a pending message needs, or null when none is pending. */

@@ -2,9 +2,11 @@
 // `delayMs` or a producer timer property into the internal topic rmq_sys_wheel_timer, queue 0, with
 // TIMER_OUT_MS (the rounded slot time) and REAL_TOPIC / REAL_QID, as RocketMQ 5's put hook does.
 // The timer service (timer-service.ts) enqueues such records into the wheel and puts them back.
-import { PropertyName } from '../commitlog/record.js'
+import { PropertyName, parseMsgId } from '../commitlog/record.js'
 import { isQueuedRecord } from '../commitlog/sys-flag.js'
-import type { Message } from '../types.js'
+import { hostText } from '../commitlog/host-address.js'
+import { ConsumeQueue } from '../queue/consume-queue.js'
+import type { Message, MessageExt } from '../types.js'
 
 export const TIMER_TOPIC = 'rmq_sys_wheel_timer'
 /** How far ahead a delivery time may be: 7 days (RocketMQ 5's default is 3). */
@@ -112,4 +114,76 @@ export function timedMessage(message: Message, now: number, precisionMs: number,
     properties[PropertyName.UNIQ_KEY] = newUniqKey()
   }
   return { ...rest, topic: TIMER_TOPIC, queueId: 0, properties }
+}
+
+/**
+ * The message a due timer puts to its real topic and queue: the parked record's body, flags, born
+ * time and host, reconsume count and properties, less the timer's own (CLEARED_AT_DELIVERY), with
+ * RocketMQ 5's TIMER_ENQUEUE_MS (when the entry was written) and TIMER_DEQUEUE_MS (now).
+ */
+export function deliveredCopy(record: MessageExt, topic: string, queueId: number, enqueuedAt: number, now: number): Message {
+  const properties: Record<string, string> = {}
+  for (const name of Object.keys(record.properties)) if (!CLEARED_AT_DELIVERY.includes(name)) properties[name] = record.properties[name]
+  properties[TimerProperty.ENQUEUE_MS] = String(enqueuedAt)
+  properties[TimerProperty.DEQUEUE_MS] = String(now)
+  return {
+    topic,
+    queueId,
+    body: record.body,
+    properties,
+    flag: record.flag,
+    sysFlag: record.sysFlag,
+    bornTimestamp: record.bornTimestamp,
+    bornHost: hostText(record.bornHost),
+    reconsumeTimes: record.reconsumeTimes,
+  }
+}
+
+/** The unit at `offset` of a consume queue (the timer topic's), or null when it cannot be read. */
+export function readQueueUnit(queue: ConsumeQueue, offset: number): { offset: number; size: number; tagsCode: number } | null {
+  const units = queue.getIndexBuffer(offset)
+  if (units === null) return null
+  try {
+    if (units.size < 20) return null
+    return ConsumeQueue.readUnit(units.buffer, 0)
+  } finally {
+    units.release()
+  }
+}
+
+/**
+ * The cancel marker (RocketMQ 5's TIMER_DEL_UNIQKEY) for the timer named by `msgId` (the msgId its
+ * put returned, or its UNIQ_KEY), bound for its slot; null when no such timer is known or its
+ * slot is before `readTime` (delivered or being delivered).
+ */
+export function cancelMarker(
+  deps: { lookMessage(offset: number): MessageExt | null; findByKey(topic: string, key: string): readonly MessageExt[] },
+  msgId: string,
+  readTime: number,
+): Message | null {
+  let target: MessageExt | null = null
+  try {
+    const record = deps.lookMessage(parseMsgId(msgId).offset)
+    if (record !== null && record.topic === TIMER_TOPIC && record.msgId === msgId) target = record
+  } catch {
+    // not an offset message id: a UNIQ_KEY
+  }
+  target ??=
+    deps
+      .findByKey(TIMER_TOPIC, msgId)
+      .find((m) => m.properties[PropertyName.UNIQ_KEY] === msgId && m.properties[TimerProperty.DEL_UNIQKEY] === undefined) ?? null
+  const out = Number(target?.properties[TimerProperty.OUT_MS])
+  const key = target?.properties[PropertyName.UNIQ_KEY]
+  if (target === null || key === undefined || !Number.isSafeInteger(out) || out < readTime) return null
+  return {
+    topic: TIMER_TOPIC,
+    queueId: 0,
+    body: 'cancel',
+    properties: {
+      [TimerProperty.OUT_MS]: String(out),
+      [TimerProperty.DEL_UNIQKEY]: key,
+      [PropertyName.REAL_TOPIC]: target.properties[PropertyName.REAL_TOPIC] ?? '',
+      [PropertyName.REAL_QID]: target.properties[PropertyName.REAL_QID] ?? '0',
+    },
+  }
 }

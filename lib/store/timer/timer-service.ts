@@ -10,21 +10,25 @@
 // their own slots rather than wait for the old time.
 //
 // Progress (config/timercheck) is saved every second and at close, covering only deliveries whose
-// copies the commit log has flushed, as the schedule service does for its levels.
+// copies the commit log has flushed, as the schedule service does for its levels; a progress note
+// (schedule/progress-note.ts) after each batch lets a reopen after a process crash repeat only the
+// batch in flight. A clock set back saves the rewound read time at once: no note or checkpoint
+// may then say that slots which take new entries were delivered.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
 import { javaStringHashCode } from '../bytes.js'
 import type { PutMessageResult } from '../commitlog/commit-log.js'
-import { PropertyName, SCHEDULE_TOPIC, parseMsgId, validateTopic } from '../commitlog/record.js'
+import { PropertyName, SCHEDULE_TOPIC, validateTopic } from '../commitlog/record.js'
 import type { Clock } from '../environment.js'
-import { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
+import { noteWriter, readProgressNote, TIMER_PROGRESS_FILE } from '../schedule/progress-note.js'
 import type { StoreLog } from '../store-logger.js'
 import type { Message, MessageExt } from '../types.js'
 import { loadTimerCheckpoint, saveTimerCheckpoint } from './timer-checkpoint.js'
 import { TimerLog, TimerMagic, type TimerUnit } from './timer-log.js'
-import { CLEARED_AT_DELIVERY, TIMER_TOPIC, TimerProperty } from './timer-messages.js'
+import { neededLogPosition, pendingInRange } from './timer-retention.js'
+import { cancelMarker, deliveredCopy, readQueueUnit, TIMER_TOPIC, TimerProperty } from './timer-messages.js'
 import type { TimerStats } from './timer-stats.js'
 import { TIMER_WHEEL_SLOTS, TimerWheel, type TimerSlot } from './timer-wheel.js'
 
@@ -53,6 +57,8 @@ export interface TimerDeps {
   root: string
   configDir: string
   precisionMs: number
+  /** Size of each timer-log file (mappedFileSizeTimerLog). */
+  logFileSize: number
   queues: ConsumeQueueTable
   lookMessage(commitLogOffset: number): MessageExt | null
   /** Records of `topic` indexed under `key` (UNIQ_KEY). */
@@ -77,6 +83,8 @@ export class TimerService {
   /** How far ahead of the read time a unit may be placed; later ones roll (RocketMQ's roll window). */
   private readonly rollWindow: number
   private readonly checkpointPath: string
+  private readonly notePath: string
+  private readonly note: ReturnType<typeof noteWriter>
   private readonly log: TimerLog
   private wheel: TimerWheel | null = null
   /** The next slot to deliver. */
@@ -88,6 +96,14 @@ export class TimerService {
   private cancelled = 0
   private skipped = 0
   private lostToRetention = 0
+  private retentionDeletedPending = 0
+  /** The commit log's min offset when retention was last looked at. */
+  private retentionSeen = 0
+  /** The read time and log position of the last checkpoint (what a reopen starts from). */
+  private saved = { readTime: 0, flushPos: 0 }
+  /** Timer-log files when they were last trimmed, and saves since. */
+  private trimmed = { files: 0, saves: 0 }
+  private logFilesDeleted = 0
   private put: Put | null = null
   private stopped = false
   private running: Promise<void> | null = null
@@ -105,7 +121,9 @@ export class TimerService {
     this.p = deps.precisionMs
     this.rollWindow = (TIMER_WHEEL_SLOTS / 2) * this.p
     this.checkpointPath = join(deps.configDir, TIMER_CHECKPOINT_FILE)
-    this.log = new TimerLog(join(deps.root, TIMER_LOG_DIR))
+    this.notePath = join(deps.configDir, TIMER_PROGRESS_FILE)
+    this.note = noteWriter(this.notePath, deps.log)
+    this.log = new TimerLog(join(deps.root, TIMER_LOG_DIR), deps.logFileSize)
   }
 
   private floorTime(time: number): number {
@@ -155,6 +173,7 @@ export class TimerService {
     // Without a checkpoint, what the log holds for the last 7 days may be undelivered: it goes again.
     this.readTime = checkpoint?.lastReadTimeMs ?? (hadLog ? this.floorTime(now) - TIMER_WHEEL_SLOTS * this.p : this.floorTime(now))
     this.queueOffset = checkpoint?.lastTimerQueueOffset ?? 0
+    this.saved = { readTime: this.readTime, flushPos: checkpoint?.lastTimerLogFlushPos ?? 0 }
     let lastRecord = this.recoverFrom(rebuild ? 0 : (checkpoint?.lastTimerLogFlushPos ?? 0), rebuild)
     const broken = this.checkWheel()
     if (broken !== null) {
@@ -223,6 +242,8 @@ export class TimerService {
   start(put: Put): void {
     if (this.put !== null || this.stopped) return
     this.put = put
+    this.retentionSeen = this.deps.commitLogMinOffset()
+    this.applyNote()
     this.arm(0)
     this.flushTimer = setInterval(() => this.persist(), FLUSH_INTERVAL_MS)
     this.flushTimer.unref()
@@ -278,10 +299,11 @@ export class TimerService {
       if (this.stopped || deps.queues.find(TIMER_TOPIC, 0) === null) return POLL_MS
       this.open()
     }
+    this.checkRetention()
     const more = this.enqueue()
     const now = deps.clock.now()
     // The clock went back: read from its time again (delivered slots are flagged and skipped).
-    if (this.readTime > this.floorTime(now) + this.p) this.readTime = this.floorTime(now)
+    if (this.readTime > this.floorTime(now) + this.p) this.rewind(this.floorTime(now))
     let walked = 0
     while (!this.stopped && this.readTime + this.p <= now && walked < WALK_LIMIT) {
       const slotTime = this.readTime
@@ -298,6 +320,21 @@ export class TimerService {
     if (this.stopped) return POLL_MS
     if (more || walked >= WALK_LIMIT) return 0
     return Math.min(POLL_MS, Math.max(0, this.readTime + this.p - deps.clock.now()))
+  }
+
+  /** Retention deleted commit-log files: says how many pending timers lost their record (they are not held back). */
+  private checkRetention(): void {
+    const min = this.deps.commitLogMinOffset()
+    if (min <= this.retentionSeen) return
+    const lost =
+      this.pending > 0 ? pendingInRange(this.wheel as TimerWheel, this.log, this.readTime, DELIVERED, this.retentionSeen, min) : 0
+    this.retentionSeen = min
+    if (lost === 0) return
+    this.retentionDeletedPending += lost
+    this.deps.log(
+      'warn',
+      `retention deleted the records of ${lost} pending timers (commit log now starts at ${min}); they will be skipped when due (keep fileReservedTime above the longest delay)`,
+    )
   }
 
   /** Enqueues the timer topic's new records; returns whether more are waiting. */
@@ -415,6 +452,7 @@ export class TimerService {
             )
           } else {
             this.resume = { slotTime, done: j === 0 ? done : ends[j - 1] }
+            if (j > 0) this.writeNote(slotTime, this.resume.done)
             if (!this.refusing)
               deps.log('warn', `timer delivery refused with ${result.status} (${result.reason ?? ''}); retrying every ${RETRY_MS} ms`)
             this.refusing = true
@@ -423,6 +461,7 @@ export class TimerService {
         }
         batch.length = 0
         ends.length = 0
+        this.writeNote(slotTime, Math.min(i + 1, units.length))
       }
       done = i + 1
       if (this.stopped) {
@@ -469,22 +508,7 @@ export class TimerService {
       deps.log('error', `the timer record at commit-log offset ${unit.offsetPy} has no valid REAL_TOPIC / REAL_QID; skipped`)
       return null
     }
-    const kept: Record<string, string> = {}
-    for (const name of Object.keys(properties)) if (!CLEARED_AT_DELIVERY.includes(name)) kept[name] = properties[name]
-    kept[TimerProperty.ENQUEUE_MS] = String(unit.writeTime)
-    kept[TimerProperty.DEQUEUE_MS] = String(deps.clock.now())
-    const born = record.bornHost
-    return {
-      topic,
-      queueId,
-      body: record.body,
-      properties: kept,
-      flag: record.flag,
-      sysFlag: record.sysFlag,
-      bornTimestamp: record.bornTimestamp,
-      bornHost: born.address.includes(':') ? `[${born.address}]:${born.port}` : `${born.address}:${born.port}`,
-      reconsumeTimes: record.reconsumeTimes,
-    }
+    return deliveredCopy(record, topic, queueId, unit.writeTime, deps.clock.now())
   }
 
   // ---- cancel -------------------------------------------------------------------------------
@@ -499,33 +523,9 @@ export class TimerService {
     const put = this.put
     if (put === null || this.stopped) return false
     deps.catchUp()
-    let target: MessageExt | null = null
-    try {
-      const record = deps.lookMessage(parseMsgId(msgId).offset)
-      if (record !== null && record.topic === TIMER_TOPIC && record.msgId === msgId) target = record
-    } catch {
-      // not an offset message id: a UNIQ_KEY
-    }
-    target ??=
-      deps
-        .findByKey(TIMER_TOPIC, msgId)
-        .find((m) => m.properties[PropertyName.UNIQ_KEY] === msgId && m.properties[TimerProperty.DEL_UNIQKEY] === undefined) ?? null
-    const out = Number(target?.properties[TimerProperty.OUT_MS])
-    const key = target?.properties[PropertyName.UNIQ_KEY]
-    if (target === null || key === undefined || !Number.isSafeInteger(out) || out < this.readTime) return false
-    const [result] = await put([
-      {
-        topic: TIMER_TOPIC,
-        queueId: 0,
-        body: 'cancel',
-        properties: {
-          [TimerProperty.OUT_MS]: String(out),
-          [TimerProperty.DEL_UNIQKEY]: key,
-          [PropertyName.REAL_TOPIC]: target.properties[PropertyName.REAL_TOPIC] ?? '',
-          [PropertyName.REAL_QID]: target.properties[PropertyName.REAL_QID] ?? '0',
-        },
-      },
-    ])
+    const marker = cancelMarker(deps, msgId, this.readTime)
+    if (marker === null) return false
+    const [result] = await put([marker])
     if (result.status !== 'PUT_OK') throw new Error(`the cancel marker was refused: ${result.status} ${result.reason ?? ''}`)
     return true
   }
@@ -546,6 +546,60 @@ export class TimerService {
     this.snapshots = this.snapshots.slice(ready + 1)
     try {
       this.save(snapshot.readTime)
+      const files = this.log.queue.mappedFiles.length
+      // After a save (what a reopen needs moved on): when the log got a file, else every 10 saves.
+      if (files > 1 && (files !== this.trimmed.files || ++this.trimmed.saves >= 10)) this.trimLog()
+    } catch (error) {
+      this.deps.log('error', `cannot save the timer's progress: ${(error as Error).message}`)
+    }
+  }
+
+  /**
+   * Deletes the timer-log files before the oldest one still needed (an entry of a slot not read
+   * yet, or where an open's recovery scan starts); returns how many went. Never the last file.
+   */
+  trimLog(): number {
+    const files = this.log.queue.mappedFiles
+    this.trimmed = { files: files.length, saves: 0 }
+    if (this.wheel === null || files.length < 2) return 0
+    const needed = neededLogPosition(this.wheel, Math.min(this.readTime, this.saved.readTime), this.saved.flushPos)
+    let count = 0
+    while (count < files.length - 1 && files[count].fileFromOffset + this.log.fileSize <= needed) count++
+    if (count === 0) return 0
+    const before = files.length
+    // Nothing reads these files any more; without a pause between files the deletion is done on return.
+    void this.log.queue.deleteExpiredFileByTime(0, 0, 0, true, { maxFiles: count })
+    const deleted = before - this.log.queue.mappedFiles.length
+    this.logFilesDeleted += deleted
+    this.deps.log('info', `deleted ${deleted} timer-log files: every entry in them is delivered or cancelled`)
+    return deleted
+  }
+
+  /** After a batch of slot `slotTime`: its first `done` units and the slots before it are delivered. */
+  private writeNote(slotTime: number, done: number): void {
+    this.note({ logEnd: this.deps.commitLogMaxOffset(), timerLogEnd: this.log.end, readTime: slotTime, done })
+  }
+
+  /** At start, after recovery: a note the recovered logs cover and not older than the checkpoint resumes where it says. */
+  private applyNote(): void {
+    const note = this.wheel === null ? null : readProgressNote(this.notePath, ['timerLogEnd', 'readTime', 'done'])
+    if (note === null || (note.readTime as number) < this.readTime) return
+    if (note.logEnd > this.deps.commitLogMaxOffset() || (note.timerLogEnd as number) > this.log.end) {
+      this.deps.log('info', `config/${TIMER_PROGRESS_FILE} counts deliveries the logs lost; config/${TIMER_CHECKPOINT_FILE} decides`)
+      return
+    }
+    this.readTime = note.readTime as number
+    this.resume = { slotTime: this.readTime, done: note.done as number }
+    this.resetFlagsAndCount()
+  }
+
+  /** The clock went back: reading resumes at `readTime`, and the progress on disk says so before any new entry lands. */
+  private rewind(readTime: number): void {
+    this.readTime = readTime
+    this.snapshots = []
+    this.writeNote(readTime, 0)
+    try {
+      this.save(readTime)
     } catch (error) {
       this.deps.log('error', `cannot save the timer's progress: ${(error as Error).message}`)
     }
@@ -560,6 +614,7 @@ export class TimerService {
       { lastReadTimeMs: readTime, lastTimerLogFlushPos: flushPos, lastTimerQueueOffset: this.queueOffset },
       ++this.version,
     )
+    this.saved = { readTime, flushPos }
   }
 
   async stop(): Promise<void> {
@@ -599,6 +654,8 @@ export class TimerService {
       cancelled: this.cancelled,
       skipped: this.skipped,
       lostToRetention: this.lostToRetention,
+      retentionDeletedPending: this.retentionDeletedPending,
+      logFilesDeleted: this.logFilesDeleted,
       lagMs: next !== null && next < now ? now - next : 0,
       readTimeMs: this.readTime,
       precisionMs: this.p,
@@ -616,16 +673,5 @@ export class TimerService {
     })
     this.nextDueCache = earliest === null ? null : earliest + this.p
     return this.nextDueCache
-  }
-}
-
-function readQueueUnit(queue: ConsumeQueue, offset: number): { offset: number; size: number; tagsCode: number } | null {
-  const units = queue.getIndexBuffer(offset)
-  if (units === null) return null
-  try {
-    if (units.size < 20) return null
-    return ConsumeQueue.readUnit(units.buffer, 0)
-  } finally {
-    units.release()
   }
 }

@@ -8,8 +8,12 @@ export interface TimerStats {
   cancelled: number
   /** Entries whose record was unreadable or had no valid REAL_TOPIC / REAL_QID, or that their real topic refused for good. */
   skipped: number
-  /** Entries whose record retention deleted before delivery. */
+  /** Entries whose record retention deleted before delivery (counted when their slot comes due). */
   lostToRetention: number
+  /** Pending entries whose record retention deleted, counted when the files went (logged as a warning then). */
+  retentionDeletedPending: number
+  /** Timer-log files deleted since open, every entry in them delivered or cancelled. */
+  logFilesDeleted: number
   /** How long the oldest due slot not delivered yet has been due, ms. */
   lagMs: number
   /** The wheel's read position: slots before it are delivered. */
