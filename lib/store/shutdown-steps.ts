@@ -57,6 +57,8 @@ export interface CloseSequence {
   takeFigures(): void
   unmap: [step: string, release: () => void][]
   removeAbortFile(): void
+  /** The abort file stays, naming no boot: the next open recovers as after a power cut. */
+  distrustAbortFile(): void
   releaseLock(): void
   forgetDescriptors(): void
 }
@@ -80,6 +82,9 @@ export async function closeInSteps(close: CloseSequence): Promise<void> {
   await steps.run('take the figures at close', () => close.takeFigures())
   for (const [step, release] of close.unmap) await steps.run(step, release)
   if (clean) await steps.run('remove the abort file', () => close.removeAbortFile())
+  // A close that failed (a sync, a file gone) leaves files that may not be as this run wrote them:
+  // the next open must not take them for a process crash's intact page cache (boot-identity.ts).
+  else await steps.run('keep the abort file for a full recovery', () => close.distrustAbortFile())
   await steps.run('release the lock', () => close.releaseLock())
   close.forgetDescriptors()
   steps.throwIfFailed('close')

@@ -108,6 +108,9 @@ export function closeStore(store: ClosingStore): Promise<void> {
       fs.rmSync(paths.abort, { force: true })
       syncDirectory(paths.abort)
     },
+    distrustAbortFile: () => {
+      if (fs.existsSync(paths.abort)) fs.writeFileSync(paths.abort, '')
+    },
     releaseLock: () => store.lock.release(),
     forgetDescriptors: () => descriptors.forgetUnder(paths.root + sep),
   })
