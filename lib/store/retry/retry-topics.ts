@@ -3,7 +3,7 @@
 // topic), or to %DLQ%<group> once it was consumed maxReconsumeTimes times. This module builds
 // that message from the stored record; retry-subscription.ts runs it for a subscription.
 import { createMsgId, PropertyName } from '../commitlog/record.js'
-import { hostText } from '../commitlog/host-address.js'
+import { storedCopy } from '../schedule/stored-copy.js'
 import type { Message, MessageExt } from '../types.js'
 
 export const RETRY_TOPIC_PREFIX = '%RETRY%'
@@ -48,15 +48,6 @@ export function sendBackMessage(record: MessageExt, group: string, maxReconsumeT
   properties[RetryProperty.ORIGIN_MESSAGE_ID] ??= createMsgId(record.storeHost, record.commitLogOffset)
   properties[PropertyName.WAIT] = 'false'
   properties[PropertyName.DELAY] = String(toDlq ? 0 : delayLevel > 0 ? delayLevel : FIRST_RETRY_LEVEL + reconsumeTimes)
-  return {
-    topic: toDlq ? dlqTopicOf(group) : retryTopicOf(group),
-    queueId: toDlq ? DLQ_QUEUE_ID : RETRY_QUEUE_ID,
-    body: record.body,
-    properties,
-    flag: record.flag,
-    sysFlag: record.sysFlag,
-    bornTimestamp: record.bornTimestamp,
-    bornHost: hostText(record.bornHost),
-    reconsumeTimes: reconsumeTimes + 1,
-  }
+  const topic = toDlq ? dlqTopicOf(group) : retryTopicOf(group)
+  return storedCopy(record, topic, toDlq ? DLQ_QUEUE_ID : RETRY_QUEUE_ID, properties, reconsumeTimes + 1)
 }

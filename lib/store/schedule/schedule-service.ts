@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path'
 
 import type { PutMessageResult } from '../commitlog/commit-log.js'
 import { PropertyName, SCHEDULE_TOPIC, validateTopic } from '../commitlog/record.js'
-import { hostText } from '../commitlog/host-address.js'
+import { storedCopy } from './stored-copy.js'
 import type { Clock } from '../environment.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
@@ -491,17 +491,7 @@ export class ScheduleService {
     // What RocketMQ's messageTimeup keeps: body (as stored), flag, sysFlag, born time and host,
     // reconsume count and every property but DELAY (REAL_TOPIC / REAL_QID stay, as in its bytes).
     const { [PropertyName.DELAY]: _delay, ...properties } = record.properties
-    return {
-      topic,
-      queueId,
-      body: record.body,
-      properties,
-      flag: record.flag,
-      sysFlag: record.sysFlag,
-      bornTimestamp: record.bornTimestamp,
-      bornHost: hostText(record.bornHost),
-      reconsumeTimes: record.reconsumeTimes,
-    }
+    return storedCopy(record, topic, queueId, properties)
   }
 
   stats(): ScheduleStats {

@@ -4,7 +4,7 @@
 // The timer service (timer-service.ts) enqueues such records into the wheel and puts them back.
 import { PropertyName, parseMsgId } from '../commitlog/record.js'
 import { isQueuedRecord } from '../commitlog/sys-flag.js'
-import { hostText } from '../commitlog/host-address.js'
+import { storedCopy } from '../schedule/stored-copy.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
 import type { Message, MessageExt } from '../types.js'
 
@@ -126,17 +126,7 @@ export function deliveredCopy(record: MessageExt, topic: string, queueId: number
   for (const name of Object.keys(record.properties)) if (!CLEARED_AT_DELIVERY.includes(name)) properties[name] = record.properties[name]
   properties[TimerProperty.ENQUEUE_MS] = String(enqueuedAt)
   properties[TimerProperty.DEQUEUE_MS] = String(now)
-  return {
-    topic,
-    queueId,
-    body: record.body,
-    properties,
-    flag: record.flag,
-    sysFlag: record.sysFlag,
-    bornTimestamp: record.bornTimestamp,
-    bornHost: hostText(record.bornHost),
-    reconsumeTimes: record.reconsumeTimes,
-  }
+  return storedCopy(record, topic, queueId, properties)
 }
 
 /** The unit at `offset` of a consume queue (the timer topic's), or null when it cannot be read. */
