@@ -15,10 +15,10 @@ import type { PutMessageResult } from '../commitlog/commit-log.js'
 import { PropertyName, SCHEDULE_TOPIC, validateTopic } from '../commitlog/record.js'
 import { storedCopy } from './stored-copy.js'
 import type { Clock } from '../environment.js'
-import { ConsumeQueue } from '../queue/consume-queue.js'
+import type { ConsumeQueue } from '../queue/consume-queue.js'
 import type { ConsumeQueueTable } from '../queue/queue-table.js'
 import type { StoreLog } from '../store-logger.js'
-import { TIMER_TOPIC } from '../timer/timer-messages.js'
+import { readQueueUnit, TIMER_TOPIC } from '../timer/timer-messages.js'
 import { TimerService, type TimerDeps } from '../timer/timer-service.js'
 import type { Message, MessageExt } from '../types.js'
 import type { DelayLevels } from './delay-level-table.js'
@@ -341,7 +341,7 @@ export class ScheduleService {
     const units: number[] = []
     let wait = -1
     for (let at = offset; at < max && batch.length < DELIVERY_BATCH; at++) {
-      const unit = readUnit(queue, at)
+      const unit = readQueueUnit(queue, at)
       if (unit === null) break
       // RocketMQ's correctDeliverTimestamp: a due time further than the level's delay ahead means
       // the clock went back; deliver now rather than hold the message for that long.
@@ -430,7 +430,7 @@ export class ScheduleService {
       // Units below the queue's min went with their files; the others are read until one is kept.
       let at = Math.min(Math.max(from, queueMin), max)
       for (; at < max; at++) {
-        const unit = readUnit(queue, at)
+        const unit = readQueueUnit(queue, at)
         if (unit === null || unit.offset >= min) break
       }
       this.retentionCounted.set(level, at)
@@ -509,7 +509,7 @@ export class ScheduleService {
       const min = queue?.getMinOffsetInQueue() ?? 0
       const max = queue?.getMaxOffsetInQueue() ?? 0
       const offset = Math.min(Math.max(this.progress.get(level) ?? 0, min), max)
-      const head = queue === null || offset >= max ? null : readUnit(queue, offset)
+      const head = queue === null || offset >= max ? null : readQueueUnit(queue, offset)
       const delay = deps.levels.delayOf(level)
       const due = head === null ? null : head.tagsCode > now + delay ? now : head.tagsCode
       levels.push({ level, delayMs: delay, pending: max - offset, offset, nextDueTime: due })
@@ -541,16 +541,4 @@ function unitOf(units: readonly number[], index: number): number {
 
 function tableText(table: ReadonlyMap<number, number>): string {
   return JSON.stringify([...table].sort((a, b) => a[0] - b[0]))
-}
-
-/** The unit at `offset` of a consume queue, or null when it cannot be read. */
-function readUnit(queue: ConsumeQueue, offset: number): { offset: number; size: number; tagsCode: number } | null {
-  const units = queue.getIndexBuffer(offset)
-  if (units === null) return null
-  try {
-    if (units.size < 20) return null
-    return ConsumeQueue.readUnit(units.buffer, 0)
-  } finally {
-    units.release()
-  }
 }

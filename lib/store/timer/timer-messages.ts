@@ -129,7 +129,7 @@ export function deliveredCopy(record: MessageExt, topic: string, queueId: number
   return storedCopy(record, topic, queueId, properties)
 }
 
-/** The unit at `offset` of a consume queue (the timer topic's), or null when it cannot be read. */
+/** The unit at `offset` of a consume queue (the timer topic's, a delay level's), or null when it cannot be read. */
 export function readQueueUnit(queue: ConsumeQueue, offset: number): { offset: number; size: number; tagsCode: number } | null {
   const units = queue.getIndexBuffer(offset)
   if (units === null) return null
