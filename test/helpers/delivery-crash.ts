@@ -1,8 +1,11 @@
 // The parent side of the delivery crash tests: runs test/fixtures/delivery-crash-child.mjs until
-// it has delivered some messages, SIGKILLs it, and returns what it acknowledged.
+// it has delivered some messages, SIGKILLs it, and returns what it acknowledged; and counts the
+// deliveries found afterwards.
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { expect } from 'vitest'
 
+import type { MessageExt } from '../../lib/store/message-store.js'
 import { distEntry } from './tmp.js'
 
 const CHILD = fileURLToPath(new URL('../fixtures/delivery-crash-child.mjs', import.meta.url))
@@ -33,4 +36,19 @@ export function runAndKill(mode: 'delay' | 'timer', dir: string, run: number, mi
       else reject(new Error(`child exited with ${code}: ${stderr}`))
     })
   })
+}
+
+/**
+ * How many times each UNIQ_KEY was delivered among `messages`; every body must be the child's
+ * (`body of <UNIQ_KEY>`) and `cleared`, the property the delivery drops, gone.
+ */
+export function deliveredCounts(messages: readonly MessageExt[], cleared: string): Map<string, number> {
+  const count = new Map<string, number>()
+  for (const m of messages) {
+    const uniq = m.properties.UNIQ_KEY
+    expect(m.body.toString()).toBe(`body of ${uniq}`)
+    expect(m.properties[cleared]).toBeUndefined()
+    count.set(uniq, (count.get(uniq) ?? 0) + 1)
+  }
+  return count
 }

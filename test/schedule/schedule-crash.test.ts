@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../../lib/store/message-store.js'
-import { runAndKill } from '../helpers/delivery-crash.js'
+import { deliveredCounts, runAndKill } from '../helpers/delivery-crash.js'
 import { distEntry, tempDir } from '../helpers/tmp.js'
 import { readAll, waitFor } from './helpers.js'
 
@@ -30,18 +30,11 @@ describe('SIGKILL with delayed messages pending and due', () => {
     const store = await MessageStore.open(dir)
     try {
       expect(store.stats().lastExitOK).toBe(false)
-      const seen = (): Map<string, number> => {
-        const count = new Map<string, number>()
-        for (const queueId of [0, 1]) {
-          for (const m of readAll(store, 'later', queueId)) {
-            const uniq = m.properties.UNIQ_KEY
-            expect(m.body.toString()).toBe(`body of ${uniq}`)
-            expect(m.properties.DELAY).toBeUndefined()
-            count.set(uniq, (count.get(uniq) ?? 0) + 1)
-          }
-        }
-        return count
-      }
+      const seen = (): Map<string, number> =>
+        deliveredCounts(
+          [0, 1].flatMap((queueId) => readAll(store, 'later', queueId)),
+          'DELAY',
+        )
       await waitFor(() => acked.every((uniq) => seen().has(uniq)), 'every acknowledged message to be delivered', 60_000)
       await waitFor(() => store.stats().schedule.pending === 0, 'nothing pending')
       // Per queue, first deliveries come in put order (a level is a FIFO; duplicates repeat a run's tail).

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../../lib/store/message-store.js'
-import { runAndKill } from '../helpers/delivery-crash.js'
+import { deliveredCounts, runAndKill } from '../helpers/delivery-crash.js'
 import { distEntry, tempDir } from '../helpers/tmp.js'
 import { readAll, waitFor } from './helpers.js'
 
@@ -30,18 +30,11 @@ describe('SIGKILL with timers pending and due', () => {
     const store = await MessageStore.open(dir, { timerPrecisionMs: 100 })
     try {
       expect(store.stats().lastExitOK).toBe(false)
-      const seen = (): Map<string, number> => {
-        const count = new Map<string, number>()
-        for (const queueId of [0, 1]) {
-          for (const m of readAll(store, 'later', queueId)) {
-            const uniq = m.properties.UNIQ_KEY
-            expect(m.body.toString()).toBe(`body of ${uniq}`)
-            expect(m.properties.TIMER_OUT_MS).toBeUndefined()
-            count.set(uniq, (count.get(uniq) ?? 0) + 1)
-          }
-        }
-        return count
-      }
+      const seen = (): Map<string, number> =>
+        deliveredCounts(
+          [0, 1].flatMap((queueId) => readAll(store, 'later', queueId)),
+          'TIMER_OUT_MS',
+        )
       await waitFor(() => acked.every((uniq) => seen().has(uniq)), 'every acknowledged message to be delivered', 60_000)
       await waitFor(() => store.stats().timer.pending === 0, 'nothing pending')
       const counts = seen()
