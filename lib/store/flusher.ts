@@ -5,7 +5,8 @@
 // its deadline (syncFlushTimeout) gets FLUSH_DISK_TIMEOUT; the message stays stored.
 //
 // ASYNC_FLUSH: a loop flushes every flushIntervalCommitLog ms once flushCommitLogLeastPages pages
-// are dirty, and everything every flushCommitLogThoroughInterval ms. With the transient store
+// are dirty, and everything every flushCommitLogThoroughInterval ms or once a pass finds nothing
+// appended since the last one. With the transient store
 // pool, a second loop first commits the write buffers into the files.
 //
 // A failed sync stops the store (fail-stop). Since Linux 4.13 the kernel reports a writeback error
@@ -42,6 +43,8 @@ export class CommitLogFlusher {
   private commitLoop: ServiceLoop | null = null
   private lastThoroughFlush = Date.now()
   private lastThoroughCommit = Date.now()
+  /** The commit log's end at the last periodic flush pass (ASYNC_FLUSH). */
+  private lastPassEnd = -1
 
   // Group commit state.
   private requests: FlushRequest[] = []
@@ -128,6 +131,11 @@ export class CommitLogFlusher {
       leastPages = 0
     }
     const queue = this.commitLog.mappedFileQueue
+    // Nothing appended since the last pass: the writer went quiet, and what leastPages held back
+    // to batch with later puts is flushed now rather than at the next thorough pass (or close).
+    const end = queue.getMaxOffset()
+    if (end === this.lastPassEnd) leastPages = 0
+    this.lastPassEnd = end
     // One flush covers one file (RocketMQ's rule). With small files a burst fills several between
     // two passes, and flushing one per pass would leave the rest unsynced for seconds: go on while
     // the last flush completed a file and a later one exists.

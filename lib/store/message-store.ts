@@ -154,7 +154,10 @@ export class MessageStore implements AsyncDisposable {
     const results: PutMessageResult[] = new Array(messages.length)
     for (let i = 0; i < messages.length; i++) checkMessageShape(messages[i])
     const { appended, bytes, lastEnd, waitForFlush, leftToDispatch } = this.appendAll(messages, results, refusals)
-    if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') this.e.commitLog.writeBackBehind()
+    if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') {
+      this.e.commitLog.writeBackBehind()
+      this.e.queues.writeBackBehind(appended)
+    }
     if (appended > 0) {
       // Records the put could not dispatch itself (the schedule topic's, say) are readable now
       // without a write buffer: dispatched here, so that a wait for a new queue's file is known.

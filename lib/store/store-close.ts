@@ -56,6 +56,7 @@ export function closeStore(store: ClosingStore): Promise<void> {
   return closeInSteps({
     log: (message) => store.logger('error', message),
     stopServices: async () => {
+      commitLog.mappedFileQueue.cancelPreallocation()
       await store.cleanup.stop()
       for (const loop of store.loops) await loop.stop()
       store.statsService.shutdown()

@@ -282,6 +282,16 @@ export class MappedFileQueue {
     else this.preallocated = file
   }
 
+  /**
+   * A close is under way: a file not made yet is not made (a burst's last append schedules the
+   * next file, and a caller that never yielded since would otherwise make it inside close).
+   */
+  cancelPreallocation(): void {
+    if (this.preallocating === null) return
+    clearImmediate(this.preallocating)
+    this.preallocating = null
+  }
+
   /** True while a file made ahead waits for its append. */
   get hasPrepared(): boolean {
     return this.preallocated !== null

@@ -17,6 +17,7 @@ import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { ConsumeQueue, type CommitLogView } from './consume-queue.js'
 import { QueueDirectories } from './queue-directories.js'
 import { QueueEnds, type RecordedQueueEnds } from './queue-ends.js'
+import { QueueWriteBack } from './queue-write-back.js'
 
 /** Queues flushed at once by flushAllAsync (more than libuv's 4 threads, so the pool stays busy). */
 const FLUSH_PARALLEL = 16
@@ -52,6 +53,9 @@ export class ConsumeQueueTable {
   private listedCount = 0
   private deferred: DeferredQueues | null = null
   private lastThoroughFlush: number
+  /** Each queue's end at the last periodic pass (see flushAsync). */
+  private readonly passEnds = new WeakMap<ConsumeQueue, number>()
+  private readonly writeBack = new QueueWriteBack()
   /** Makes queue folders and shares their directory syncs between queues. */
   private readonly directories = new QueueDirectories()
 
@@ -297,6 +301,11 @@ export class ConsumeQueueTable {
     for (const queue of this.all()) queue.correctMinOffset(minPhy)
   }
 
+  /** `units` were dispatched by a put: starts the write-back of the queues now and then (queue-write-back.ts). */
+  writeBackBehind(units: number): void {
+    this.writeBack.note(units, () => this.all())
+  }
+
   /** Deletes the files whose units all point below `minPhy`. */
   deleteExpiredFiles(minPhy: number): void {
     for (const queue of this.all()) queue.deleteExpiredFile(minPhy)
@@ -322,8 +331,19 @@ export class ConsumeQueueTable {
     const logicsMsgTimestamp = checkpoint.logicsDispatchedTimestamp
     if (thorough) this.lastThoroughFlush = now
     const leastPages = thorough ? 0 : config.flushConsumeQueueLeastPages
+    // A queue no dispatch reached since the last pass is flushed whole: leastPages batches the
+    // syncs of a queue being written, and a quiet queue has nothing left to batch. Without this,
+    // every queue keeps up to leastPages unsynced after a burst, and close pays a journal commit
+    // for each of them.
+    const passEnds = this.passEnds
+    const flushOne = (queue: ConsumeQueue): Promise<boolean> => {
+      const end = queue.getMaxOffsetInQueue()
+      const quiet = passEnds.get(queue) === end
+      passEnds.set(queue, end)
+      return queue.flushAsync(quiet ? 0 : leastPages)
+    }
     // A close stops the pass between queues (its own flush syncs every queue at once).
-    const complete = await flushEach([...this.all()], PERIODIC_FLUSH_PARALLEL, (queue) => queue.flushAsync(leastPages), shouldStop)
+    const complete = await flushEach([...this.all()], PERIODIC_FLUSH_PARALLEL, flushOne, shouldStop)
     if (thorough && complete) {
       if (logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
       checkpoint.flush()

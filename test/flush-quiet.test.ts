@@ -1,0 +1,139 @@
+// What a burst leaves unsynced is synced in the background once the writer goes quiet, so that a
+// close after a burst has little to sync:
+// - a periodic flush pass that finds nothing appended (or dispatched, for a queue) since the last
+//   pass flushes everything, below flushCommitLogLeastPages / flushConsumeQueueLeastPages too;
+// - a burst that never yields to the event loop (no timer fires) still starts the kernel's
+//   write-back of the consume queues every so many units;
+// - a close does not make the next commit-log file that the burst's last append scheduled.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+import { interposeNativeForTesting } from '../lib/native.js'
+import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
+import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
+import { QUEUE_WRITE_BACK_STEP, WRITE_BACK_EVERY_UNITS } from '../lib/store/queue/queue-write-back.js'
+import { wrapMapHandle } from './helpers/map-handle.js'
+import { tempDir } from './helpers/tmp.js'
+
+const QUEUE_FILE = 100_000 * 20
+const BASE: OpenOptions = {
+  flushDiskType: 'ASYNC_FLUSH',
+  mappedFileSizeCommitLog: 1 << 20,
+  mappedFileSizeConsumeQueue: QUEUE_FILE,
+  messageIndexEnable: false,
+  flushIntervalCommitLog: 50,
+  flushIntervalConsumeQueue: 50,
+  // The thorough passes would flush everything anyway: a minute away, they cannot be what does.
+  flushCommitLogThoroughInterval: 60_000,
+  flushConsumeQueueThoroughInterval: 60_000,
+}
+
+function messages(count: number): { topic: string; queueId: number; body: Buffer }[] {
+  return Array.from({ length: count }, (_, n) => ({ topic: 'quiet', queueId: 0, body: Buffer.alloc(100, n & 0xff) }))
+}
+
+const restores: (() => void)[] = []
+const stores: MessageStore[] = []
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close()
+  for (const restore of restores.splice(0)) restore()
+})
+
+describe('a quiet writer leaves nothing unsynced', () => {
+  it('the commit log: a few puts below flushCommitLogLeastPages are flushed once no put follows', async () => {
+    const store = await MessageStore.open(tempDir('mqstore-quiet-'), BASE)
+    stores.push(store)
+    for (const r of await store.putMessages(messages(5))) expect(r.status).toBe('PUT_OK')
+    const max = store.stats().commitLogMaxOffset
+    expect(max).toBeLessThan(4 * 4096)
+    await vi.waitFor(() => expect(store.stats().commitLogFlushedOffset).toBe(max), { timeout: 10_000, interval: 20 })
+  })
+
+  it('a consume queue: units below flushConsumeQueueLeastPages are synced once no dispatch reaches the queue', async () => {
+    const dir = tempDir('mqstore-quiet-')
+    let store = await MessageStore.open(dir, BASE)
+    for (const r of await store.putMessages(messages(1000))) expect(r.status).toBe('PUT_OK')
+    await store.close()
+    // Reopened, the queue's file is synced through its mapping (msync), which this records.
+    const synced: number[] = []
+    restores.push(
+      interposeNativeForTesting((original) => ({
+        map: (fd, length, writable) => {
+          const handle = original.map(fd, length, writable)
+          if (length !== QUEUE_FILE) return handle
+          return wrapMapHandle(handle, {
+            syncAsync: (offset, bytes) => {
+              synced.push(offset + bytes)
+              return handle.syncAsync(offset, bytes)
+            },
+          })
+        },
+      })),
+    )
+    store = await MessageStore.open(dir, BASE)
+    stores.push(store)
+    for (const r of await store.putMessages(messages(5))) expect(r.status).toBe('PUT_OK')
+    // Five units are 100 bytes, far below two pages: only the quiet rule syncs them.
+    await vi.waitFor(() => expect(Math.max(0, ...synced)).toBe(1005 * 20), { timeout: 10_000, interval: 20 })
+  })
+})
+
+describe('a burst that never yields to the event loop', () => {
+  it('starts the write-back of the consume queue every so many units, behind the writer', async () => {
+    const dir = tempDir('mqstore-quiet-')
+    const queueFile = join(dir, 'consumequeue', 'quiet', '0', formatOffsetName(0))
+    const writeBacks: { offset: number; length: number }[] = []
+    restores.push(
+      interposeNativeForTesting((original) => ({
+        writeBack: (fd, offset, length) => {
+          if (fs.existsSync(queueFile) && fs.fstatSync(fd).ino === fs.statSync(queueFile).ino) writeBacks.push({ offset, length })
+          return original.writeBack(fd, offset, length)
+        },
+      })),
+    )
+    const store = await MessageStore.open(dir, { ...BASE, flushIntervalConsumeQueue: 60_000 })
+    stores.push(store)
+    // Batches awaited one after another resolve through microtasks only: no timer runs between them.
+    const units = 3 * WRITE_BACK_EVERY_UNITS
+    for (let done = 0; done < units; done += 1000) {
+      for (const r of await store.putMessages(messages(Math.min(1000, units - done)))) expect(r.status).toBe('PUT_OK')
+    }
+    expect(writeBacks.length).toBeGreaterThanOrEqual(2)
+    let end = 0
+    for (const { offset, length } of writeBacks) {
+      // In order, each from where the last one ended, a step at least, and never past what was written.
+      expect(offset).toBe(end)
+      expect(length).toBeGreaterThanOrEqual(QUEUE_WRITE_BACK_STEP)
+      end = offset + length
+    }
+    expect(end).toBeLessThanOrEqual(units * 20)
+  })
+
+  it('a close does not make the next commit-log file the last append scheduled', async () => {
+    const dir = tempDir('mqstore-quiet-')
+    // Reserving blocks is part of making a file: nothing is reserved while closing.
+    let closing = false
+    let reservedWhileClosing = 0
+    restores.push(
+      interposeNativeForTesting((original) => ({
+        allocate: (fd, offset, length) => {
+          if (closing) reservedWhileClosing++
+          return original.allocate(fd, offset, length)
+        },
+      })),
+    )
+    const store = await MessageStore.open(dir, { ...BASE, mappedFileSizeCommitLog: 64 * 1024 })
+    stores.push(store)
+    // The queue's first file is made while the first put waits (the event loop runs then).
+    expect((await store.putMessage(messages(1)[0])).status).toBe('PUT_OK')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    // The next 400 records of about 200 bytes take the second file (made ahead while the first
+    // put waited), and that append schedules the third; close comes before the event loop ran it.
+    for (const r of await store.putMessages(messages(400))) expect(r.status).toBe('PUT_OK')
+    expect(store.stats().commitLogMaxOffset).toBeGreaterThan(64 * 1024)
+    closing = true
+    await stores.pop()?.close()
+    expect(reservedWhileClosing).toBe(0)
+  })
+})
