@@ -65,7 +65,8 @@ export class IndexFile {
   private view: DataView | null = null
   /** The mapGeneration `view` was taken at: an unmap and a new map make it stale. */
   private viewGeneration = -1
-  private readonly entriesStart: number
+  /** Where the entry table starts (after the header and the slot table). */
+  readonly entriesStart: number
   /** Changes to the header or entries, and how many of them the last flush covered: a file with none pending is not flushed (nor mapped for it). */
   private changes = 0
   private flushedChanges = 0
@@ -305,6 +306,11 @@ export class IndexFile {
 
   isWriteFull(): boolean {
     return this.indexCount >= this.indexNum
+  }
+
+  /** Where the entry table ends: the byte after the last entry. */
+  entriesEnd(): number {
+    return this.entriesStart + this.indexCount * INDEX_ENTRY_SIZE
   }
 
   // ---- writes -------------------------------------------------------------------------------

@@ -27,7 +27,10 @@ import {
   parseIndexFileName,
 } from './index-file.js'
 import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
+import { descriptors } from '../mapped/descriptors.js'
 import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
+import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
+import { native } from '../../native.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
@@ -37,8 +40,8 @@ export const MAX_MSGS_NUM_BATCH = 64
 const CREATE_ATTEMPTS = 3
 /**
  * Entries between two write-backs of the file being written, started from the put itself: a burst
- * of puts that never yields to the event loop starves the timed flush, and its slot pages (random
- * writes) were then all synced by close.
+ * of puts that never yields to the event loop starves the timed flush, and close then wrote every
+ * entry of the burst.
  */
 const WRITEBACK_KICK_ENTRIES = 65_536
 /** Forced interval when an expired file is destroyed while something still holds it. */
@@ -113,6 +116,9 @@ export class IndexService {
   private periodicFlush: Promise<void> | null = null
   /** Entries put since the last write-back kicked by puts. */
   private putsSinceKick = 0
+  /** The file kickWriteback last looked at, and where its next write-back starts. */
+  private writeBackFile: IndexFile | null = null
+  private writeBackFrom = 0
   /** The key hashes of the record being indexed (one array, reused). */
   /** The key hashes of the record being indexed (most records have a few keys). */
   private readonly keyHashes = new Int32Array(16)
@@ -457,26 +463,37 @@ export class IndexService {
   }
 
   /**
+   * Starts the kernel's write-back of the entries `file` gained since the last call, whole pages
+   * behind the writer (sync_file_range on the libuv pool; see WRITEBACK_KICK_ENTRIES). Only the
+   * entry table, written in order: syncing the slot table too (random writes) made every one of
+   * its pages clean, and the next put to each paid a write fault. It makes nothing durable; the
+   * flushes still do, and find the entries written.
+   */
+  private kickWriteback(file: IndexFile): void {
+    this.putsSinceKick = 0
+    if (this.closed || this.readOnly || !file.getMappedFile().isMapped) return
+    if (file !== this.writeBackFile) {
+      this.writeBackFile = file
+      this.writeBackFrom = Math.floor(file.entriesStart / OS_PAGE_SIZE) * OS_PAGE_SIZE
+    }
+    const from = this.writeBackFrom
+    const to = Math.floor(file.entriesEnd() / OS_PAGE_SIZE) * OS_PAGE_SIZE
+    if (to <= from) return
+    this.writeBackFrom = to
+    try {
+      descriptors.use(file.fileName, false, (fd) => native.writeBack(fd, from, to - from))
+    } catch {
+      // A hint: a write-back that cannot start changes nothing, and the next sync reports real errors.
+    }
+  }
+
+  /**
    * Writes back the dirty pages of the file being written, on the libuv pool, while puts go on
    * (RocketMQ flushes an index file only when it rolls): run periodically, it leaves a close
    * little to sync. Recovery does not rely on it (after a crash the file being written is deleted
    * and rebuilt, I1), so it moves no checkpoint time. One at a time; a call while one runs waits
    * for that one. Only a mapped file is flushed.
    */
-  /**
-   * Starts a write-back of `file` on the libuv pool without waiting for it (see
-   * WRITEBACK_KICK_ENTRIES). Its completion is not needed to start the next one: within a burst
-   * that never yields, none completes in JavaScript's eyes. A failure is kept like a roll's, and
-   * close's flush of the file reports it again.
-   */
-  private kickWriteback(file: IndexFile): void {
-    this.putsSinceKick = 0
-    if (this.closed || this.readOnly) return
-    file.flushAsync().catch((error: unknown) => {
-      this.lastFlushError ??= error
-    })
-  }
-
   flushCurrentAsync(): Promise<void> {
     if (this.periodicFlush !== null) return this.periodicFlush
     const file = this.lastFile()
