@@ -52,7 +52,10 @@ export interface ReadBatchOptions {
   verify: boolean
 }
 
-/** What a finished batch served and what it refused. */
+/**
+ * What a finished batch served and what it refused. The batch hands out the same object (and
+ * badBodies array) every time: read it before the next begin().
+ */
 export interface BatchOutcome {
   messages: MessageExt[]
   /** Bytes of the records served. */
@@ -91,6 +94,10 @@ export class ReadBatch {
   private decoded: DecodedMessage[] = []
   private decodedBytes = 0
   private zeroCopyBad: number[] = []
+  // One outcome per batch, refilled by each finish(): a read allocates what it hands out (the
+  // messages, their array and bytes) and nothing for its own bookkeeping.
+  private readonly outcome: BatchOutcome = { messages: [], bytes: 0, badBodies: [] }
+  private readonly badBodies: number[] = []
 
   constructor(options: ReadBatchOptions) {
     this.zeroCopy = options.zeroCopy
@@ -109,9 +116,12 @@ export class ReadBatch {
     this.recordBytes = 0
     this.bodyBytes = 0
     this.runCount = 0
-    this.decoded = []
-    this.decodedBytes = 0
-    this.zeroCopyBad = []
+    this.badBodies.length = 0
+    if (this.zeroCopy) {
+      this.decoded = []
+      this.decodedBytes = 0
+      this.zeroCopyBad = []
+    }
   }
 
   /**
@@ -208,15 +218,17 @@ export class ReadBatch {
         messages = messages.slice(0, limit)
         bytes = messages.reduce((sum, m) => sum + m.storeSize, 0)
       }
-      const outcome = { messages, bytes, badBodies: this.zeroCopyBad }
+      const outcome = this.outcome
+      outcome.messages = messages
+      outcome.bytes = bytes
+      outcome.badBodies = this.zeroCopyBad
       this.decoded = []
       this.zeroCopyBad = []
       return outcome
     }
     const count = this.queued
-    const messages: MessageExt[] = []
-    const badBodies: number[] = []
-    if (count === 0) return this.done(messages, 0, badBodies)
+    if (count === 0) return this.done([], 0)
+    const badBodies = this.badBodies
     // The bodies' buffer holds exactly the bytes copied into it: nothing to zero first
     // (allocUnsafeSlow: its own ArrayBuffer, not the shared pool).
     const bodies = Buffer.allocUnsafeSlow(this.bodyBytes)
@@ -238,6 +250,9 @@ export class ReadBatch {
     const bytes = new ReadBytes(records, this.slabView, bodies)
     const expected = this.expected
     const actual = this.actual
+    // Sized once (most reads serve every record they copied), cut to what was served below.
+    const messages: MessageExt[] = new Array(Math.min(count, limit))
+    let n = 0
     let served = 0
     for (let k = 0; k < count; k++) {
       const r = ROW * k
@@ -249,14 +264,15 @@ export class ReadBatch {
         bodies.fill(0, bodyAt, bodyAt + bodyLength)
         continue
       }
-      if (messages.length >= limit) {
+      if (n >= limit) {
         bodies.fill(0, bodyAt, bodyAt + bodyLength)
         continue
       }
-      messages.push(new StoredMessage(bytes, recordAt, bodyAt, bodyLength))
+      messages[n++] = new StoredMessage(bytes, recordAt, bodyAt, bodyLength)
       served += table[r + ROW_SIZE]
     }
-    return this.done(messages, served, badBodies)
+    if (n < messages.length) messages.length = n
+    return this.done(messages, served)
   }
 
   /** Where `size` bytes of private record copies start in `slab` (a new slab when it is full). */
@@ -281,12 +297,16 @@ export class ReadBatch {
     native.copyCrcRanges(source, rows, end - first, records, bodies, crcs === null ? null : crcs.subarray(first))
   }
 
-  private done(messages: MessageExt[], bytes: number, badBodies: number[]): BatchOutcome {
+  private done(messages: MessageExt[], bytes: number): BatchOutcome {
     this.queued = 0
     // The mappings read are not kept reachable past the read.
     for (let r = 0; r < this.runCount; r++) this.sources[r] = EMPTY
     this.runCount = 0
     this.source = EMPTY
-    return { messages, bytes, badBodies }
+    const outcome = this.outcome
+    outcome.messages = messages
+    outcome.bytes = bytes
+    outcome.badBodies = this.badBodies
+    return outcome
   }
 }

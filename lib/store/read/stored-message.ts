@@ -90,12 +90,12 @@ export class StoredMessage implements DecodedMessage {
     if (body === undefined) {
       const bodies = this.#bytes.bodies
       const end = this.#bodyAt + this.#bodyLength
-      // Buffer.from over the ArrayBuffer: the same view as subarray, made with fewer steps. Once
-      // the consumer transferred the buffer away (bodies.length is 0): empty, as every view of it.
-      body =
-        end <= bodies.length
-          ? Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
-          : Buffer.alloc(0)
+      // The only body of its read (a lookup) is the read's buffer itself. Otherwise Buffer.from
+      // over the ArrayBuffer: the same view as subarray, made with fewer steps. Once the consumer
+      // transferred the buffer away (bodies.length is 0): empty, as every view of it.
+      if (this.#bodyAt === 0 && end === bodies.length) body = bodies
+      else if (end <= bodies.length) body = Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
+      else body = Buffer.alloc(0)
       this.#body = body
     }
     return body
