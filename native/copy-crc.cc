@@ -111,13 +111,14 @@ napi_value CopyCrcRanges(napi_env env, napi_callback_info info) {
     }
   }
   // Ask for every source line first: ranges scattered over a file then miss the cache together
-  // rather than one after another. (The whole range holds the part.)
-  const size_t read_at = want_whole ? 0 : 3;
+  // rather than one after another.
   for (size_t k = 0; k < count; k++) {
-    const double* row = rows + kRow * k + read_at;
-    const uint8_t* from = src.data + static_cast<size_t>(row[0]);
-    const size_t length = static_cast<size_t>(row[1]);
-    for (size_t line = 0; line < length; line += kCacheLine) __builtin_prefetch(from + line);
+    const double* row = rows + kRow * k;
+    for (size_t range = want_whole ? 0 : 3; range < kRow; range += 3) {
+      const uint8_t* from = src.data + static_cast<size_t>(row[range]);
+      const size_t length = static_cast<size_t>(row[range + 1]);
+      for (size_t line = 0; line < length; line += kCacheLine) __builtin_prefetch(from + line);
+    }
   }
   auto* out = reinterpret_cast<int32_t*>(crcs.data);
   if (want_crc) EnsureCrcReady();

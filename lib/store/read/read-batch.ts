@@ -2,10 +2,12 @@
 //
 // Default (copying) mode, one pass: each record is located and checked where it lies (identity,
 // the read's own filter), its positions queued; finish() then copies every queued record in one
-// native call per commit-log file: whole records into a private buffer the messages' fields are
-// read from, and bodies into the buffer the bodies are views of, each body's CRC computed in
-// the same pass as its copy (the bytes checked are the bytes served). Both buffers are exactly
-// the size of what is copied into them, so they are not zero-filled first: every byte is written.
+// native call per commit-log file: each record without its body (the fields before it, then
+// those after it, end to end) into a private buffer the messages' fields are read from, and
+// bodies into the buffer the bodies are views of, each body's CRC computed in the same pass as its
+// copy (the bytes checked are the bytes served). A body is copied once: copying it with the rest
+// of the record as well cost a third more memory written per message, in fresh pages. Both buffers
+// are exactly the size of what is copied into them, so they are not zero-filled first.
 // `body.buffer` reaches the bodies of this read and nothing else; a body that fails its CRC is
 // zeroed before the read returns. Messages are lazy views (stored-message.ts).
 //
@@ -32,12 +34,23 @@ import { ReadBytes, StoredMessage } from './stored-message.js'
 
 const EMPTY = Buffer.alloc(0)
 const INITIAL_RECORDS = 32
-/** Entries per record in the copy table: record start, size, place; body start, length, place. */
-const ROW = 6
-const ROW_SIZE = 1
+/**
+ * Entries per record in copyCrcRanges' table: two rows of six. The first copies the fields before
+ * the body (start, length, place in the private buffer) and the body (start, length, place in the
+ * bodies, with its CRC); the second the fields after the body, right behind the first part, with
+ * an empty body part (its CRC, 0, is not looked at).
+ */
+const ROW = 12
+const ROW_HEAD_LENGTH = 1
 const ROW_RECORD_TO = 2
+const ROW_BODY_AT = 3
 const ROW_BODY_LENGTH = 4
 const ROW_BODY_TO = 5
+const ROW_TAIL_AT = 6
+const ROW_TAIL_LENGTH = 7
+const ROW_TAIL_TO = 8
+/** Table rows (and CRCs out) per record. */
+const ROWS_PER_RECORD = 2
 /**
  * The private copies of records are cut from slabs of this size, so a read allocates one buffer
  * (its bodies) rather than two: an ArrayBuffer costs more than reading a record. A message kept
@@ -73,13 +86,12 @@ export class ReadBatch {
   source: Buffer = EMPTY
   private sourceAt = 0
   private taken = 0
-  // Copying mode, per record queued (k < queued): a row of copyCrcRanges' table (the record's
-  // start, size and place in the private buffer; its body's start, length and place in the
-  // bodies), and the body's stored CRC.
+  // Copying mode, per record queued (k < queued): its rows of copyCrcRanges' table (see ROW), the
+  // body's stored CRC, and (two per record) the CRCs computed.
   private queued = 0
   private table = new Float64Array(ROW * INITIAL_RECORDS)
   private expected = new Int32Array(INITIAL_RECORDS)
-  private actual = new Int32Array(INITIAL_RECORDS)
+  private actual = new Int32Array(ROWS_PER_RECORD * INITIAL_RECORDS)
   private recordBytes = 0
   private bodyBytes = 0
   /** The source of each run of queued records, and where the run ends (reads rarely span two files). */
@@ -156,18 +168,27 @@ export class ReadBatch {
     }
     const fields = this.fields
     const at = this.sourceAt
-    const size = fields.totalSize
+    const bodyAt = fields.bodyAt
     const bodyLength = fields.bodyLength
+    const headLength = bodyAt - at
+    const tailLength = fields.totalSize - headLength - bodyLength
+    const recordTo = this.recordBytes
     const row = this.table
     const r = ROW * k
     row[r] = at
-    row[r + ROW_SIZE] = size
-    row[r + ROW_RECORD_TO] = this.recordBytes
-    row[r + 3] = fields.bodyAt
+    row[r + ROW_HEAD_LENGTH] = headLength
+    row[r + ROW_RECORD_TO] = recordTo
+    row[r + ROW_BODY_AT] = bodyAt
     row[r + ROW_BODY_LENGTH] = bodyLength
     row[r + ROW_BODY_TO] = this.bodyBytes
+    row[r + ROW_TAIL_AT] = bodyAt + bodyLength
+    row[r + ROW_TAIL_LENGTH] = tailLength
+    row[r + ROW_TAIL_TO] = recordTo + headLength
+    row[r + 9] = 0
+    row[r + 10] = 0
+    row[r + 11] = 0
     this.expected[k] = reader.views.of(source).getInt32(at + OFFSET_BODYCRC)
-    this.recordBytes += size
+    this.recordBytes = recordTo + headLength + tailLength
     this.bodyBytes += bodyLength
     this.queued = k + 1
   }
@@ -185,7 +206,7 @@ export class ReadBatch {
     expected.set(this.expected)
     this.table = table
     this.expected = expected
-    this.actual = new Int32Array(n)
+    this.actual = new Int32Array(ROWS_PER_RECORD * n)
   }
 
   private takeView(reader: CommitLogReader, at: number): void {
@@ -235,7 +256,12 @@ export class ReadBatch {
     const base = this.reserveRecords(this.recordBytes)
     const records = this.slab
     const table = this.table
-    if (base > 0) for (let k = 0; k < count; k++) table[ROW * k + ROW_RECORD_TO] += base
+    if (base > 0) {
+      for (let k = 0; k < count; k++) {
+        table[ROW * k + ROW_RECORD_TO] += base
+        table[ROW * k + ROW_TAIL_TO] += base
+      }
+    }
     const crcs = this.verify ? this.actual : null
     const runs = this.runCount
     if (runs === 1) {
@@ -259,7 +285,7 @@ export class ReadBatch {
       const bodyAt = table[r + ROW_BODY_TO]
       const bodyLength = table[r + ROW_BODY_LENGTH]
       const recordAt = table[r + ROW_RECORD_TO]
-      if (crcs !== null && actual[k] !== expected[k]) {
+      if (crcs !== null && actual[ROWS_PER_RECORD * k] !== expected[k]) {
         badBodies.push(getInt64(bytes.dv, recordAt + OFFSET_PHYSICALOFFSET))
         bodies.fill(0, bodyAt, bodyAt + bodyLength)
         continue
@@ -269,7 +295,7 @@ export class ReadBatch {
         continue
       }
       messages[n++] = new StoredMessage(bytes, recordAt, bodyAt, bodyLength)
-      served += table[r + ROW_SIZE]
+      served += table[r + ROW_HEAD_LENGTH] + bodyLength + table[r + ROW_TAIL_LENGTH]
     }
     if (n < messages.length) messages.length = n
     return this.done(messages, served)
@@ -289,12 +315,13 @@ export class ReadBatch {
 
   /** Copies queued records [first, end), all from `source`, and their bodies, in one native call. */
   private copyRun(source: Buffer, first: number, end: number, records: Buffer, bodies: Buffer, crcs: Int32Array | null): void {
+    const rowCount = ROWS_PER_RECORD * (end - first)
     if (first === 0) {
-      native.copyCrcRanges(source, this.table, end, records, bodies, crcs)
+      native.copyCrcRanges(source, this.table, rowCount, records, bodies, crcs)
       return
     }
     const rows = this.table.subarray(ROW * first)
-    native.copyCrcRanges(source, rows, end - first, records, bodies, crcs === null ? null : crcs.subarray(first))
+    native.copyCrcRanges(source, rows, rowCount, records, bodies, crcs === null ? null : crcs.subarray(ROWS_PER_RECORD * first))
   }
 
   private done(messages: MessageExt[], bytes: number): BatchOutcome {
