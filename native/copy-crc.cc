@@ -65,10 +65,6 @@ bool CopyOf(const double* row, const View& src, const View& target, Copy* out) {
   return out->length == 0 || out->from >= out->to + out->length || out->to >= out->from + out->length;
 }
 
-void Prefetch(const Copy& copy) {
-  for (size_t line = 0; line < copy.length; line += kCacheLine) __builtin_prefetch(copy.from + line);
-}
-
 }  // namespace
 
 napi_value CopyCrcRanges(napi_env env, napi_callback_info info) {
@@ -105,7 +101,8 @@ napi_value CopyCrcRanges(napi_env env, napi_callback_info info) {
   }
   const size_t count = static_cast<size_t>(count_value);
   const auto* rows = reinterpret_cast<const double*>(table.data);
-  // Check every range before writing anything, so a bad call changes nothing.
+  // Check every range before writing anything, so a bad call changes nothing. Once checked, a
+  // row's entries are exact integers inside their buffers, so the passes below cast them as is.
   for (size_t k = 0; k < count; k++) {
     Copy copy;
     if ((want_whole && !CopyOf(rows + kRow * k, src, whole, &copy)) || !CopyOf(rows + kRow * k + 3, src, part, &copy)) {
@@ -116,25 +113,30 @@ napi_value CopyCrcRanges(napi_env env, napi_callback_info info) {
   // Ask for every source line first: ranges scattered over a file then miss the cache together
   // rather than one after another.
   for (size_t k = 0; k < count; k++) {
-    Copy copy;
-    CopyOf(rows + kRow * k + (want_whole ? 0 : 3), src, want_whole ? whole : part, &copy);
-    Prefetch(copy);
+    const double* row = rows + kRow * k;
+    for (size_t range = want_whole ? 0 : 3; range < kRow; range += 3) {
+      const uint8_t* from = src.data + static_cast<size_t>(row[range]);
+      const size_t length = static_cast<size_t>(row[range + 1]);
+      for (size_t line = 0; line < length; line += kCacheLine) __builtin_prefetch(from + line);
+    }
   }
   auto* out = reinterpret_cast<int32_t*>(crcs.data);
   if (want_crc) EnsureCrcReady();
   for (size_t k = 0; k < count; k++) {
-    Copy copy;
+    const double* row = rows + kRow * k;
     if (want_whole) {
-      CopyOf(rows + kRow * k, src, whole, &copy);
-      if (copy.length > 0) memcpy(copy.to, copy.from, copy.length);
+      const size_t length = static_cast<size_t>(row[1]);
+      if (length > 0) memcpy(whole.data + static_cast<size_t>(row[2]), src.data + static_cast<size_t>(row[0]), length);
     }
     // The part comes from src, lines the whole copy just read: the bytes checked are the bytes
     // copied, in the same pass over them.
-    CopyOf(rows + kRow * k + 3, src, part, &copy);
+    const uint8_t* from = src.data + static_cast<size_t>(row[3]);
+    uint8_t* to = part.data + static_cast<size_t>(row[5]);
+    const size_t length = static_cast<size_t>(row[4]);
     if (want_crc) {
-      out[k] = static_cast<int32_t>(CopyCrc32(copy.from, copy.to, copy.length) & 0x7fffffffu);
-    } else if (copy.length > 0) {
-      memcpy(copy.to, copy.from, copy.length);
+      out[k] = static_cast<int32_t>(CopyCrc32(from, to, length) & 0x7fffffffu);
+    } else if (length > 0) {
+      memcpy(to, from, length);
     }
   }
   return nullptr;

@@ -57,6 +57,11 @@ export class MappingBudget {
   private readonly lastUse = new Map<BudgetedFile, number>()
   /** What each mapped file counts for now (its budgetBytes when last seen). */
   private readonly charged = new Map<BudgetedFile, number>()
+  /**
+   * The file last in lastUse, or null when not known: a read uses the same file again and again,
+   * and setting its time in place keeps the order without a delete and re-insert per read.
+   */
+  private newest: BudgetedFile | null = null
   private bytes = 0
   /** While > 0, mapping does not unmap others (open maps each queue once, then shrinks). */
   private suspended = 0
@@ -97,6 +102,7 @@ export class MappingBudget {
       return
     }
     this.lastUse.set(file, this.clock())
+    this.newest = file
     this.charge(file)
     this.maps++
     if (this.over() && this.suspended === 0) this.shrink(this.maxBytes, file)
@@ -140,19 +146,27 @@ export class MappingBudget {
   adopt(file: BudgetedFile): void {
     if (this.lastUse.has(file)) return
     this.lastUse.set(file, this.clock())
+    this.newest = file
     this.charge(file)
     if (this.over() && this.suspended === 0) this.shrink(this.maxBytes, file)
   }
 
   /** Stops counting a file that stays mapped outside the budget (it became the file being written). Not an unmap. */
   forget(file: BudgetedFile): void {
+    if (file === this.newest) this.newest = null
     if (this.lastUse.delete(file)) this.discharge(file)
   }
 
   /** A file was used (read or written): it becomes the most recent. */
   used(file: BudgetedFile): void {
-    if (!this.lastUse.delete(file)) return
-    this.lastUse.set(file, this.clock())
+    if (file === this.newest) {
+      // Already the most recent: a new time, same place (set keeps a key's position).
+      this.lastUse.set(file, this.clock())
+    } else {
+      if (!this.lastUse.delete(file)) return
+      this.lastUse.set(file, this.clock())
+      this.newest = file
+    }
     // A file that grew (more of it reserved) counts for more, and may push others out.
     if (file.reservedPosition !== undefined && chargeOf(file) !== this.charged.get(file)) {
       this.charge(file)
@@ -162,6 +176,7 @@ export class MappingBudget {
 
   /** A file was unmapped (idle unmap, shutdown, deletion): stop counting it. */
   unmapped(file: BudgetedFile): void {
+    if (file === this.newest) this.newest = null
     if (!this.lastUse.delete(file)) return
     this.discharge(file)
     this.unmaps++

@@ -2,10 +2,12 @@
 //
 // Default (copying) mode, one pass: each record is located and checked where it lies (identity,
 // the read's own filter), its positions queued; finish() then copies every queued record in one
-// native call per commit-log file: whole records into a private buffer the messages' fields are
-// read from, and bodies into the buffer the bodies are views of, each body's CRC computed in
-// the same pass as its copy (the bytes checked are the bytes served). Both buffers are exactly
-// the size of what is copied into them, so they are not zero-filled first: every byte is written.
+// native call per commit-log file: each record without its body (the fields before it, then
+// those after it, end to end) into a private buffer the messages' fields are read from, and
+// bodies into the buffer the bodies are views of, each body's CRC computed in the same pass as its
+// copy (the bytes checked are the bytes served). A body is copied once: copying it with the rest
+// of the record as well cost a third more memory written per message, in fresh pages. Both buffers
+// are exactly the size of what is copied into them, so they are not zero-filled first.
 // `body.buffer` reaches the bodies of this read and nothing else; a body that fails its CRC is
 // zeroed before the read returns. Messages are lazy views (stored-message.ts).
 //
@@ -32,12 +34,23 @@ import { ReadBytes, StoredMessage } from './stored-message.js'
 
 const EMPTY = Buffer.alloc(0)
 const INITIAL_RECORDS = 32
-/** Entries per record in the copy table: record start, size, place; body start, length, place. */
-const ROW = 6
-const ROW_SIZE = 1
+/**
+ * Entries per record in copyCrcRanges' table: two rows of six. The first copies the fields before
+ * the body (start, length, place in the private buffer) and the body (start, length, place in the
+ * bodies, with its CRC); the second the fields after the body, right behind the first part, with
+ * an empty body part (its CRC, 0, is not looked at).
+ */
+const ROW = 12
+const ROW_HEAD_LENGTH = 1
 const ROW_RECORD_TO = 2
+const ROW_BODY_AT = 3
 const ROW_BODY_LENGTH = 4
 const ROW_BODY_TO = 5
+const ROW_TAIL_AT = 6
+const ROW_TAIL_LENGTH = 7
+const ROW_TAIL_TO = 8
+/** Table rows (and CRCs out) per record. */
+const ROWS_PER_RECORD = 2
 /**
  * The private copies of records are cut from slabs of this size, so a read allocates one buffer
  * (its bodies) rather than two: an ArrayBuffer costs more than reading a record. A message kept
@@ -52,7 +65,10 @@ export interface ReadBatchOptions {
   verify: boolean
 }
 
-/** What a finished batch served and what it refused. */
+/**
+ * What a finished batch served and what it refused. The batch hands out the same object (and
+ * badBodies array) every time: read it before the next begin().
+ */
 export interface BatchOutcome {
   messages: MessageExt[]
   /** Bytes of the records served. */
@@ -70,13 +86,12 @@ export class ReadBatch {
   source: Buffer = EMPTY
   private sourceAt = 0
   private taken = 0
-  // Copying mode, per record queued (k < queued): a row of copyCrcRanges' table (the record's
-  // start, size and place in the private buffer; its body's start, length and place in the
-  // bodies), and the body's stored CRC.
+  // Copying mode, per record queued (k < queued): its rows of copyCrcRanges' table (see ROW), the
+  // body's stored CRC, and (two per record) the CRCs computed.
   private queued = 0
   private table = new Float64Array(ROW * INITIAL_RECORDS)
   private expected = new Int32Array(INITIAL_RECORDS)
-  private actual = new Int32Array(INITIAL_RECORDS)
+  private actual = new Int32Array(ROWS_PER_RECORD * INITIAL_RECORDS)
   private recordBytes = 0
   private bodyBytes = 0
   /** The source of each run of queued records, and where the run ends (reads rarely span two files). */
@@ -91,6 +106,10 @@ export class ReadBatch {
   private decoded: DecodedMessage[] = []
   private decodedBytes = 0
   private zeroCopyBad: number[] = []
+  // One outcome per batch, refilled by each finish(): a read allocates what it hands out (the
+  // messages, their array and bytes) and nothing for its own bookkeeping.
+  private readonly outcome: BatchOutcome = { messages: [], bytes: 0, badBodies: [] }
+  private readonly badBodies: number[] = []
 
   constructor(options: ReadBatchOptions) {
     this.zeroCopy = options.zeroCopy
@@ -109,9 +128,12 @@ export class ReadBatch {
     this.recordBytes = 0
     this.bodyBytes = 0
     this.runCount = 0
-    this.decoded = []
-    this.decodedBytes = 0
-    this.zeroCopyBad = []
+    this.badBodies.length = 0
+    if (this.zeroCopy) {
+      this.decoded = []
+      this.decodedBytes = 0
+      this.zeroCopyBad = []
+    }
   }
 
   /**
@@ -146,18 +168,27 @@ export class ReadBatch {
     }
     const fields = this.fields
     const at = this.sourceAt
-    const size = fields.totalSize
+    const bodyAt = fields.bodyAt
     const bodyLength = fields.bodyLength
+    const headLength = bodyAt - at
+    const tailLength = fields.totalSize - headLength - bodyLength
+    const recordTo = this.recordBytes
     const row = this.table
     const r = ROW * k
     row[r] = at
-    row[r + ROW_SIZE] = size
-    row[r + ROW_RECORD_TO] = this.recordBytes
-    row[r + 3] = fields.bodyAt
+    row[r + ROW_HEAD_LENGTH] = headLength
+    row[r + ROW_RECORD_TO] = recordTo
+    row[r + ROW_BODY_AT] = bodyAt
     row[r + ROW_BODY_LENGTH] = bodyLength
     row[r + ROW_BODY_TO] = this.bodyBytes
+    row[r + ROW_TAIL_AT] = bodyAt + bodyLength
+    row[r + ROW_TAIL_LENGTH] = tailLength
+    row[r + ROW_TAIL_TO] = recordTo + headLength
+    row[r + 9] = 0
+    row[r + 10] = 0
+    row[r + 11] = 0
     this.expected[k] = reader.views.of(source).getInt32(at + OFFSET_BODYCRC)
-    this.recordBytes += size
+    this.recordBytes = recordTo + headLength + tailLength
     this.bodyBytes += bodyLength
     this.queued = k + 1
   }
@@ -175,7 +206,7 @@ export class ReadBatch {
     expected.set(this.expected)
     this.table = table
     this.expected = expected
-    this.actual = new Int32Array(n)
+    this.actual = new Int32Array(ROWS_PER_RECORD * n)
   }
 
   private takeView(reader: CommitLogReader, at: number): void {
@@ -208,22 +239,29 @@ export class ReadBatch {
         messages = messages.slice(0, limit)
         bytes = messages.reduce((sum, m) => sum + m.storeSize, 0)
       }
-      const outcome = { messages, bytes, badBodies: this.zeroCopyBad }
+      const outcome = this.outcome
+      outcome.messages = messages
+      outcome.bytes = bytes
+      outcome.badBodies = this.zeroCopyBad
       this.decoded = []
       this.zeroCopyBad = []
       return outcome
     }
     const count = this.queued
-    const messages: MessageExt[] = []
-    const badBodies: number[] = []
-    if (count === 0) return this.done(messages, 0, badBodies)
+    if (count === 0) return this.done([], 0)
+    const badBodies = this.badBodies
     // The bodies' buffer holds exactly the bytes copied into it: nothing to zero first
     // (allocUnsafeSlow: its own ArrayBuffer, not the shared pool).
     const bodies = Buffer.allocUnsafeSlow(this.bodyBytes)
     const base = this.reserveRecords(this.recordBytes)
     const records = this.slab
     const table = this.table
-    if (base > 0) for (let k = 0; k < count; k++) table[ROW * k + ROW_RECORD_TO] += base
+    if (base > 0) {
+      for (let k = 0; k < count; k++) {
+        table[ROW * k + ROW_RECORD_TO] += base
+        table[ROW * k + ROW_TAIL_TO] += base
+      }
+    }
     const crcs = this.verify ? this.actual : null
     const runs = this.runCount
     if (runs === 1) {
@@ -238,25 +276,29 @@ export class ReadBatch {
     const bytes = new ReadBytes(records, this.slabView, bodies)
     const expected = this.expected
     const actual = this.actual
+    // Sized once (most reads serve every record they copied), cut to what was served below.
+    const messages: MessageExt[] = new Array(Math.min(count, limit))
+    let n = 0
     let served = 0
     for (let k = 0; k < count; k++) {
       const r = ROW * k
       const bodyAt = table[r + ROW_BODY_TO]
       const bodyLength = table[r + ROW_BODY_LENGTH]
       const recordAt = table[r + ROW_RECORD_TO]
-      if (crcs !== null && actual[k] !== expected[k]) {
+      if (crcs !== null && actual[ROWS_PER_RECORD * k] !== expected[k]) {
         badBodies.push(getInt64(bytes.dv, recordAt + OFFSET_PHYSICALOFFSET))
         bodies.fill(0, bodyAt, bodyAt + bodyLength)
         continue
       }
-      if (messages.length >= limit) {
+      if (n >= limit) {
         bodies.fill(0, bodyAt, bodyAt + bodyLength)
         continue
       }
-      messages.push(new StoredMessage(bytes, recordAt, bodyAt, bodyLength))
-      served += table[r + ROW_SIZE]
+      messages[n++] = new StoredMessage(bytes, recordAt, bodyAt, bodyLength)
+      served += table[r + ROW_HEAD_LENGTH] + bodyLength + table[r + ROW_TAIL_LENGTH]
     }
-    return this.done(messages, served, badBodies)
+    if (n < messages.length) messages.length = n
+    return this.done(messages, served)
   }
 
   /** Where `size` bytes of private record copies start in `slab` (a new slab when it is full). */
@@ -273,20 +315,25 @@ export class ReadBatch {
 
   /** Copies queued records [first, end), all from `source`, and their bodies, in one native call. */
   private copyRun(source: Buffer, first: number, end: number, records: Buffer, bodies: Buffer, crcs: Int32Array | null): void {
+    const rowCount = ROWS_PER_RECORD * (end - first)
     if (first === 0) {
-      native.copyCrcRanges(source, this.table, end, records, bodies, crcs)
+      native.copyCrcRanges(source, this.table, rowCount, records, bodies, crcs)
       return
     }
     const rows = this.table.subarray(ROW * first)
-    native.copyCrcRanges(source, rows, end - first, records, bodies, crcs === null ? null : crcs.subarray(first))
+    native.copyCrcRanges(source, rows, rowCount, records, bodies, crcs === null ? null : crcs.subarray(ROWS_PER_RECORD * first))
   }
 
-  private done(messages: MessageExt[], bytes: number, badBodies: number[]): BatchOutcome {
+  private done(messages: MessageExt[], bytes: number): BatchOutcome {
     this.queued = 0
     // The mappings read are not kept reachable past the read.
     for (let r = 0; r < this.runCount; r++) this.sources[r] = EMPTY
     this.runCount = 0
     this.source = EMPTY
-    return { messages, bytes, badBodies }
+    const outcome = this.outcome
+    outcome.messages = messages
+    outcome.bytes = bytes
+    outcome.badBodies = this.badBodies
+    return outcome
   }
 }

@@ -92,9 +92,11 @@ export class ReadService {
 
   /** Counts and reports the records a batch refused; returns how many. */
   private noteBadBodies(outcome: BatchOutcome): number {
-    const bad = outcome.badBodies
-    for (const offset of bad) this.onBadBody(offset)
+    if (outcome.badBodies.length === 0) return 0
+    // A copy: the batch reuses its list, and the handler (a logger) may read from the store.
+    const bad = outcome.badBodies.slice()
     this.bodyCrcFailures += bad.length
+    for (const offset of bad) this.onBadBody(offset)
     return bad.length
   }
 

@@ -4,15 +4,15 @@
 // consumers read the body and an offset or two; decoding every field of every message was the
 // read path's largest cost.
 //
-// A read copies its records twice in one native pass (read-batch.ts): whole records into a
-// private buffer no consumer can reach, which the fields are read from, and bodies into the
-// buffer the bodies are views of. So a consumer may write into a body (or the whole buffer behind
-// it) or transfer that buffer away, and every other field still reads what was stored. In
-// zero-copy mode the message is decoded eagerly instead (decodeMessage), because the mapping
-// under it may be unmapped or scribbled on later.
+// A read copies its records in one native pass (read-batch.ts): each record without its body (the
+// fields before the body, then those after it, end to end) into a private buffer no consumer can
+// reach, which the fields are read from, and bodies into the buffer the bodies are views of. So a
+// consumer may write into a body (or the whole buffer behind it) or transfer that buffer away, and
+// every other field still reads what was stored. In zero-copy mode the message is decoded eagerly
+// instead (decodeMessage), because the mapping under it may be unmapped or scribbled on later.
+import { hex8, readHost } from '../commitlog/host-address.js'
 import {
   bornHostLength,
-  decodeMessage,
   OFFSET_BODYCRC,
   OFFSET_BORNHOST,
   OFFSET_SYSFLAG,
@@ -29,12 +29,20 @@ import {
   type DecodedMessage,
   type HostAddress,
 } from '../commitlog/record.js'
+import { SysFlag } from '../commitlog/sys-flag.js'
 
 const TWO_POW_32 = 4294967296
 /** The store host follows the born host and the 8-byte store timestamp. */
 const STORE_HOST_AT = 8
-/** After the store host: reconsumeTimes (4), preparedTransactionOffset (8), BODYLENGTH (4), body. */
+/** After the store host: reconsumeTimes (4), preparedTransactionOffset (8), BODYLENGTH (4), then the body (not in the private copy). */
 const BODY_AFTER_STORE_HOST = 16
+
+/** The fields few consumers read, made together on first use. */
+interface RareFields {
+  bornHost: HostAddress
+  storeHost: HostAddress
+  msgId: string
+}
 
 function getLong(dv: DataView, at: number): number {
   return dv.getInt32(at) * TWO_POW_32 + dv.getUint32(at + 4)
@@ -53,7 +61,7 @@ function text(bytes: Buffer, from: number, to: number): string {
 /** The bytes of one read, shared by its messages. */
 export class ReadBytes {
   /**
-   * @param records whole records, private to the store's messages (never handed out)
+   * @param records the records without their bodies, private to the store's messages (never handed out)
    * @param bodies the bodies, which messages hand out views of
    */
   constructor(
@@ -74,9 +82,13 @@ export class StoredMessage implements DecodedMessage {
   #topic: string | undefined = undefined
   #properties: Record<string, string> | undefined = undefined
   #keys: string[] | undefined = undefined
-  #full: DecodedMessage | null = null
+  #rare: RareFields | null = null
 
-  /** The record at `at` of bytes.records, whose body is bytes.bodies[bodyAt, bodyAt + bodyLength); checked whole before it gets here. */
+  /**
+   * The record whose fields start at `at` of bytes.records (the fields after the body follow the
+   * store host's, with no body between), and whose body is bytes.bodies[bodyAt, bodyAt +
+   * bodyLength); checked whole where it was stored before it gets here.
+   */
   constructor(bytes: ReadBytes, at: number, bodyAt: number, bodyLength: number) {
     this.#bytes = bytes
     this.#at = at
@@ -90,12 +102,12 @@ export class StoredMessage implements DecodedMessage {
     if (body === undefined) {
       const bodies = this.#bytes.bodies
       const end = this.#bodyAt + this.#bodyLength
-      // Buffer.from over the ArrayBuffer: the same view as subarray, made with fewer steps. Once
-      // the consumer transferred the buffer away (bodies.length is 0): empty, as every view of it.
-      body =
-        end <= bodies.length
-          ? Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
-          : Buffer.alloc(0)
+      // The only body of its read (a lookup) is the read's buffer itself. Otherwise Buffer.from
+      // over the ArrayBuffer: the same view as subarray, made with fewer steps. Once the consumer
+      // transferred the buffer away (bodies.length is 0): empty, as every view of it.
+      if (this.#bodyAt === 0 && end === bodies.length) body = bodies
+      else if (end <= bodies.length) body = Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
+      else body = Buffer.alloc(0)
       this.#body = body
     }
     return body
@@ -153,11 +165,15 @@ export class StoredMessage implements DecodedMessage {
     return getLong(this.#bytes.dv, this.#afterStoreHost() + 4)
   }
 
-  /** Where the topic's one-byte length lies in bytes.records: right after the body. */
+  /** Where the store host lies in bytes.records. */
+  #storeHostAt(sysFlag: number): number {
+    return this.#at + OFFSET_BORNHOST + bornHostLength(sysFlag) + STORE_HOST_AT
+  }
+
+  /** Where the topic's one-byte length lies in bytes.records: where the body was in the record. */
   #topicLengthAt(): number {
     const sysFlag = this.sysFlag
-    const storeHostAt = this.#at + OFFSET_BORNHOST + bornHostLength(sysFlag) + STORE_HOST_AT
-    return storeHostAt + storeHostLength(sysFlag) + BODY_AFTER_STORE_HOST + this.#bodyLength
+    return this.#storeHostAt(sysFlag) + storeHostLength(sysFlag) + BODY_AFTER_STORE_HOST
   }
 
   get topic(): string {
@@ -192,16 +208,16 @@ export class StoredMessage implements DecodedMessage {
   }
 
   get bornHost(): HostAddress {
-    return this.#decoded().bornHost
+    return this.#rareFields().bornHost
   }
 
   get storeHost(): HostAddress {
-    return this.#decoded().storeHost
+    return this.#rareFields().storeHost
   }
 
   /** The offset message id (store host and physical offset), not the client's UNIQ_KEY. */
   get msgId(): string {
-    return this.#decoded().msgId
+    return this.#rareFields().msgId
   }
 
   /** Every field, as a plain object (JSON.stringify, spreading, logging). */
@@ -229,14 +245,23 @@ export class StoredMessage implements DecodedMessage {
     }
   }
 
-  // The rarely read fields come from one full decode of the same bytes.
-  #decoded(): DecodedMessage {
-    if (this.#full === null) {
-      const full = decodeMessage(this.#bytes.records, this.#at, false)
-      // The constructor's caller located a valid record here, and the bytes are ours alone.
-      if (full === null) throw new Error('mqstore: a served record no longer decodes')
-      this.#full = full
+  // The rarely read fields, read from the same bytes as decodeMessage reads them.
+  #rareFields(): RareFields {
+    if (this.#rare === null) {
+      const dv = this.#bytes.dv
+      const sysFlag = this.sysFlag
+      const storeAt = this.#storeHostAt(sysFlag)
+      const storeEnd = storeAt + storeHostLength(sysFlag)
+      // The store host field is address ‖ port, exactly the head of the msgId.
+      let msgId = ''
+      for (let at = storeAt; at < storeEnd; at += 4) msgId += hex8(dv.getInt32(at))
+      msgId += hex8(dv.getInt32(this.#at + OFFSET_PHYSICALOFFSET)) + hex8(dv.getInt32(this.#at + OFFSET_PHYSICALOFFSET + 4))
+      this.#rare = {
+        bornHost: readHost(dv, this.#at + OFFSET_BORNHOST, (sysFlag & SysFlag.BORNHOST_V6) !== 0),
+        storeHost: readHost(dv, storeAt, (sysFlag & SysFlag.STOREHOST_V6) !== 0),
+        msgId,
+      }
     }
-    return this.#full
+    return this.#rare
   }
 }
