@@ -36,10 +36,8 @@ import type { MessageStoreConfig } from '../config.js'
 import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
-import { readSegmentBytes } from '../mapped/segment-io.js'
-import { descriptors } from '../mapped/descriptors.js'
+import { readSegmentBytes, startWriteBack } from '../mapped/segment-io.js'
 import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
-import { native } from '../../native.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
@@ -396,11 +394,7 @@ export class CommitLog {
     const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to - from < WRITE_BACK_STEP) return
     this.writeBackFrom = to
-    try {
-      descriptors.use(file.fileName, false, (fd) => native.writeBack(fd, from, to - from))
-    } catch {
-      // A hint: a write-back that cannot start changes nothing, and the next sync reports real errors.
-    }
+    startWriteBack(file.fileName, from, to)
   }
 
   /**

@@ -27,10 +27,9 @@ import {
   parseIndexFileName,
 } from './index-file.js'
 import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
-import { descriptors } from '../mapped/descriptors.js'
 import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
-import { native } from '../../native.js'
+import { startWriteBack } from '../mapped/segment-io.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
@@ -480,11 +479,7 @@ export class IndexService {
     const to = Math.floor(file.entriesEnd() / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to <= from) return
     this.writeBackFrom = to
-    try {
-      descriptors.use(file.fileName, false, (fd) => native.writeBack(fd, from, to - from))
-    } catch {
-      // A hint: a write-back that cannot start changes nothing, and the next sync reports real errors.
-    }
+    startWriteBack(file.fileName, from, to)
   }
 
   /**

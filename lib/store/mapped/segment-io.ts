@@ -50,6 +50,19 @@ export function checkLength(fileName: string, length: number, fileSize: number):
   }
 }
 
+/**
+ * Asks the kernel to start writing back bytes [from, to) of the file (sync_file_range on the libuv
+ * pool; nothing elsewhere than Linux). A hint that makes nothing durable: one that cannot start
+ * changes nothing, and the next sync reports real errors.
+ */
+export function startWriteBack(fileName: string, from: number, to: number): void {
+  try {
+    descriptors.use(fileName, false, (fd) => native.writeBack(fd, from, to - from))
+  } catch {
+    // A hint only (see above).
+  }
+}
+
 export function fsyncAsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())))
 }

@@ -5,9 +5,8 @@
 // wrote since (sync_file_range on the libuv pool, fire and forget), as the commit log does for its
 // own bytes (CommitLog.writeBackBehind). It makes nothing durable and moves no flushed position:
 // the flushes still do that, and find little left to write.
-import { descriptors } from '../mapped/descriptors.js'
 import { OS_PAGE_SIZE, type MappedFile } from '../mapped/mapped-file.js'
-import { native } from '../../native.js'
+import { startWriteBack } from '../mapped/segment-io.js'
 import type { ConsumeQueue } from './consume-queue.js'
 
 /** Units dispatched between two looks at the queues (a look costs one check per queue). */
@@ -34,10 +33,6 @@ export class QueueWriteBack {
     const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to - from < QUEUE_WRITE_BACK_STEP) return
     this.marks.set(file, to)
-    try {
-      descriptors.use(file.fileName, false, (fd) => native.writeBack(fd, from, to - from))
-    } catch {
-      // A hint: a write-back that cannot start changes nothing, and the next sync reports real errors.
-    }
+    startWriteBack(file.fileName, from, to)
   }
 }
