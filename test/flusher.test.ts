@@ -2,9 +2,14 @@
 // burst that filled several files must be flushed file after file in the same pass. Before, a
 // SYNC_FLUSH batch over more than four files answered FLUSH_DISK_TIMEOUT for every message, and
 // the periodic flush moved one file per interval, leaving the rest unsynced for seconds.
+// The group commit's rules, with msyncs held by the test: a put is acknowledged only by a sync
+// that covered its record, a failed sync fails every waiting put and stops syncing, and close
+// waits for the sync in flight.
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
-import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
+import { interposeNativeForTesting } from '../lib/native.js'
+import { MessageStore, type OpenOptions, type PutMessageResult } from '../lib/store/message-store.js'
+import { wrapMapHandle } from './helpers/map-handle.js'
 import { tempDir } from './helpers/tmp.js'
 
 const LOG_FILE = 64 * 1024
@@ -64,5 +69,158 @@ describe('flushing a burst that spans many small commit-log files', () => {
     expect(max).toBeGreaterThan(19 * LOG_FILE)
     // The pass the put woke must reach the end; one file per pass would take 20 minutes.
     await vi.waitFor(() => expect(store.stats().commitLogFlushedOffset).toBe(max), { timeout: 15_000, interval: 20 })
+  })
+})
+
+/** An msync of the commit log that completes (or fails) only when the test says so. */
+interface HeldSync {
+  offset: number
+  length: number
+  release(): void
+  fail(error: Error): void
+}
+
+/**
+ * Holds every async msync of a commit-log file (the only mapping of LOG_FILE bytes) once `hold`
+ * is set; the first flush of a new file (its creation fsync) is not an msync, so tests start
+ * holding after a first put.
+ */
+function holdCommitLogSyncs(): { held: HeldSync[]; calls: () => number; hold: (on: boolean) => void; restore: () => void } {
+  const held: HeldSync[] = []
+  let holding = false
+  let calls = 0
+  const restore = interposeNativeForTesting((original) => ({
+    map: (fd, length, writable) => {
+      const handle = original.map(fd, length, writable)
+      if (length !== LOG_FILE) return handle
+      return wrapMapHandle(handle, {
+        syncAsync: (offset, len) => {
+          if (!holding) return handle.syncAsync(offset, len)
+          calls++
+          return new Promise<void>((resolve, reject) => {
+            held.push({ offset, length: len, release: () => void handle.syncAsync(offset, len).then(resolve, reject), fail: reject })
+          })
+        },
+      })
+    },
+  }))
+  return { held, calls: () => calls, hold: (on) => void (holding = on), restore }
+}
+
+/** A put's result once it settles, or undefined while it waits. */
+function track(put: Promise<PutMessageResult>): { result: PutMessageResult | undefined } {
+  const out: { result: PutMessageResult | undefined } = { result: undefined }
+  void put.then((r) => {
+    out.result = r
+  })
+  return out
+}
+
+/** A few turns of the event loop: enough for anything not waiting on a held sync to settle. */
+async function turns(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve))
+}
+
+/** vi.waitFor with room for a loaded machine. */
+const until = (check: () => void) => vi.waitFor(check, { timeout: 10_000, interval: 5 })
+
+const eio = () => Object.assign(new Error('EIO: input/output error, msync'), { code: 'EIO', errno: -5, syscall: 'msync' })
+
+describe('the SYNC_FLUSH group commit', () => {
+  const stores: MessageStore[] = []
+  let syncs: ReturnType<typeof holdCommitLogSyncs>
+  afterEach(async () => {
+    syncs.hold(false)
+    for (const s of syncs.held.splice(0)) s.release()
+    for (const store of stores.splice(0)) await store.close()
+    syncs.restore()
+  })
+
+  async function open(options: OpenOptions = {}): Promise<MessageStore> {
+    syncs = holdCommitLogSyncs()
+    const store = await MessageStore.open(tempDir('mqstore-group-commit-'), { ...BASE, flushDiskType: 'SYNC_FLUSH', ...options })
+    stores.push(store)
+    // The file's first flush is its creation fsync; from the next one on, flushes are msyncs.
+    expect((await store.putMessage({ topic: 't', queueId: 0, body: 'first' })).status).toBe('PUT_OK')
+    syncs.hold(true)
+    return store
+  }
+
+  it('acknowledges a put only once a sync covering its record completed, and flushedWhere moves only then', async () => {
+    const store = await open()
+    const flushedBefore = store.stats().commitLogFlushedOffset
+    const a = track(store.putMessage({ topic: 't', queueId: 0, body: 'a' }))
+    await until(() => expect(syncs.held).toHaveLength(1))
+    await turns()
+    expect(a.result).toBeUndefined()
+    expect(store.stats().commitLogFlushedOffset).toBe(flushedBefore)
+    syncs.held.splice(0)[0].release()
+    await until(() => expect(a.result?.status).toBe('PUT_OK'))
+    const end = (a.result?.wroteOffset ?? 0) + (a.result?.wroteBytes ?? 0)
+    expect(store.stats().commitLogFlushedOffset).toBeGreaterThanOrEqual(end)
+  })
+
+  it('a put appended while a sync runs waits for a later sync: the running one did not cover it', async () => {
+    const store = await open()
+    const a = track(store.putMessage({ topic: 't', queueId: 0, body: 'a' }))
+    await until(() => expect(syncs.held).toHaveLength(1))
+    const first = syncs.held[0]
+    const b = track(store.putMessage({ topic: 't', queueId: 0, body: 'b' }))
+    await turns()
+    syncs.held.shift()?.release()
+    await until(() => expect(a.result?.status).toBe('PUT_OK'))
+    const aEnd = (a.result?.wroteOffset ?? 0) + (a.result?.wroteBytes ?? 0)
+    // The first sync's range ended at a's record; b is acknowledged by the next one only.
+    expect(first.offset + first.length).toBeLessThanOrEqual(aEnd)
+    await until(() => expect(syncs.held).toHaveLength(1))
+    await turns()
+    expect(b.result).toBeUndefined()
+    expect(store.stats().commitLogFlushedOffset).toBe(aEnd)
+    syncs.held.shift()?.release()
+    await until(() => expect(b.result?.status).toBe('PUT_OK'))
+    expect(store.stats().commitLogFlushedOffset).toBe((b.result?.wroteOffset ?? 0) + (b.result?.wroteBytes ?? 0))
+  })
+
+  it('a sync that fails while later puts wait: every waiting put gets FLUSH_DISK_TIMEOUT, no sync is tried again', async () => {
+    const store = await open({ syncFlushTimeout: 60_000 })
+    const flushedBefore = store.stats().commitLogFlushedOffset
+    const a = track(store.putMessage({ topic: 't', queueId: 0, body: 'a' }))
+    await until(() => expect(syncs.held).toHaveLength(1))
+    const b = track(store.putMessage({ topic: 't', queueId: 0, body: 'b' }))
+    const c = track(store.putMessage({ topic: 't', queueId: 0, body: 'c', properties: { WAIT: 'false' } }))
+    await turns()
+    syncs.held.shift()?.fail(eio())
+    await until(() => {
+      expect(a.result?.status).toBe('FLUSH_DISK_TIMEOUT')
+      expect(b.result?.status).toBe('FLUSH_DISK_TIMEOUT')
+    })
+    expect(c.result?.status).toBe('PUT_OK')
+    const callsAfterFailure = syncs.calls()
+    // The idle flush (every 10 ms) and a new put would sync again if the flusher retried.
+    expect((await store.putMessage({ topic: 't', queueId: 0, body: 'd' })).status).toBe('SERVICE_NOT_AVAILABLE')
+    await new Promise((resolve) => setTimeout(resolve, 60))
+    expect(syncs.calls()).toBe(callsAfterFailure)
+    expect(syncs.held).toHaveLength(0)
+    expect(store.stats().commitLogFlushedOffset).toBe(flushedBefore)
+    expect(store.stats().runningFlags.flags.map((f) => f.name)).toEqual(['NOT_WRITEABLE'])
+  })
+
+  it('close waits for the sync in flight, then acknowledges the put it covered', async () => {
+    const store = await open()
+    const a = track(store.putMessage({ topic: 't', queueId: 0, body: 'a' }))
+    await until(() => expect(syncs.held).toHaveLength(1))
+    let closed = false
+    const closing = store.close().then(() => {
+      closed = true
+    })
+    stores.splice(stores.indexOf(store), 1)
+    await turns(10)
+    expect(closed).toBe(false)
+    expect(a.result).toBeUndefined()
+    syncs.held.shift()?.release()
+    // Close's own final flush may sync again: let it.
+    syncs.hold(false)
+    await closing
+    expect(a.result?.status).toBe('PUT_OK')
   })
 })

@@ -195,6 +195,12 @@ export class CommitLogFlusher {
     // Start on the next microtask: the puts of this synchronous burst join this flush, and puts
     // that arrive while it runs form the next group, so two groups alternate and the disk is
     // never idle while producers work.
+    // One sync at a time, on purpose. Linux reports a writeback error once per open file, and every
+    // msync of a mapping goes through the same open file: with two in flight, the later one can
+    // take the error of the earlier one's pages while the earlier one returns success, so a group
+    // could be acknowledged only once every sync that overlapped it had completed, and that wait
+    // undoes the overlap. Measured too (issue 22's SYNC bench, a virtio disk): syncing a second group
+    // while the first was in flight gained nothing beyond the noise, and lost at a lower load.
     await Promise.resolve()
     const queue = this.commitLog.mappedFileQueue
     try {
