@@ -25,6 +25,10 @@ export class ScanMappings {
       const handle = i < from ? null : mapForScan(files[i])
       this.handles.push(handle)
       this.views.push(handle === null ? null : Buffer.from(handle.buffer))
+    }
+    // Every mmap first: a warm-up holds the process's mapping lock for reading, and an mmap waits for it.
+    for (let i = from; i < files.length; i++) {
+      const handle = this.handles[i]
       if (handle === null) continue
       // Best effort: a page that cannot be faulted in is met by the scan itself, which decides.
       if (i < files.length - 1) handle.warmAsync(0, handle.length).catch(() => undefined)
