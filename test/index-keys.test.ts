@@ -1,8 +1,18 @@
 // The keys a record is indexed under, and the index layout's decoders and slot formula.
 import { describe, expect, it } from 'vitest'
 
+import {
+  CheckedRecord,
+  checkRecord,
+  checkRecordInto,
+  DEFAULT_DELAY_TABLE,
+  encodeProperties,
+  isPrepareFailure,
+  prepareRecord,
+  writeRecord,
+} from '../lib/store/commitlog/record.js'
 import { SysFlag } from '../lib/store/commitlog/sys-flag.js'
-import { indexKeyHashesOf, indexKeysOf } from '../lib/store/index/index-keys.js'
+import { indexKeyHashesInto, indexKeyHashesOf, indexKeysOf } from '../lib/store/index/index-keys.js'
 import {
   hashSlotPosition,
   indexEntryPosition,
@@ -32,6 +42,60 @@ describe('indexKeyHashesOf', () => {
     const out = [1, 2, 3, 4, 5]
     expect(indexKeyHashesOf({ topic: 't', sysFlag: 0, uniqKey: undefined, keys: 'k' }, out)).toBe(out)
     expect(out).toEqual([indexKeyHash('t#k')])
+  })
+})
+
+/** A stored record of `topic` with these properties, as bytes. */
+function storedRecord(topic: string, sysFlag: number, properties: Record<string, string | undefined>): Buffer {
+  const prepared = prepareRecord(
+    {
+      topic,
+      queueId: 0,
+      body: Buffer.from('body'),
+      flag: 0,
+      sysFlag,
+      bornTimestamp: 1_700_000_000_000,
+      bornHost: { address: '127.0.0.1', port: 1 },
+      storeHost: { address: '127.0.0.1', port: 10911 },
+      reconsumeTimes: 0,
+      preparedTransactionOffset: 0,
+      propertiesString: encodeProperties(properties),
+    },
+    1024 * 1024,
+  )
+  if (isPrepareFailure(prepared)) throw new Error(prepared.reason)
+  const bytes = Buffer.alloc(prepared.length)
+  writeRecord(bytes, 0, prepared, 0, 0, 1_700_000_000_000)
+  return bytes
+}
+
+describe('indexKeyHashesInto a record still in its bytes (the recovery scan)', () => {
+  it('gives the hashes the decoded strings give: ASCII and UTF-8 keys, spaces anywhere, with and without UNIQ_KEY', () => {
+    const cases: [string, Record<string, string | undefined>][] = [
+      ['orders', { KEYS: 'k-1', UNIQ_KEY: 'AC11000100002A9F0000000000000001' }],
+      ['orders', { KEYS: '  a  b c ', TAGS: 't' }],
+      ['orders', { UNIQ_KEY: 'u' }],
+      ['t%x|y_-', { KEYS: 'clé sœur', UNIQ_KEY: 'ünï' }],
+      ['orders', { KEYS: ' ' }],
+      ['orders', { TAGS: 'only' }],
+      ['orders', { KEYS: Array.from({ length: 20 }, (_, i) => `k${i}`).join(' ') }],
+    ]
+    for (const [topic, properties] of cases) {
+      for (const sysFlag of [0, SysFlag.TRANSACTION_ROLLBACK]) {
+        const bytes = storedRecord(topic, sysFlag, properties)
+        const checked = new CheckedRecord()
+        expect(checkRecordInto(bytes, 0, bytes.length, true, DEFAULT_DELAY_TABLE, undefined, -1, checked)).toBe(true)
+        const decoded = checkRecord(bytes, 0, bytes.length, true)
+        expect(checked.keys).toBe(decoded.keys)
+        expect(checked.uniqKey).toBe(decoded.uniqKey)
+        const expected = indexKeyHashesOf(decoded)
+        const out = new Int32Array(16)
+        const count = indexKeyHashesInto(checked, out)
+        expect(count).toBe(expected.length)
+        expect([...out.subarray(0, Math.min(count, out.length))]).toEqual(expected.slice(0, out.length))
+        expect(indexKeyHashesOf(checked)).toEqual(expected)
+      }
+    }
   })
 })
 

@@ -205,7 +205,7 @@ describe('old commit-log files in a store', () => {
     expect(atClose.commitLogFlushedOffset).toBe(atClose.commitLogMaxOffset)
   })
 
-  it('after a normal recovery (no shutdown record) the scanned old files are unmapped once idle', async () => {
+  it('after a normal recovery (no shutdown record) the scanned old files are not left mapped', async () => {
     const dir = tempDir('mqstore-lazylog-')
     await writeLog(dir, 20 * 59, BASE)
     // Without the record of the clean close (its magic at byte 64 of the checkpoint zeroed), a
@@ -217,9 +217,10 @@ describe('old commit-log files in a store', () => {
     let now = 1_000_000
     const store = await open(dir, { ...BASE, clock: { now: () => now }, mappingIdleMs: 1_000, flushIntervalConsumeQueue: 10 })
     expect(store.stats().recovery?.scannedBytes).toBeGreaterThan(LOG_FILE)
-    // The two old files of the scan are in the budget (with the consume-queue files the queues' recovery read).
-    expect(store.stats().mapping.mappedBytes).toBeGreaterThanOrEqual(2 * LOG_FILE)
-    if (onLinux) expect(mappedLogFiles(dir).size).toBe(3)
+    // The scan read the old files through read-only mappings of its own (scan-mappings.ts), gone
+    // when it ended: only the last file, which the store appends to, is mapped.
+    expect(store.stats().mapping.mappedBytes).toBeLessThan(2 * LOG_FILE)
+    if (onLinux) expect(mappedLogFiles(dir).size).toBe(1)
     now += 2_000
     await vi.waitFor(() => expect(store.stats().mapping.mappedFiles).toBe(0), { timeout: 10_000, interval: 10 })
     if (onLinux) expect(mappedLogFiles(dir).size).toBe(1)

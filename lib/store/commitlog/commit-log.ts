@@ -37,6 +37,7 @@ import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import { readSegmentBytes, startWriteBack } from '../mapped/segment-io.js'
+import { ScanMappings } from './scan-mappings.js'
 import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
@@ -474,14 +475,14 @@ export class CommitLog {
 
   // ---- recovery -----------------------------------------------------------------------------
 
-  /** The mapped files from `files[startIndex]` on, as the recovery scan reads them. */
-  private scanSource(): ScanSource {
+  /** The files from `files[startIndex]` on, as the recovery scan reads them (scan-mappings.ts). */
+  private scanSource(mappings: ScanMappings): ScanSource {
     const files = this.mappedFileQueue.mappedFiles
     return {
       fileCount: files.length,
       fileSize: this.config.mappedFileSizeCommitLog,
       fileStart: (index) => files[index].fileFromOffset,
-      read: (index, from, to) => files[index].readableBuffer().subarray(from, to),
+      read: (index, from, to) => mappings.read(index, from, to),
     }
   }
 
@@ -491,9 +492,16 @@ export class CommitLog {
     onProgress: RecoveryProgress | null,
     resume: ScanResume | null = null,
   ): RecoveryOutcome {
-    const outcome = scanRecords(this.scanSource(), startIndex, this.config.checkCRCOnRecover, onRecord, onProgress, this.views, resume)
-    this.lastRecordOffset = outcome.lastRecordOffset
-    return outcome
+    const mappings = new ScanMappings(this.mappedFileQueue.mappedFiles, startIndex)
+    try {
+      const source = this.scanSource(mappings)
+      const outcome = scanRecords(source, startIndex, this.config.checkCRCOnRecover, onRecord, onProgress, this.views, resume)
+      this.lastRecordOffset = outcome.lastRecordOffset
+      return outcome
+    } finally {
+      this.views.clear()
+      mappings.close()
+    }
   }
 
   /**

@@ -27,9 +27,13 @@ import {
   writeTagsAndKeys,
 } from './properties.js'
 import { DEFAULT_DELAY_TABLE, validateTopic } from './record-names.js'
+import { isAsciiRange, MAX_TOPIC_CACHE, parseIntBytes, readText, readTopic, utf8Slice } from './record-text.js'
+import { CheckedRecord, fail, failed, type DispatchRequest } from './dispatch-request.js'
 
 export * from './properties.js'
 export * from './record-names.js'
+export { latin1Slice, utf8Slice, type Slice } from './record-text.js'
+export { blankDispatchRequest, CheckedRecord, type CheckStatus, type DispatchRequest } from './dispatch-request.js'
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -246,10 +250,9 @@ class EncodedRecord implements PreparedRecord {
   }
 }
 
-// Module-level caches (topic bytes here, decoded topics and checked topics below) are shared by
+// Module-level caches (topic bytes here, decoded topics in record-text.ts) are shared by
 // every store in the process. That is safe: they hold topic text and small copies of its bytes,
 // never a view of a mapping, are bounded (cleared when full), and a stale entry is still correct.
-const MAX_TOPIC_CACHE = 4096
 /** Valid topics seen so far → their bytes (ASCII, so one byte per character). */
 const topicCache = new Map<string, Uint8Array>()
 
@@ -484,128 +487,8 @@ export function writeBlank(target: Buffer, pos: number, maxBlank: number, views?
 // ---------------------------------------------------------------------------------------------
 // Checking (dispatch and recovery)
 
-export type CheckStatus = 'OK' | 'BLANK' | 'BAD' | 'LENGTH_MISMATCH'
-
-export interface DispatchRequest {
-  status: CheckStatus
-  /** TOTALSIZE for OK and LENGTH_MISMATCH, 0 for BLANK, -1 for BAD. */
-  size: number
-  /** For BAD and LENGTH_MISMATCH: what failed. */
-  reason?: string
-  // The fields below are meaningful for OK only (zero / empty otherwise).
-  topic: string
-  queueId: number
-  queueOffset: number
-  commitLogOffset: number
-  sysFlag: number
-  bornTimestamp: number
-  storeTimestamp: number
-  preparedTransactionOffset: number
-  tagsCode: number
-  keys: string | undefined
-  uniqKey: string | undefined
-  bodyCRC: number
-}
-
-/** A dispatch request with every field empty, for a writer that fills one in again and again. */
-export function blankDispatchRequest(): DispatchRequest {
-  return failed('OK', 0, undefined)
-}
-
-function failed(status: CheckStatus, size: number, reason: string | undefined): DispatchRequest {
-  return {
-    status,
-    size,
-    reason,
-    topic: '',
-    queueId: 0,
-    queueOffset: 0,
-    commitLogOffset: 0,
-    sysFlag: 0,
-    bornTimestamp: 0,
-    storeTimestamp: 0,
-    preparedTransactionOffset: 0,
-    tagsCode: 0,
-    keys: undefined,
-    uniqKey: undefined,
-    bodyCRC: 0,
-  }
-}
-
-export type Slice = (this: Buffer, start: number, end: number) => string
-const bufferInternals = Buffer.prototype as unknown as { latin1Slice?: Slice; utf8Slice?: Slice }
-// Buffer's own decoders, without toString's argument handling; the public form otherwise.
-export const latin1Slice: Slice =
-  bufferInternals.latin1Slice ??
-  function (this: Buffer, start: number, end: number): string {
-    return this.toString('latin1', start, end)
-  }
-export const utf8Slice: Slice =
-  bufferInternals.utf8Slice ??
-  function (this: Buffer, start: number, end: number): string {
-    return this.toString('utf8', start, end)
-  }
-
-/** Decoded topics keyed by the Java hash of their bytes (ASCII topics only). */
-const topicTextCache = new Map<number, string>()
-
-/** Topics of records that checkRecord found valid (a cache of validateTopic results). */
-const checkedTopics = new Set<string>()
-
-function readTopic(buf: Buffer, start: number, length: number): string {
-  // A cache key: the Java hash of the (ASCII) bytes, computed in the same pass as the ASCII test.
-  let h = 0
-  let high = 0
-  for (let i = start, end = start + length; i < end; i++) {
-    const b = buf[i]
-    high |= b
-    h = (Math.imul(31, h) + b) | 0
-  }
-  if (high >= 0x80) return utf8Slice.call(buf, start, start + length)
-  const cached = topicTextCache.get(h)
-  if (cached !== undefined && cached.length === length) {
-    let same = true
-    for (let i = 0; i < length; i++) {
-      if (cached.charCodeAt(i) !== buf[start + i]) {
-        same = false
-        break
-      }
-    }
-    if (same) return cached
-  }
-  const text = latin1Slice.call(buf, start, start + length)
-  if (topicTextCache.size >= MAX_TOPIC_CACHE) topicTextCache.clear()
-  topicTextCache.set(h, text)
-  return text
-}
-
-/** Text of buf[start, end): latin1 is exact for ASCII and cheaper than UTF-8 decoding. */
-function readText(buf: Buffer, start: number, end: number, ascii: boolean): string {
-  return ascii ? latin1Slice.call(buf, start, end) : utf8Slice.call(buf, start, end)
-}
-
-function isAsciiRange(buf: Buffer, start: number, end: number): boolean {
-  let bits = 0
-  for (let i = start; i < end; i++) bits |= buf[i]
-  return bits < 0x80
-}
-
-/** Java Integer.parseInt over ASCII bytes; NaN when it would throw. */
-function parseIntBytes(buf: Buffer, start: number, end: number): number {
-  let i = start
-  let negative = false
-  if (i < end && (buf[i] === 0x2d || buf[i] === 0x2b)) negative = buf[i++] === 0x2d
-  if (i === end) return NaN
-  let v = 0
-  for (; i < end; i++) {
-    const d = buf[i] - 0x30
-    if (d < 0 || d > 9) return NaN
-    v = v * 10 + d
-    if (v > 2147483648) return NaN
-  }
-  if (negative) return -v
-  return v > INT32_MAX ? NaN : v
-}
+/** checkRecord's own, emptied after each use. */
+const CHECK_SCRATCH = new CheckedRecord()
 
 /** The int32 a big-endian read of s.slice(at, at + 4) gives (s ASCII). */
 function wordOf(s: string, at: number): number {
@@ -642,28 +525,67 @@ export function checkRecord(
   views?: DataViewCache,
   bodyCrc = -1,
 ): DispatchRequest {
+  const checked = CHECK_SCRATCH
+  checkRecordInto(buf, pos, limit, checkCRC, delayLevelTable, views, bodyCrc, checked)
+  const request = checked.status === 'OK' ? requestOf(checked) : failed(checked.status, checked.size, checked.reason)
+  checked.release()
+  return request
+}
+
+/** A checked record as a plain DispatchRequest of its own, keys decoded. */
+export function requestOf(c: CheckedRecord): DispatchRequest {
+  return {
+    status: c.status,
+    size: c.size,
+    reason: c.reason,
+    topic: c.topic,
+    queueId: c.queueId,
+    queueOffset: c.queueOffset,
+    commitLogOffset: c.commitLogOffset,
+    sysFlag: c.sysFlag,
+    bornTimestamp: c.bornTimestamp,
+    storeTimestamp: c.storeTimestamp,
+    preparedTransactionOffset: c.preparedTransactionOffset,
+    tagsCode: c.tagsCode,
+    keys: c.keys,
+    uniqKey: c.uniqKey,
+    bodyCRC: c.bodyCRC,
+  }
+}
+
+/** checkRecord into `out` (see CheckedRecord): the same checks and decisions, nothing allocated; true when OK. */
+export function checkRecordInto(
+  buf: Buffer,
+  pos: number,
+  limit: number,
+  checkCRC: boolean,
+  delayLevelTable: readonly number[],
+  views: DataViewCache | undefined,
+  bodyCrc: number,
+  out: CheckedRecord,
+): boolean {
   const end = limit < buf.length ? limit : buf.length
   if (!Number.isInteger(pos) || pos < 0 || pos + END_FILE_MIN_BLANK_LENGTH > end) {
-    return failed('BAD', -1, 'bounds: no record header before the limit')
+    return fail(out, 'BAD', -1, 'bounds: no record header before the limit')
   }
   const dv = dataViewOf(buf, views)
   const totalSize = dv.getInt32(pos + OFFSET_TOTALSIZE)
   const magic = dv.getInt32(pos + OFFSET_MAGIC)
   if (magic !== MESSAGE_MAGIC_CODE) {
-    if (magic === BLANK_MAGIC_CODE) return failed('BLANK', 0, undefined)
+    if (magic === BLANK_MAGIC_CODE) return fail(out, 'BLANK', 0, undefined)
     const why =
       magic === MESSAGE_MAGIC_CODE_V2 ? 'magic: a v2 record (RocketMQ 5.1+), not supported' : `magic: unknown magic code 0x${hex8(magic)}`
-    return failed('BAD', -1, why)
+    return fail(out, 'BAD', -1, why)
   }
   if (totalSize < MIN_RECORD_LENGTH || totalSize > end - pos) {
-    return failed('BAD', -1, `bounds: TOTALSIZE ${totalSize} is below ${MIN_RECORD_LENGTH} or runs past the limit`)
+    return fail(out, 'BAD', -1, `bounds: TOTALSIZE ${totalSize} is below ${MIN_RECORD_LENGTH} or runs past the limit`)
   }
 
   const sysFlag = dv.getInt32(pos + OFFSET_SYSFLAG)
   const bornEnd = pos + OFFSET_BORNHOST + bornHostLength(sysFlag)
   const storeEnd = bornEnd + REL_STOREHOST + storeHostLength(sysFlag)
   const bodyAt = storeEnd + REL_BODY
-  if (bodyAt > end) return failed('BAD', -1, 'bounds: header runs past the limit')
+  if (bodyAt > end) return fail(out, 'BAD', -1, 'bounds: header runs past the limit')
   const bodyCRC = dv.getInt32(pos + OFFSET_BODYCRC)
   const queueId = dv.getInt32(pos + OFFSET_QUEUEID)
   const queueOffset = getInt64(dv, pos + OFFSET_QUEUEOFFSET)
@@ -676,47 +598,42 @@ export function checkRecord(
   let bodyEnd = bodyAt
   if (bodyLength > 0) {
     bodyEnd = bodyAt + bodyLength
-    if (bodyEnd > end) return failed('BAD', -1, 'bounds: body runs past the limit')
+    if (bodyEnd > end) return fail(out, 'BAD', -1, 'bounds: body runs past the limit')
     if (checkCRC && (bodyCrc >= 0 ? bodyCrc : bodyCrcAt(buf, bodyAt, bodyEnd - bodyAt)) !== bodyCRC) {
-      return failed('BAD', -1, 'crc: body CRC does not match BODYCRC')
+      return fail(out, 'BAD', -1, 'crc: body CRC does not match BODYCRC')
     }
   }
-  if (bodyEnd + REL_TOPIC > end) return failed('BAD', -1, 'bounds: topic length runs past the limit')
+  if (bodyEnd + REL_TOPIC > end) return fail(out, 'BAD', -1, 'bounds: topic length runs past the limit')
   const topicLength = dv.getInt8(bodyEnd + REL_TOPICLENGTH)
-  if (topicLength < 0) return failed('BAD', -1, `length: negative topic length ${topicLength}`)
+  if (topicLength < 0) return fail(out, 'BAD', -1, `length: negative topic length ${topicLength}`)
   const topicAt = bodyEnd + REL_TOPIC
   const topicEnd = topicAt + topicLength
-  if (topicEnd + REL_PROPERTIES > end) return failed('BAD', -1, 'bounds: topic runs past the limit')
-  const topic = readTopic(buf, topicAt, topicLength)
+  if (topicEnd + REL_PROPERTIES > end) return fail(out, 'BAD', -1, 'bounds: topic runs past the limit')
+  const topicText = readTopic(buf, topicAt, topicLength)
+  const topic = topicText.text
   // The body CRC does not cover the header: a damaged queue id or topic must not pass as data
   // (the topic names a directory, the queue id an index).
-  if (queueId < 0) return failed('BAD', -1, `header: negative queue id ${queueId}`)
-  if (!checkedTopics.has(topic)) {
-    const why = validateTopic(topic)
-    if (why !== null) return failed('BAD', -1, `header: invalid topic (${why})`)
-    if (checkedTopics.size >= MAX_TOPIC_CACHE) checkedTopics.clear()
-    checkedTopics.add(topic)
-  }
+  if (queueId < 0) return fail(out, 'BAD', -1, `header: negative queue id ${queueId}`)
+  const why = topicText.invalidReason()
+  if (why !== null) return fail(out, 'BAD', -1, `header: invalid topic (${why})`)
   const propsLength = dv.getInt16(topicEnd + REL_PROPERTIESLENGTH)
   const propsAt = topicEnd + REL_PROPERTIES
 
   let tagsCode = 0
-  let keys: string | undefined
-  let uniqKey: string | undefined
+  let keysAt = -1
+  let keysEnd = 0
+  let keysAscii = true
+  let uniqAt = -1
+  let uniqEnd = 0
+  let uniqAscii = true
   if (propsLength > 0) {
     const propsEnd = propsAt + propsLength
-    if (propsEnd > end) return failed('BAD', -1, 'bounds: properties run past the limit')
+    if (propsEnd > end) return fail(out, 'BAD', -1, 'bounds: properties run past the limit')
     // The checks of a scan (NUL bytes, pairs without 0x01, UTF-8) fold into the walk below; the
     // rare property string that may fail one is judged by the full checks after it.
     let suspect = false
     // Scan the bytes for the four names the store needs, without decoding the whole string. The
     // separators are ASCII, so byte positions give the same pairs as RocketMQ's parse of the text.
-    let keysAt = -1
-    let keysEnd = 0
-    let keysAscii = true
-    let uniqAt = -1
-    let uniqEnd = 0
-    let uniqAscii = true
     let tagsAt = -1
     let tagsEnd = 0
     let tagsAscii = true
@@ -766,11 +683,9 @@ export function checkRecord(
     }
     if (checkCRC && suspect) {
       const nul = buf.indexOf(0, propsAt)
-      if (nul >= 0 && nul < propsEnd) return failed('BAD', -1, 'properties: a NUL byte (zeros of a torn write)')
-      if (!propertiesAreWellFormed(buf, propsAt, propsEnd)) return failed('BAD', -1, 'properties: a pair without 0x01, or not UTF-8')
+      if (nul >= 0 && nul < propsEnd) return fail(out, 'BAD', -1, 'properties: a NUL byte (zeros of a torn write)')
+      if (!propertiesAreWellFormed(buf, propsAt, propsEnd)) return fail(out, 'BAD', -1, 'properties: a pair without 0x01, or not UTF-8')
     }
-    if (keysAt >= 0) keys = readText(buf, keysAt, keysEnd, keysAscii)
-    if (uniqAt >= 0) uniqKey = readText(buf, uniqAt, uniqEnd, uniqAscii)
     if (tagsAt >= 0) {
       if (tagsAscii) {
         tagsCode = continueJavaBytesHash(0, buf, tagsAt, tagsEnd)
@@ -780,7 +695,7 @@ export function checkRecord(
     }
     if (delayAt >= 0 && topicLength === SCHEDULE_TOPIC_LENGTH && topic === SCHEDULE_TOPIC) {
       let level = parseIntBytes(buf, delayAt, delayEnd)
-      if (Number.isNaN(level)) return failed('BAD', -1, 'delay: DELAY is not an integer')
+      if (Number.isNaN(level)) return fail(out, 'BAD', -1, 'delay: DELAY is not an integer')
       if (level > delayLevelTable.length) level = delayLevelTable.length
       if (level > 0) {
         const delay = delayLevelTable[level - 1]
@@ -791,25 +706,30 @@ export function checkRecord(
 
   const expected = recordLength(sysFlag, bodyLength, topicLength, propsLength)
   if (expected !== totalSize) {
-    return failed('LENGTH_MISMATCH', totalSize, `length: fields add up to ${expected} bytes, TOTALSIZE is ${totalSize}`)
+    return fail(out, 'LENGTH_MISMATCH', totalSize, `length: fields add up to ${expected} bytes, TOTALSIZE is ${totalSize}`)
   }
-  return {
-    status: 'OK',
-    size: totalSize,
-    reason: undefined,
-    topic,
-    queueId,
-    queueOffset,
-    commitLogOffset,
-    sysFlag,
-    bornTimestamp,
-    storeTimestamp,
-    preparedTransactionOffset,
-    tagsCode,
-    keys,
-    uniqKey,
-    bodyCRC,
-  }
+  out.status = 'OK'
+  out.size = totalSize
+  out.reason = undefined
+  out.topic = topic
+  out.topicHash = topicText.hash
+  out.queueId = queueId
+  out.queueOffset = queueOffset
+  out.commitLogOffset = commitLogOffset
+  out.sysFlag = sysFlag
+  out.bornTimestamp = bornTimestamp
+  out.storeTimestamp = storeTimestamp
+  out.preparedTransactionOffset = preparedTransactionOffset
+  out.tagsCode = tagsCode
+  out.bodyCRC = bodyCRC
+  out.bytes = buf
+  out.keysAt = keysAt
+  out.keysEnd = keysEnd
+  out.keysAscii = keysAscii
+  out.uniqAt = uniqAt
+  out.uniqEnd = uniqEnd
+  out.uniqAscii = uniqAscii
+  return true
 }
 
 /**
@@ -877,7 +797,7 @@ export function decodeMessage(buf: Buffer, pos: number, copyBody: boolean, views
   const keysText = properties[PropertyName.KEYS]
   const view = buf.subarray(bodyAt, bodyEnd)
   return {
-    topic: readTopic(buf, topicAt, topicLength),
+    topic: readTopic(buf, topicAt, topicLength).text,
     queueId: dv.getInt32(pos + OFFSET_QUEUEID),
     queueOffset: getInt64(dv, pos + OFFSET_QUEUEOFFSET),
     commitLogOffset: getInt64(dv, pos + OFFSET_PHYSICALOFFSET),

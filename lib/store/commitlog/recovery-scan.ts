@@ -14,7 +14,16 @@
 // A bad record is torn (classifyDamage) when nothing but zeros follows its claimed extent, to the
 // end of its file and through every later file, and that extent hides no valid record: the tail
 // of an append a crash cut short. Anything else is corruption; the corruption policy decides.
-import { MESSAGE_MAGIC_CODE, MIN_RECORD_LENGTH, checkRecord, type DispatchRequest } from './record.js'
+import {
+  CheckedRecord,
+  checkRecord,
+  checkRecordInto,
+  DEFAULT_DELAY_TABLE,
+  MESSAGE_MAGIC_CODE,
+  MIN_RECORD_LENGTH,
+  requestOf,
+  type DispatchRequest,
+} from './record.js'
 import { dataViewOf, type DataViewCache } from '../bytes.js'
 import { CrcPrefetch } from './crc-prefetch.js'
 
@@ -28,7 +37,10 @@ export interface RecoveryDamage {
   reason: string
 }
 
-/** Called for every valid record a recovery walks over (abnormal recovery re-dispatches them). */
+/**
+ * Called for every valid record a recovery walks over (abnormal recovery re-dispatches them). The
+ * request is one object the scan fills in again for each record: valid during the call only.
+ */
 export type RecoveredRecordHandler = (request: DispatchRequest) => void
 
 /** Progress of a recovery scan: bytes checked so far, of the bytes it may have to check. */
@@ -62,6 +74,12 @@ export interface ScanSource {
 
 export type ScanStep = { kind: 'record'; request: DispatchRequest } | { kind: 'blank' } | { kind: 'end' } | { kind: 'bad'; reason: string }
 
+/** What scanStepInto found at a position (the record itself, or why it is bad, is in its `out`). */
+export const STEP_RECORD = 0
+export const STEP_BLANK = 1
+export const STEP_END = 2
+export const STEP_BAD = 3
+
 /**
  * Decides what is at buf[pos], where buf holds file bytes from position `bufStart` of a file that
  * starts at commit-log offset `fileStart`, up to at least the end of the record there (or the end
@@ -76,17 +94,48 @@ export function scanStep(
   views?: DataViewCache,
   bodyCrc = -1,
 ): ScanStep {
-  const request = checkRecord(buf, pos, limit, checkCRC, undefined, views, bodyCrc)
-  if (request.status === 'OK') {
-    if (request.commitLogOffset !== atOffset) {
-      return { kind: 'bad', reason: `header: physical offset ${request.commitLogOffset} at position ${atOffset}` }
+  const checked = STEP_SCRATCH
+  const kind = scanStepInto(buf, pos, limit, atOffset, checkCRC, views, bodyCrc, checked)
+  const step: ScanStep =
+    kind === STEP_RECORD
+      ? { kind: 'record', request: requestOf(checked) }
+      : kind === STEP_BLANK
+        ? { kind: 'blank' }
+        : kind === STEP_END
+          ? { kind: 'end' }
+          : { kind: 'bad', reason: checked.reason ?? checked.status }
+  checked.release()
+  return step
+}
+
+const STEP_SCRATCH = new CheckedRecord()
+
+/**
+ * scanStep into `out`, for a scan that keeps one CheckedRecord: STEP_RECORD (the record is in
+ * `out`), STEP_BLANK, STEP_END, or STEP_BAD (the reason is `out.reason ?? out.status`).
+ */
+export function scanStepInto(
+  buf: Buffer,
+  pos: number,
+  limit: number,
+  atOffset: number,
+  checkCRC: boolean,
+  views: DataViewCache | undefined,
+  bodyCrc: number,
+  out: CheckedRecord,
+): number {
+  checkRecordInto(buf, pos, limit, checkCRC, DEFAULT_DELAY_TABLE, views, bodyCrc, out)
+  if (out.status === 'OK') {
+    if (out.commitLogOffset !== atOffset) {
+      out.reason = `header: physical offset ${out.commitLogOffset} at position ${atOffset}`
+      return STEP_BAD
     }
-    if (request.size > 0) return { kind: 'record', request }
+    if (out.size > 0) return STEP_RECORD
   }
-  if (request.status === 'BLANK') return { kind: 'blank' }
+  if (out.status === 'BLANK') return STEP_BLANK
   // Zeros after the last record are the normal end of the log; anything else is damage.
-  if (isZero(buf, pos, Math.min(limit, pos + 8))) return { kind: 'end' }
-  return { kind: 'bad', reason: request.reason ?? request.status }
+  if (isZero(buf, pos, Math.min(limit, pos + 8))) return STEP_END
+  return STEP_BAD
 }
 
 const ZEROS = Buffer.alloc(64 * 1024)
@@ -192,23 +241,25 @@ export function scanRecords(
   let damage: RecoveryDamage | null = null
   // Body CRCs a chunk of records at a time (one native call each), not one call per record.
   const prefetch = checkCRC ? new CrcPrefetch() : null
+  // One request for the whole scan, filled in again for each record.
+  const record = new CheckedRecord()
   onProgress?.(0, totalBytes)
   for (;;) {
     const at = src.fileStart(index) + pos
     const bodyCrc = prefetch === null ? -1 : prefetch.crcAt(buf, pos, fileSize, dv)
-    const step = scanStep(buf, pos, fileSize, at, checkCRC, views, bodyCrc)
-    if (step.kind === 'record') {
-      if (onRecord !== null) onRecord(step.request)
+    const step = scanStepInto(buf, pos, fileSize, at, checkCRC, views, bodyCrc, record)
+    if (step === STEP_RECORD) {
+      if (onRecord !== null) onRecord(record)
       lastRecordOffset = at
-      pos += step.request.size
-      scannedBytes += step.request.size
+      pos += record.size
+      scannedBytes += record.size
       if (scannedBytes >= nextReport) {
         onProgress?.(scannedBytes, totalBytes)
         nextReport = scannedBytes + PROGRESS_STEP_BYTES
       }
       continue
     }
-    if (step.kind === 'blank') {
+    if (step === STEP_BLANK) {
       scannedBytes += fileSize - pos
       if (index + 1 >= src.fileCount) break
       index += 1
@@ -217,9 +268,10 @@ export function scanRecords(
       pos = 0
       continue
     }
-    if (step.kind === 'bad') damage = classifyDamage(src, index, pos, step.reason)
+    if (step === STEP_BAD) damage = classifyDamage(src, index, pos, record.reason ?? record.status)
     break
   }
+  record.release()
   onProgress?.(totalBytes, totalBytes)
   return { processOffset: src.fileStart(index) + pos, damage, stoppedAt: damage, scannedBytes, lastRecordOffset }
 }
