@@ -413,7 +413,16 @@ export class IndexFile {
         this.indexCount--
         removed++
       }
-      this.setEndPhyOffset(this.indexCount > 1 ? phyAt(this.indexCount - 1) : this.beginPhyOffset, v)
+      if (this.indexCount > 1) {
+        this.setEndPhyOffset(phyAt(this.indexCount - 1), v)
+      } else {
+        // Emptied (its first record was the one cut): a header as new, claiming no record; an end
+        // at its begin would name the cut record as seen, and the replay would skip it.
+        this.setBeginPhyOffset(0, v)
+        this.setEndPhyOffset(0, v)
+        this.setBeginTimestamp(0, v)
+        this.setEndTimestamp(0, v)
+      }
     }
     v.setInt32(INDEX_COUNT_OFFSET, this.indexCount)
     v.setInt32(HASH_SLOT_COUNT_OFFSET, this.hashSlotCount)

@@ -195,6 +195,10 @@ export class IndexService {
         `${file.fileName} covers commit-log offsets from ${file.getBeginPhyOffset()}, before the end (${broken.previousEnd}) of the file before it`,
       )
     }
+    // The file being written when the process died may hold a put cut short: undo it, so the
+    // replay indexes its record again (IndexFile.cutInterruptedRecord). First, so that a file the
+    // cut empties (a roll just before the crash) goes with the trailing empty files below.
+    if (!lastExitOK && afterProcessCrash && !this.readOnly) loaded.at(-1)?.cutInterruptedRecord()
     // Trailing files without entries go (the next key rolls a new one): the open-time check of
     // the index against the commit log reads the last file's header, and an empty last file
     // (a roll, or a header a power cut left zeroed) would hide a full file before it that
@@ -204,9 +208,6 @@ export class IndexService {
       empty.destroy(0)
       syncDirectory(empty.fileName)
     }
-    // The file being written when the process died may hold a put cut short: undo it, so the
-    // replay indexes its record again (IndexFile.cutInterruptedRecord).
-    if (!lastExitOK && afterProcessCrash && !this.readOnly) loaded.at(-1)?.cutInterruptedRecord()
     for (const file of loaded) if (file.getIndexCount() > 1) this.lastIndexedOffset = file.getEndPhyOffset()
     this.files.push(...loaded)
     const last = this.lastFile()

@@ -268,8 +268,9 @@ export function replayDerivedFiles(host: ReplayHost): ReplayOutcome {
   const files = host.indexFiles
   let indexEnd = files === null ? null : files.length === 0 ? minOffset : files[files.length - 1].getEndPhyOffset()
   // The index's end names the last record it saw; when that is the log's last record, the index
-  // needs nothing from the log (a clean open then reads, and maps, no commit-log file).
-  if (indexEnd !== null && files !== null && files.length > 0 && indexEnd === commitLog.lastRecordOffset)
+  // needs nothing from the log (a clean open then reads, and maps, no commit-log file). An end of
+  // 0 may be a file emptied by a crash's cut (IndexFile.cutInterruptedRecord): one record to replay.
+  if (indexEnd !== null && indexEnd > 0 && files !== null && files.length > 0 && indexEnd === commitLog.lastRecordOffset)
     indexEnd = commitLog.getMaxOffset()
   dispatcher.reputFromOffset = reputStart({
     commitLogMinOffset: minOffset,
