@@ -569,7 +569,21 @@ export class IndexFile {
     this.flushedChanges = changes
   }
 
-  /** The same, with msync on the libuv pool; the file stays mapped until it completes. */
+  /**
+   * Forces entry-table bytes [from, to) to disk on the libuv pool: a burst's sync behind the writer
+   * (IndexService.kickWriteback). The slot table is left alone: a sync makes the pages it cleans
+   * read-only to the writer, and the next key into each slot page would fault.
+   */
+  async syncEntriesAsync(from: number, to: number): Promise<void> {
+    const mapped = this.mappedFile
+    if (this.readOnly || !mapped.isAvailable() || to <= from) return
+    mapped.flushedPosition = from
+    mapped.wrotePosition = to
+    mapped.committedPosition = to
+    await mapped.flushAsync(0)
+  }
+
+  /** The same as flush, with msync on the libuv pool; the file stays mapped until it completes. */
   async flushAsync(): Promise<void> {
     const changes = this.changes
     if (!this.prepareFlush()) return

@@ -29,7 +29,6 @@ import {
 import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
 import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
-import { startWriteBack } from '../mapped/segment-io.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 
 /** Upper bound on the offsets one index query returns (RocketMQ's maxMsgsNumBatch). */
@@ -463,11 +462,13 @@ export class IndexService {
   }
 
   /**
-   * Starts the kernel's write-back of the entries `file` gained since the last call, whole pages
-   * behind the writer (sync_file_range on the libuv pool; see WRITEBACK_KICK_ENTRIES). Only the
-   * entry table, written in order: syncing the slot table too (random writes) made every one of
-   * its pages clean, and the next put to each paid a write fault. It makes nothing durable; the
-   * flushes still do, and find the entries written.
+   * Starts a sync of the entries `file` gained since the last call, whole pages behind the writer,
+   * on the libuv pool without waiting for it (see WRITEBACK_KICK_ENTRIES). Only the entry table,
+   * written in order: syncing the slot table too (random writes) made every one of its pages clean,
+   * and the next put to each paid a write fault. A sync rather than a mere write-back: it also
+   * empties the disk's cache as the burst goes, which close would otherwise wait for all at once.
+   * Its completion is not needed to start the next one: within a burst that never yields, none
+   * completes in JavaScript's eyes. A failure is kept like a roll's, and close's flush reports it.
    */
   private kickWriteback(file: IndexFile): void {
     this.putsSinceKick = 0
@@ -480,7 +481,9 @@ export class IndexService {
     const to = Math.floor(file.entriesEnd() / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to <= from) return
     this.writeBackFrom = to
-    startWriteBack(file.fileName, from, to)
+    file.syncEntriesAsync(from, to).catch((error: unknown) => {
+      this.lastFlushError ??= error
+    })
   }
 
   /**
