@@ -37,9 +37,9 @@ export const MAX_MSGS_NUM_BATCH = 64
 /** Attempts at creating a new index file before giving up. */
 const CREATE_ATTEMPTS = 3
 /**
- * Entries between two write-backs of the file being written, started from the put itself: a burst
- * of puts that never yields to the event loop starves the timed flush, and close then wrote every
- * entry of the burst.
+ * Entries between two syncs of the entries of the file being written, started from the put itself:
+ * a burst of puts that never yields to the event loop starves the timed flush, and close then
+ * synced every entry of the burst at once.
  */
 const WRITEBACK_KICK_ENTRIES = 65_536
 /** Forced interval when an expired file is destroyed while something still holds it. */
@@ -112,9 +112,9 @@ export class IndexService {
   private closed = false
   /** The flush of flushCurrentAsync in flight, or null. */
   private periodicFlush: Promise<void> | null = null
-  /** Entries put since the last write-back kicked by puts. */
+  /** Entries put since the last sync kicked by puts. */
   private putsSinceKick = 0
-  /** The file kickWriteback last looked at, and where its next write-back starts. */
+  /** The file kickWriteback last looked at, and where its next sync starts. */
   private writeBackFile: IndexFile | null = null
   private writeBackFrom = 0
   /** The key hashes of the record being indexed (one array, reused). */
