@@ -199,7 +199,14 @@ class MappingWork : public Napi::AsyncWorker {
     do {
       rc = madvise(start, length, advice);
     } while (rc != 0 && errno == EINTR);
-    if (rc == 0) return 0;
+    if (rc == 0) {
+      // Populating maps the pages but, in virtual machines, the first access to each page from any
+      // CPU can still trap to the hypervisor (about 1.5 us a page measured), which would then land
+      // on the writer. Reading one byte per page here takes that trap on this pool thread. A read
+      // cannot race the writer: it changes nothing.
+      TouchPages(start, length);
+      return 0;
+    }
     // Only EINVAL (a kernel before 5.14) means "touch instead". EFAULT or EHWPOISON mean a page
     // cannot be faulted in (beyond the end of the file, memory failure): touching it would raise
     // SIGBUS on this pool thread and kill the process.
@@ -207,11 +214,15 @@ class MappingWork : public Napi::AsyncWorker {
 #elif defined(MADV_WILLNEED)
     madvise(start, length, MADV_WILLNEED);
 #endif
+    TouchPages(start, length);
+    return 0;
+  }
+
+  static void TouchPages(const char* start, size_t length) {
     const size_t page = PageSize();
     volatile char sink = 0;
     for (size_t at = 0; at < length; at += page) sink ^= start[at];
     (void)sink;
-    return 0;
   }
 
   std::shared_ptr<Mapping> mapping_;

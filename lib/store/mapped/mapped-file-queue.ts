@@ -37,6 +37,8 @@ export interface MappedFileQueueOptions {
   preallocateNext?: boolean
   /** Fault the pages of new files in ahead of the writer (warmMapedFileEnable). */
   warmMappedFiles?: boolean
+  /** Fault each new file's chunks in as they are reserved, without keeping it mapped (MappedFile.warmChunks). */
+  warmChunks?: boolean
   /** Also mlock warmed files (best effort). */
   lockWarmedFiles?: boolean
   transientStorePool?: TransientStorePool | null
@@ -230,6 +232,7 @@ export class MappedFileQueue {
   private newFile(start: number): MappedFile {
     ensureDirectory(this.storePath)
     const file = MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions())
+    file.warmChunks = this.options.warmChunks === true
     if (this.options.warmMappedFiles === true) {
       const warming: Promise<unknown> = file.warm(this.options.lockWarmedFiles === true).catch(() => false)
       this.warming.add(warming)
@@ -275,6 +278,7 @@ export class MappedFileQueue {
     const name = join(this.storePath, formatOffsetName(start))
     const first = reserveFirst(options, reserveChunk(options, this.mappedFileSize))
     const file = MappedFile.create(name, this.mappedFileSize, options, await createSegmentAsync(name, this.mappedFileSize, first))
+    file.warmChunks = this.options.warmChunks === true
     file.warmRange(0, file.reservedPosition)
     await file.settle()
     // Closed meanwhile: the file stays as an empty tail, which a load accepts (see shutdown).

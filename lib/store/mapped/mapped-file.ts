@@ -77,7 +77,9 @@ export class MappedFile {
   private cleanupOver = false
   private firstShutdownTimestamp = 0
   private warmed = false
-  /** Warm-ups of newly reserved chunks in flight (each holds the file until it ends). */
+  /** Fault newly reserved chunks in, unheld (the native mapping outlives a warm-up); unlike `warmed`, not kept mapped (queues). */
+  warmChunks = false
+  /** Warm-ups of `warmed` files' new chunks in flight (each holds the file until it ends). */
   private readonly warming = new Set<Promise<unknown>>()
 
   /** Blocks of [0, reservedPosition) are reserved on disk; nothing is written past it. */
@@ -250,6 +252,7 @@ export class MappedFile {
     if (!this.reserveRange(reserved, target - reserved)) return false
     this.reservedTo = target
     if (this.warmed) this.warmRange(reserved, target)
+    else if (this.warmChunks) this.handle?.warmAsync(reserved, target - reserved).catch(() => undefined)
     return true
   }
 
@@ -686,11 +689,8 @@ export class MappedFile {
     if (!this.hold()) return
     try {
       this.handle?.unlock(0, this.fileSize)
-    } catch {
-      // never locked, or already unmapped: nothing to undo
-    } finally {
-      this.release()
-    }
+    } catch {} // never locked, or already unmapped: nothing to undo
+    this.release()
   }
 
   toString(): string {

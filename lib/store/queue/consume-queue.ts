@@ -127,6 +127,8 @@ export class ConsumeQueue {
       reserveFirstBytes: CQ_RESERVE_FIRST_BYTES,
       budget: options.budget ?? null,
       syncOnFirstFlush: !this.readOnly,
+      // Dispatch writes into pages faulted in ahead, off the JS thread.
+      warmChunks: !this.readOnly,
     })
     this.firstFile = new QueueFirstFile(this.storePath, this.mappedFileQueue, this.directories, (owed) => this.owedSyncs.push(...owed))
   }
