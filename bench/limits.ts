@@ -4,7 +4,10 @@
 //   k<i>) encoded as a RocketMQ 4.9 commit-log record into a pre-faulted Buffer with DataView and
 //   byte writes, as fast as plain JavaScript does it: what a put can reach if it does nothing else;
 // - the memcpy limit: records of the same size copied into a pre-faulted Buffer: what a read that
-//   copies what it serves can reach.
+//   copies what it serves can reach;
+// - the cost of a page fault: the first write to each page of fresh memory. Every engine's JS
+//   thread takes them while the heap it allocates from grows (the bench counts them per phase);
+//   in a virtual machine one costs many times what it costs on bare metal.
 //
 //   node dist/bench/limits.js            # prints the figures as JSON
 import { fileURLToPath } from 'node:url'
@@ -27,6 +30,10 @@ const TARGET_BYTES = 64 * 1024 * 1024
 /** Records per timed pass, passes per figure (after one untimed pass); the median pass counts. */
 const PASS_RECORDS = 400_000
 const PASSES = 5
+/** Fresh regions written one byte a page for the page-fault figure, and their size. */
+const FAULT_PASSES = 3
+const FAULT_REGION_BYTES = 64 * 1024 * 1024
+const PAGE_BYTES = 4096
 
 export interface LimitsResult {
   /** Bytes of the bench's record (message 1,000,000's key length). */
@@ -35,6 +42,8 @@ export interface LimitsResult {
   jsEncode: number
   /** Records of recordBytes copied per second (median pass of the fastest of copyWithin, Buffer.copy, set). */
   memcpy: number
+  /** Microseconds of the first write to a page of fresh memory (median of FAULT_PASSES regions). */
+  pageFaultUs?: number
   /** Each pass, records/s. */
   jsEncodeRuns: number[]
   memcpyRuns: number[]
@@ -158,7 +167,29 @@ export function measureLimits(): LimitsResult {
     timePasses(copyPass((from, at) => target.set(source.subarray(from, from + recordBytes), at))),
   ]
   const memcpyRuns = variants.reduce((best, runs) => (median(runs) > median(best) ? runs : best))
-  return { recordBytes, jsEncode: median(jsEncodeRuns), memcpy: median(memcpyRuns), jsEncodeRuns, memcpyRuns }
+  return {
+    recordBytes,
+    jsEncode: median(jsEncodeRuns),
+    memcpy: median(memcpyRuns),
+    pageFaultUs: pageFaultMicros(),
+    jsEncodeRuns,
+    memcpyRuns,
+  }
+}
+
+/**
+ * The first write to each page of a fresh region (allocUnsafeSlow of this size is its own mmap,
+ * never touched before), in microseconds per page.
+ */
+function pageFaultMicros(): number {
+  const runs: number[] = []
+  for (let k = 0; k < FAULT_PASSES; k++) {
+    const region = Buffer.allocUnsafeSlow(FAULT_REGION_BYTES)
+    const t0 = process.hrtime.bigint()
+    for (let at = 0; at < FAULT_REGION_BYTES; at += PAGE_BYTES) region[at] = 1
+    runs.push(Number(process.hrtime.bigint() - t0) / 1000 / (FAULT_REGION_BYTES / PAGE_BYTES))
+  }
+  return median(runs)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -38,6 +38,8 @@ import {
   summarizeNs,
   SYNC_PRODUCERS,
   topicOf,
+  addFaultsSince,
+  jsThreadFaults,
   type BenchConfig,
   type BigStoreResult,
   type EngineResult,
@@ -114,6 +116,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         // (1) put
         log(`mqstore: put ${config.count} messages (ASYNC_FLUSH, batches of ${PUT_BATCH})`)
         const started = now()
+        const putFaults = jsThreadFaults()
         await putAll(store, config.count)
         // Reading the queue size makes the store dispatch whatever is left (consume queues and
         // the key index), so the time covers everything a reader needs.
@@ -128,6 +131,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           diskBytes: diskUsage(dir),
           bodyBytes: config.count * BODY_SIZE,
           rssBytes: process.memoryUsage().rss,
+          jsThreadFaults: addFaultsSince(0, putFaults),
         }
 
         // (2) ordered scan of one queue
@@ -135,9 +139,11 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const expected = scannedQueueSize(config.count)
           log(`mqstore: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const runs: number[] = []
+          let scanFaults: number | undefined = 0
           const scanStarted = now()
           for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
+            const f0 = jsThreadFaults()
             let offset = 0
             let seen = 0
             let bytes = 0
@@ -151,18 +157,23 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
               }
               offset = got.nextBeginOffset
             }
-            if (run >= SCAN_WARMUP_RUNS) runs.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) {
+              runs.push(secondsSince(t0))
+              scanFaults = addFaultsSince(scanFaults, f0)
+            }
             check(seen === expected && bytes === expected * BODY_SIZE, `scan saw ${seen} messages, ${bytes} bytes`)
           }
           windows.push(windowSince('scan, getMessage', scanStarted))
           const seconds = median(runs)
-          result.scan = { count: expected, runs, seconds, rate: expected / seconds }
+          result.scan = { count: expected, runs, seconds, rate: expected / seconds, jsThreadFaults: scanFaults }
 
           log(`mqstore: consume() ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const consumeRuns: number[] = []
+          let consumeFaults: number | undefined = 0
           const consumeStarted = now()
           for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
+            const f0 = jsThreadFaults()
             let seen = 0
             let bytes = 0
             const subscription = store.consume({ group: GROUP, topic: SCAN_TOPIC, queueId: SCAN_QUEUE, from: 'earliest' })
@@ -171,12 +182,21 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
               bytes += m.body.length
               if (++seen === expected) break
             }
-            if (run >= SCAN_WARMUP_RUNS) consumeRuns.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) {
+              consumeRuns.push(secondsSince(t0))
+              consumeFaults = addFaultsSince(consumeFaults, f0)
+            }
             check(seen === expected && bytes === expected * BODY_SIZE, `consume saw ${seen} messages, ${bytes} bytes`)
           }
           windows.push(windowSince('scan, consume()', consumeStarted))
           const consumeSeconds = median(consumeRuns)
-          result.scanConsume = { count: expected, runs: consumeRuns, seconds: consumeSeconds, rate: expected / consumeSeconds }
+          result.scanConsume = {
+            count: expected,
+            runs: consumeRuns,
+            seconds: consumeSeconds,
+            rate: expected / consumeSeconds,
+            jsThreadFaults: consumeFaults,
+          }
         }
 
         // (3) random lookups by key
@@ -190,6 +210,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const topics = Array.from(picks, topicOf)
           const latency = new Float64Array(n)
           let found = 0
+          const lookupFaults = jsThreadFaults()
           const t0 = now()
           for (let j = 0; j < n; j++) {
             const s = process.hrtime.bigint()
@@ -200,7 +221,8 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const seconds = secondsSince(t0)
           windows.push(windowSince('lookup', t0))
           check(found === n, `lookups found ${found} of ${n}`)
-          result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency) }
+          const faults = addFaultsSince(0, lookupFaults)
+          result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency), jsThreadFaults: faults }
         }
 
         // (4) reopen

@@ -37,6 +37,8 @@ import {
   TOPICS,
   QUEUES,
   topicOf,
+  addFaultsSince,
+  jsThreadFaults,
   type BenchConfig,
   type EngineResult,
 } from './workload.js'
@@ -128,6 +130,7 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
         // (1) put: every batch's puts fall in one event turn, hence one transaction.
         log(`lmdb: put ${config.count} messages (default durability, batches of ${PUT_BATCH}, ${LMDB_PUT_WINDOW} in flight)`)
         const started = now()
+        const putFaults = jsThreadFaults()
         await lmdbPutAll(db, config.count)
         const putSeconds = secondsSince(started)
         result.put = {
@@ -137,6 +140,7 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
           diskBytes: diskUsage(dir),
           bodyBytes: config.count * BODY_SIZE,
           rssBytes: process.memoryUsage().rss,
+          jsThreadFaults: addFaultsSince(0, putFaults),
         }
 
         // (2) ordered scan of one queue: a key range.
@@ -145,8 +149,10 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
           const prefix = `${SCAN_TOPIC}/${SCAN_QUEUE}/`
           log(`lmdb: scan ${prefix} (${expected} messages) x${SCAN_RUNS}`)
           const runs: number[] = []
+          let scanFaults: number | undefined = 0
           for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
+            const f0 = jsThreadFaults()
             let seen = 0
             let bytes = 0
             for (const { value } of db.messages.getRange({ start: prefix, end: `${prefix}~` })) {
@@ -154,11 +160,14 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
               bytes += value.length
               seen++
             }
-            if (run >= SCAN_WARMUP_RUNS) runs.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) {
+              runs.push(secondsSince(t0))
+              scanFaults = addFaultsSince(scanFaults, f0)
+            }
             check(seen === expected && bytes === expected * BODY_SIZE, `lmdb scan saw ${seen} messages`)
           }
           const seconds = median(runs)
-          result.scan = { count: expected, runs, seconds, rate: expected / seconds }
+          result.scan = { count: expected, runs, seconds, rate: expected / seconds, jsThreadFaults: scanFaults }
         }
 
         // (3) random lookups: key → primary key → body.
@@ -173,6 +182,7 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
           const keys = Array.from(picks, keyOf)
           const latency = new Float64Array(n)
           let found = 0
+          const lookupFaults = jsThreadFaults()
           const t0 = now()
           for (let j = 0; j < n; j++) {
             const s = process.hrtime.bigint()
@@ -183,7 +193,8 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
           }
           const seconds = secondsSince(t0)
           check(found === n, `lmdb lookups found ${found} of ${n}`)
-          result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency) }
+          const faults = addFaultsSince(0, lookupFaults)
+          result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency), jsThreadFaults: faults }
         }
 
         // (4) reopen
@@ -334,6 +345,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           removeDir(warmDir)
         }
         const started = now()
+        const putFaults = jsThreadFaults()
         insertAll(db, config.count)
         const putSeconds = secondsSince(started)
         result.put = {
@@ -343,6 +355,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           diskBytes: diskUsage(dir),
           bodyBytes: config.count * BODY_SIZE,
           rssBytes: process.memoryUsage().rss,
+          jsThreadFaults: addFaultsSince(0, putFaults),
         }
 
         // (2) ordered scan of one queue: an index range, in qoffset order.
@@ -351,8 +364,10 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           log(`sqlite: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
           const select = db.prepare('SELECT qoffset, body FROM messages WHERE topic = ? AND queue = ? ORDER BY qoffset').raw()
           const runs: number[] = []
+          let scanFaults: number | undefined = 0
           for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
             const t0 = now()
+            const f0 = jsThreadFaults()
             let seen = 0
             let bytes = 0
             for (const row of select.iterate(SCAN_TOPIC, SCAN_QUEUE)) {
@@ -361,11 +376,14 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
               bytes += body.length
               seen++
             }
-            if (run >= SCAN_WARMUP_RUNS) runs.push(secondsSince(t0))
+            if (run >= SCAN_WARMUP_RUNS) {
+              runs.push(secondsSince(t0))
+              scanFaults = addFaultsSince(scanFaults, f0)
+            }
             check(seen === expected && bytes === expected * BODY_SIZE, `sqlite scan saw ${seen} messages`)
           }
           const seconds = median(runs)
-          result.scan = { count: expected, runs, seconds, rate: expected / seconds }
+          result.scan = { count: expected, runs, seconds, rate: expected / seconds, jsThreadFaults: scanFaults }
         }
 
         // (3) random lookups through the key index.
@@ -378,6 +396,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           const keys = Array.from(picks, keyOf)
           const latency = new Float64Array(n)
           let found = 0
+          const lookupFaults = jsThreadFaults()
           const t0 = now()
           for (let j = 0; j < n; j++) {
             const s = process.hrtime.bigint()
@@ -387,7 +406,8 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           }
           const seconds = secondsSince(t0)
           check(found === n, `sqlite lookups found ${found} of ${n}`)
-          result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency) }
+          const faults = addFaultsSince(0, lookupFaults)
+          result.lookup = { count: n, found, seconds, rate: n / seconds, latencyUs: summarizeNs(latency), jsThreadFaults: faults }
         }
 
         // (4) reopen

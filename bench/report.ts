@@ -46,7 +46,7 @@ export function figure(b: BenchRuns, engine: EngineName, pick: Pick): Spread | u
   return spreadOf(b.runs.map((run) => (run[engine] === undefined ? undefined : pick(run[engine] as EngineResult))))
 }
 
-export type LimitName = 'jsEncode' | 'memcpy'
+export type LimitName = 'jsEncode' | 'memcpy' | 'pageFaultUs'
 
 export function limitFigure(b: BenchRuns, limit: LimitName): Spread | undefined {
   return spreadOf(b.limits.map((l) => l?.[limit]))
@@ -78,6 +78,11 @@ interface Row {
 }
 
 const GB = 1e9
+
+/** `total / count`, undefined when either is unknown (an old result, or a platform without the count). */
+function perMessage(total: number | undefined, count: number | undefined): number | undefined {
+  return total === undefined || count === undefined || count === 0 ? undefined : total / count
+}
 
 function rate(bytes: number, ms: number): number {
   return bytes / GB / (ms / 1000)
@@ -190,6 +195,27 @@ const ROWS: Row[] = [
     direction: 'lower',
     digits: 1,
     value: (r) => (r.timer === undefined ? undefined : r.timer.rssGrowthBytes / 2 ** 20),
+  },
+  {
+    phase: 'JS-thread page faults per message: put',
+    unit: 'faults',
+    direction: 'lower',
+    digits: 3,
+    value: (r) => perMessage(r.put?.jsThreadFaults, r.put?.count),
+  },
+  {
+    phase: 'JS-thread page faults per message: scan, getMessage / getRange',
+    unit: 'faults',
+    direction: 'lower',
+    digits: 3,
+    value: (r) => perMessage(r.scan?.jsThreadFaults, r.scan === undefined ? undefined : r.scan.count * r.scan.runs.length),
+  },
+  {
+    phase: 'JS-thread page faults per lookup',
+    unit: 'faults',
+    direction: 'lower',
+    digits: 3,
+    value: (r) => perMessage(r.lookup?.jsThreadFaults, r.lookup?.count),
   },
   { phase: 'reopen of the put store: close', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.closeMs },
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
@@ -528,6 +554,14 @@ function tables(b: BenchRuns): Tables {
     spreadText(memcpy),
     'scan, consume()',
   ])
+  const pageFault = limitFigure(b, 'pageFaultUs')
+  limitRows.push([
+    'first write to a page of fresh memory (a page fault)',
+    'us',
+    fmt(pageFault?.median, 2),
+    pageFault === undefined ? '-' : `${fmt(pageFault.min, 2)} - ${fmt(pageFault.max, 2)}`,
+    'JS-thread page faults of every phase',
+  ])
 
   const targetRows = judgeTargets(b).map((t) => [t.phase, t.target, t.mqstore, t.lmdb, t.ratio, t.result])
   const mq = b.runs.find((r) => r.mqstore !== undefined)?.mqstore
@@ -536,7 +570,8 @@ function tables(b: BenchRuns): Tables {
     `runs: ${runCount}; each engine runs in its own child process per run (unless --only), and each run starts with a different ` +
       'engine, so that none always runs first or last; the spread (min - max over the runs) is listed under the figures and in the JSON.',
     `limits: measured in a child process of their own at the start of each run (median of ${runCount}). The JS encode limit writes ` +
-      'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second.',
+      'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second. ' +
+      'The page-fault figure is the first write to a page of fresh memory; the JS-thread page-fault rows count the faults each phase took on the JS thread (Linux, /proc/thread-self/stat), so that faults x that figure is the time the phase spent in them.',
     `put: every engine first puts ${fmt(PUT_WARMUP, 0)} messages (or the count, if smaller) into a scratch store of its own, untimed, so that the JIT has compiled the put path; the timed put starts in a new store.`,
     `scan: ${SCAN_WARMUP_RUNS} untimed passes, then the median of ${SCAN_RUNS} timed full passes over topic BenchTopic0 queue 0 (${fmt(mq?.scan?.count ?? lm?.scan?.count, 0)} messages); ` +
       'lmdb reads the same messages with one getRange; both consume() and getMessage are compared with it.',

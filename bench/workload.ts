@@ -244,6 +244,8 @@ export interface PutResult {
   bodyBytes: number
   /** Resident set size of the process right after the put phase. */
   rssBytes: number
+  /** Minor page faults the JS thread took during the put (Linux; see jsThreadFaults). */
+  jsThreadFaults?: number
 }
 
 /** A store of about `bigBytes`, written by a child that is then SIGKILLed (mqstore only). */
@@ -278,6 +280,8 @@ export interface ScanResult {
   /** Median seconds. */
   seconds: number
   rate: number
+  /** Minor page faults the JS thread took during the timed runs, all of them (Linux; see jsThreadFaults). */
+  jsThreadFaults?: number
 }
 
 export interface LookupResult {
@@ -286,6 +290,8 @@ export interface LookupResult {
   seconds: number
   rate: number
   latencyUs: LatencySummary
+  /** Minor page faults the JS thread took during the timed lookups (Linux; see jsThreadFaults). */
+  jsThreadFaults?: number
 }
 
 export interface ReopenResult {
@@ -379,6 +385,29 @@ export interface EngineResult {
   timer?: TimerResult
   /** When each phase ran (for the per-phase CPU profile summaries). */
   windows?: PhaseWindow[]
+}
+
+/**
+ * Minor page faults the calling (JS) thread has taken so far, from /proc/thread-self/stat;
+ * undefined where there is none (macOS). Only this thread's: faults that a store takes on purpose
+ * on other threads (pages faulted in ahead on the libuv pool) are not counted. In a virtual machine
+ * each one costs what the limits' page-fault figure says, many times what it costs on bare metal.
+ */
+export function jsThreadFaults(): number | undefined {
+  try {
+    const stat = fs.readFileSync('/proc/thread-self/stat', 'utf8')
+    // After "pid (comm) ": state ppid pgrp session tty_nr tpgid flags minflt ...
+    const minflt = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7])
+    return Number.isSafeInteger(minflt) ? minflt : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Faults since `start` (a jsThreadFaults() reading) added to `sum`; undefined when either is unknown. */
+export function addFaultsSince(sum: number | undefined, start: number | undefined): number | undefined {
+  const end = jsThreadFaults()
+  return sum === undefined || start === undefined || end === undefined ? undefined : sum + end - start
 }
 
 /** Records `latencyNs[k]` for each operation `op(k)` awaited by `producers` concurrent loops. */
