@@ -129,6 +129,21 @@ describe('errors that explain', () => {
     expect(outcome.message).toContain(`pid ${process.pid} on host ${hostname()}`)
   })
 
+  it('the lock file is rewritten when it names someone else, and left as it is when it already names this process', async () => {
+    fs.writeFileSync(`${dir}/lock`, 'lock')
+    const first = await openStore()
+    expect(JSON.parse(fs.readFileSync(`${dir}/lock`, 'utf8'))).toEqual({ pid: process.pid, host: hostname() })
+    await first.close()
+    open.length = 0
+    // An old time stamp: any write would replace it.
+    fs.utimesSync(`${dir}/lock`, new Date(2000, 0, 1), new Date(2000, 0, 1))
+    const marked = fs.statSync(`${dir}/lock`, { bigint: true }).mtimeNs
+    await openStore()
+    // Unchanged: the file was not written again.
+    expect(fs.statSync(`${dir}/lock`, { bigint: true }).mtimeNs).toBe(marked)
+    expect(JSON.parse(fs.readFileSync(`${dir}/lock`, 'utf8'))).toEqual({ pid: process.pid, host: hostname() })
+  })
+
   it('an unknown option suggests the nearest known name', async () => {
     const typo = await MessageStore.open(dir, { flushDiskTyp: 'SYNC_FLUSH' } as OpenOptions).catch((e: unknown) => e)
     expect(typo).toMatchObject({ code: 'INVALID_OPTION' })

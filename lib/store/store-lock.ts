@@ -66,8 +66,13 @@ export class StoreLock {
     }
     try {
       const text = `${JSON.stringify({ pid: process.pid, host: hostname() } satisfies LockHolder)}\n`
-      fs.ftruncateSync(fd, 0)
-      fs.writeSync(fd, text, 0)
+      // A reopen by the same process finds its own name there: rewriting it would free and take a
+      // block again (a journal transaction) for nothing.
+      const found = Buffer.alloc(text.length + 1)
+      if (fs.readSync(fd, found, 0, found.length, 0) !== text.length || found.toString('utf8', 0, text.length) !== text) {
+        fs.ftruncateSync(fd, 0)
+        fs.writeSync(fd, text, 0)
+      }
     } catch {
       // Naming the holder is a courtesy: the locks alone exclude other writers.
     }
