@@ -201,7 +201,6 @@ describe('MappedFile', () => {
     appendBytes(file, Buffer.from('warm'))
     const locked = await file.warm(true)
     expect(typeof locked).toBe('boolean')
-    file.munlock()
     const view = file.selectMappedBuffer(0)!
     expect(view.buffer.toString()).toBe('warm')
     view.release()

@@ -82,6 +82,10 @@ it('fails over by hand: SIGKILL of a SYNC_MASTER mid-stream, promotion, the old 
   const slave = start('slave', newDir)
   await slave.ask({ open: { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${port}`, haListenPort: 0, ...quick } }, (l) => l.opened)
   await waitFor('the slave to connect', () => slave.logs().some((l) => l.includes('connected to master')), 60_000)
+  // Until the slave's first report, a SYNC_MASTER answers SLAVE_NOT_AVAILABLE (no slave acks yet).
+  await master.until('the slave to report', (stats) =>
+    ((stats.ha as { connections: { ackOffset: number }[] }).connections ?? []).some((c) => c.ackOffset >= 0),
+  )
 
   // Four put loops in flight: the kill lands between appends and acknowledgements.
   master.process.stdin?.write(`${JSON.stringify({ stream: { prefix: 's', lanes: 4 } })}\n`)

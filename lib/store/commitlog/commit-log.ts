@@ -395,7 +395,7 @@ export class CommitLog {
     const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to - from < WRITE_BACK_STEP) return
     this.writeBackFrom = to
-    startWriteBack(file.fileName, from, to)
+    file.writeBackLeft(from, to)
   }
 
   /**

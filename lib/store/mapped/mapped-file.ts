@@ -16,7 +16,7 @@ import { basename } from 'node:path'
 import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
-import { checkLength, createSegment, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
+import { checkLength, createSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks, startWriteBack } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
 import { assertFileSize, checkLazyLength, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
 import type { MappingBudget } from './mapping-budget.js'
@@ -684,13 +684,10 @@ export class MappedFile {
     }
   }
 
-  /** Unlocks pages locked by warm(lock = true); best effort. */
-  munlock(): void {
-    if (!this.hold()) return
-    try {
-      this.handle?.unlock(0, this.fileSize)
-    } catch {} // never locked, or already unmapped: nothing to undo
-    this.release()
+  /** Starts the write-back of [from, to), pages the writer left, their page-table entries dropped first (dropPages). */
+  writeBackLeft(from: number, to: number): void {
+    dropPages(this.handle, from, to)
+    startWriteBack(this.fileName, from, to)
   }
 
   toString(): string {

@@ -63,6 +63,22 @@ export function startWriteBack(fileName: string, from: number, to: number): void
   }
 }
 
+/**
+ * Drops the page-table entries of [from, to) of a shared file mapping (madvise DONTNEED, Linux):
+ * the bytes stay in the page cache, dirty ones still dirty, and an access maps them again. Done
+ * before the write-back of pages the writer has left: cleaning a page that is still mapped
+ * write-protects it with a TLB shootdown per page, each of which stops the writer's CPU (in a
+ * virtual machine, for many microseconds). Best effort: mlocked pages refuse it.
+ */
+export function dropPages(handle: MapHandle | null, from: number, to: number): void {
+  if (handle === null || process.platform !== 'linux' || to <= from) return
+  try {
+    handle.advise(from, to - from, 'dontneed')
+  } catch {
+    // A hint only: the write-back goes ahead either way.
+  }
+}
+
 export function fsyncAsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())))
 }

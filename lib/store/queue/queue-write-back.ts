@@ -6,7 +6,6 @@
 // own bytes (CommitLog.writeBackBehind). It makes nothing durable and moves no flushed position:
 // the flushes still do that, and find little left to write.
 import { OS_PAGE_SIZE, type MappedFile } from '../mapped/mapped-file.js'
-import { startWriteBack } from '../mapped/segment-io.js'
 import type { ConsumeQueue } from './consume-queue.js'
 
 /** Units dispatched between two looks at the queues (a look costs one check per queue). */
@@ -33,6 +32,6 @@ export class QueueWriteBack {
     const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to - from < QUEUE_WRITE_BACK_STEP) return
     this.marks.set(file, to)
-    startWriteBack(file.fileName, from, to)
+    file.writeBackLeft(from, to)
   }
 }
