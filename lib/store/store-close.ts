@@ -64,6 +64,7 @@ export function closeStore(store: ClosingStore): Promise<void> {
       await dispatcher.settle()
       dispatcher.stop()
       await store.compacted.close()
+      dropMappedPages(store)
       // Nothing is dispatched any more: the consume queues and the index are synced on the libuv
       // pool while the commit log is (a burst leaves all three dirty; one after another, close
       // waited for the sum). The checkpoint is written after all of them, in the flush step.
@@ -115,6 +116,18 @@ export function closeStore(store: ClosingStore): Promise<void> {
     releaseLock: () => store.lock.release(),
     forgetDescriptors: () => descriptors.forgetUnder(paths.root + sep),
   })
+}
+
+/**
+ * Drops every page of the files close syncs and then unmaps from their mappings (the bytes stay in
+ * the page cache, dirty ones dirty): the syncs then clean them without write-protecting each
+ * mapped page, a TLB shootdown per page (see dropPages). Nothing writes them any more.
+ */
+function dropMappedPages(store: ClosingStore): void {
+  const files = [...store.commitLog.mappedFileQueue.mappedFiles]
+  for (const queue of store.queues.all()) files.push(...queue.mappedFileQueue.mappedFiles)
+  for (const file of files) file.dropPages(0, file.fileSize, false)
+  for (const file of store.index.current.getFiles()) file.dropPages()
 }
 
 /**

@@ -395,7 +395,7 @@ export class CommitLog {
     const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to - from < WRITE_BACK_STEP) return
     this.writeBackFrom = to
-    file.writeBackLeft(from, to)
+    file.dropPages(from, to, true)
   }
 
   /**

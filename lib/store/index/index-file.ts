@@ -591,6 +591,11 @@ export class IndexFile {
     this.flushedChanges = changes
   }
 
+  /** Drops the file's pages from its mapping, the bytes kept in the page cache (MappedFile.dropPages). */
+  dropPages(): void {
+    this.mappedFile.dropPages(0, this.mappedFile.fileSize, false)
+  }
+
   /** Waits for the warm-ups of its reserved pages (see IndexReservation), so that a shutdown can unmap at once. */
   settle(): Promise<void> {
     return this.mappedFile.settle()

@@ -684,10 +684,10 @@ export class MappedFile {
     }
   }
 
-  /** Starts the write-back of [from, to), pages the writer left, their page-table entries dropped first (dropPages). */
-  writeBackLeft(from: number, to: number): void {
+  /** Drops the page-table entries of [from, to) (dropPages), then with `writeBack` starts the range's write-back. */
+  dropPages(from: number, to: number, writeBack: boolean): void {
     dropPages(this.handle, from, to)
-    startWriteBack(this.fileName, from, to)
+    if (writeBack) startWriteBack(this.fileName, from, to)
   }
 
   toString(): string {

@@ -32,6 +32,6 @@ export class QueueWriteBack {
     const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to - from < QUEUE_WRITE_BACK_STEP) return
     this.marks.set(file, to)
-    file.writeBackLeft(from, to)
+    file.dropPages(from, to, true)
   }
 }
