@@ -38,7 +38,6 @@ import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import { readSegmentBytes, startWriteBack } from '../mapped/segment-io.js'
 import { ScanMappings } from './scan-mappings.js'
-import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
@@ -160,8 +159,12 @@ export class QueueOffsetTable {
 
 const EMPTY = Buffer.alloc(0)
 
-/** Bytes a burst leaves behind the writer before writeBackBehind() starts their write-back. */
-const WRITE_BACK_STEP = 1024 * 1024
+/**
+ * Bytes a burst leaves behind the writer before writeBackBehind() starts their write-back, in
+ * whole aligned steps of 2 MiB: the kernel maps large page-cache folios 2 MiB at a time, and
+ * dropping such a range (dropPages) unmaps those mappings whole instead of splitting them.
+ */
+const WRITE_BACK_STEP = 2 * 1024 * 1024
 /** Holds of one file a reader serves from the view it kept before taking a fresh one. */
 const REUSE_LIMIT = 256
 
@@ -391,8 +394,8 @@ export class CommitLog {
       this.writeBackFile = file
       this.writeBackFrom = 0
     }
-    const from = Math.max(this.writeBackFrom, Math.floor(file.flushedPosition / OS_PAGE_SIZE) * OS_PAGE_SIZE)
-    const to = Math.floor(file.wrotePosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
+    const from = Math.floor(Math.max(this.writeBackFrom, file.flushedPosition) / WRITE_BACK_STEP) * WRITE_BACK_STEP
+    const to = Math.floor(file.wrotePosition / WRITE_BACK_STEP) * WRITE_BACK_STEP
     if (to - from < WRITE_BACK_STEP) return
     this.writeBackFrom = to
     file.dropPages(from, to, true)
