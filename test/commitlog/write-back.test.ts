@@ -40,6 +40,21 @@ function body(n: number): Buffer {
   return b
 }
 
+/** Reads queue burst/0 from its start: `count` messages, each with the body it was put with. */
+function expectAllBack(store: MessageStore, count: number): void {
+  let seen = 0
+  for (let offset = 0; offset < count; ) {
+    const got = store.getMessage('g', 'burst', 0, offset, 32)
+    expect(got.status).toBe('FOUND')
+    for (const m of got.messages) {
+      expect(Buffer.from(m.body).equals(body(seen))).toBe(true)
+      seen++
+    }
+    offset = got.nextBeginOffset
+  }
+  expect(seen).toBe(count)
+}
+
 const stores: MessageStore[] = []
 afterEach(async () => {
   for (const store of stores.splice(0)) await store.close()
@@ -61,24 +76,11 @@ describe.skipIf(process.platform !== 'linux')('the commit log during a burst (Li
     // Without the drop every page written would still be mapped; with it, about the last step's.
     expect(mappedBytes(logFile)).toBeLessThan(written / 2)
 
-    const check = (s: MessageStore) => {
-      let seen = 0
-      for (let offset = 0; offset < count; ) {
-        const got = s.getMessage('g', 'burst', 0, offset, 32)
-        expect(got.status).toBe('FOUND')
-        for (const m of got.messages) {
-          expect(Buffer.from(m.body).equals(body(seen))).toBe(true)
-          seen++
-        }
-        offset = got.nextBeginOffset
-      }
-      expect(seen).toBe(count)
-    }
-    check(store)
+    expectAllBack(store, count)
     await stores.pop()?.close()
     store = await MessageStore.open(dir, OPTIONS)
     stores.push(store)
-    check(store)
+    expectAllBack(store, count)
   })
 
   it('a writer killed right after a burst loses nothing it acknowledged', async () => {
@@ -107,16 +109,6 @@ describe.skipIf(process.platform !== 'linux')('the commit log during a burst (Li
     const store = await MessageStore.open(dir, OPTIONS)
     stores.push(store)
     expect(store.getMaxOffsetInQueue('burst', 0)).toBe(acked)
-    let seen = 0
-    for (let offset = 0; offset < acked; ) {
-      const got = store.getMessage('g', 'burst', 0, offset, 32)
-      expect(got.status).toBe('FOUND')
-      for (const m of got.messages) {
-        expect(Buffer.from(m.body).equals(body(seen))).toBe(true)
-        seen++
-      }
-      offset = got.nextBeginOffset
-    }
-    expect(seen).toBe(acked)
+    expectAllBack(store, acked)
   })
 })
