@@ -24,6 +24,12 @@ export interface MapHandle {
    * with EFAULT / EHWPOISON for pages that cannot be faulted in (never touches them).
    */
   warmAsync(offset: number, length: number): Promise<void>
+  /**
+   * On the libuv pool: madvise(MADV_DONTNEED) of the pages, then with `fd` (duplicated here, so the
+   * caller may close its own) the start of their write-back (sync_file_range, Linux). A hint: it
+   * never rejects for the system calls; it does nothing elsewhere than Linux.
+   */
+  dropAsync(offset: number, length: number, fd?: number): Promise<void>
   advise(offset: number, length: number, advice: Advice): void
   /** mlock / munlock; throw on failure (callers treat locking as best effort). */
   lock(offset: number, length: number): void

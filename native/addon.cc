@@ -123,23 +123,30 @@ class MapHandle;
 // is dropped exactly once, so a closed mapping is always unmapped in the end.
 class MappingWork : public Napi::AsyncWorker {
  public:
-  enum class Kind { kSync, kWarm };
+  // kDrop: madvise(MADV_DONTNEED) of the range, then (with a descriptor) the start of its
+  // write-back. Warm-ups and drops are hints, cancelled by close; a sync is not.
+  enum class Kind { kSync, kWarm, kDrop };
 
   // The caller has taken the in-flight count (Mapping::BeginWork); from the end of this
-  // constructor the work owns it.
-  MappingWork(Napi::Env env, std::shared_ptr<Mapping> mapping, Kind kind, size_t offset, size_t length)
+  // constructor the work owns it, and `fd` (a duplicate, or -1) too.
+  MappingWork(Napi::Env env, std::shared_ptr<Mapping> mapping, Kind kind, size_t offset, size_t length, int fd = -1)
       : Napi::AsyncWorker(env),
         mapping_(std::move(mapping)),
         kind_(kind),
         offset_(offset),
         length_(length),
+        fd_(fd),
         deferred_(Napi::Promise::Deferred::New(env)) {}
 
   // Runs on the JS thread after completion, after a cancel, or when Queue() threw.
-  ~MappingWork() override { EndWorkOnce(); }
+  ~MappingWork() override {
+    EndWorkOnce();
+    if (fd_ >= 0) close(fd_);
+  }
 
   Napi::Promise Promise() { return deferred_.Promise(); }
   Kind kind() const { return kind_; }
+  bool hint() const { return kind_ != Kind::kSync; }
 
   void SetOwner(MapHandle* owner) { owner_ = owner; }
   // The handle was finalized before this work completed.
@@ -163,6 +170,8 @@ class MappingWork : public Napi::AsyncWorker {
           err_ = errno;
           syscall_ = "msync";
         }
+      } else if (kind_ == Kind::kDrop) {
+        Drop(base + offset_);
       } else {
         err_ = Warm(base + offset_, length_);
         if (err_ != 0) syscall_ = "madvise";
@@ -218,6 +227,26 @@ class MappingWork : public Napi::AsyncWorker {
     return 0;
   }
 
+  // A hint both ways: mlocked pages refuse the drop (EINVAL) and the write-back goes ahead; a
+  // write-back that cannot start changes nothing, and the next sync reports real errors.
+  void Drop(char* start) {
+#if defined(__linux__)
+    madvise(start, length_, MADV_DONTNEED);
+    if (fd_ >= 0) {
+      int rc;
+      do {
+        rc = sync_file_range(fd_, static_cast<off_t>(offset_), static_cast<off_t>(length_), SYNC_FILE_RANGE_WRITE);
+      } while (rc != 0 && errno == EINTR);
+      // Closed here, not by the destructor: after a burst that never yields, completions wait for
+      // the event loop, and a close each would then land on the JS thread all at once.
+      close(fd_);
+      fd_ = -1;
+    }
+#else
+    (void)start;
+#endif
+  }
+
   static void TouchPages(const char* start, size_t length) {
     const size_t page = PageSize();
     volatile char sink = 0;
@@ -229,6 +258,7 @@ class MappingWork : public Napi::AsyncWorker {
   Kind kind_;
   size_t offset_;
   size_t length_;
+  int fd_;
   int err_ = 0;
   const char* syscall_ = "";
   bool ended_ = false;
@@ -248,6 +278,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
                            InstanceMethod<&MapHandle::Sync>("sync"),
                            InstanceMethod<&MapHandle::SyncAsync>("syncAsync"),
                            InstanceMethod<&MapHandle::WarmAsync>("warmAsync"),
+                           InstanceMethod<&MapHandle::DropAsync>("dropAsync"),
                            InstanceMethod<&MapHandle::Advise>("advise"),
                            InstanceMethod<&MapHandle::Lock>("lock"),
                            InstanceMethod<&MapHandle::Unlock>("unlock"),
@@ -340,15 +371,34 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     Napi::Env env = info.Env();
     size_t start = 0, length = 0;
     if (!CheckOpen(env) || !ReadRange(info, &start, &length)) return env.Undefined();
+    int fd = -1;
+    if (kind == MappingWork::Kind::kDrop && info.Length() > 2 && !info[2].IsUndefined()) {
+      uint64_t given = 0;
+      if (!ReadSize(info, 2, "fd", &given)) return env.Undefined();
+      if (given > 0x7fffffff) {
+        Napi::RangeError::New(env, "fd out of range").ThrowAsJavaScriptException();
+        return env.Undefined();
+      }
+#if defined(__linux__)
+      // The work's own descriptor: the caller may close its one before the pool runs the work.
+      fd = fcntl(static_cast<int>(given), F_DUPFD_CLOEXEC, 0);
+      if (fd < 0) {
+        ErrnoError(env, errno, "fcntl", "F_DUPFD_CLOEXEC").ThrowAsJavaScriptException();
+        return env.Undefined();
+      }
+#endif
+    }
     if (!mapping_->BeginWork()) {
+      if (fd >= 0) close(fd);
       CheckOpen(env);
       return env.Undefined();
     }
     MappingWork* work = nullptr;
     try {
-      work = new MappingWork(env, mapping_, kind, start, length);
+      work = new MappingWork(env, mapping_, kind, start, length, fd);
     } catch (...) {
       mapping_->EndWork();
+      if (fd >= 0) close(fd);
       throw;
     }
     Napi::Promise promise = work->Promise();
@@ -365,6 +415,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
 
   Napi::Value SyncAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kSync); }
   Napi::Value WarmAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kWarm); }
+  Napi::Value DropAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kDrop); }
 
   Napi::Value Advise(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -425,11 +476,11 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
       else buffer.Detach();
       buffer_.Reset();
     }
-    // A warm-up the pool has not started would hold the mapping until a pool thread frees up
-    // (behind slow disk I/O, possibly long): cancel it, so the unmap below can happen now. A
+    // A warm-up or drop the pool has not started would hold the mapping until a pool thread frees
+    // up (behind slow disk I/O, possibly long): cancel it, so the unmap below can happen now. A
     // requested sync still runs: close never drops a flush someone asked for.
     for (MappingWork* work : queued_) {
-      if (work->kind() == MappingWork::Kind::kWarm) work->TryCancel(env);
+      if (work->hint()) work->TryCancel(env);
     }
     mapping_->Close(aliased);
     return env.Undefined();
@@ -595,7 +646,9 @@ class WriteBackWork : public Napi::AsyncWorker {
  public:
   WriteBackWork(Napi::Env env, int fd, off_t offset, off_t length)
       : Napi::AsyncWorker(env, "mqstore.writeBack"), fd_(fd), offset_(offset), length_(length) {}
-  ~WriteBackWork() override { close(fd_); }
+  ~WriteBackWork() override {
+    if (fd_ >= 0) close(fd_);
+  }
 
  protected:
   void Execute() override {
@@ -603,7 +656,10 @@ class WriteBackWork : public Napi::AsyncWorker {
     do {
       rc = sync_file_range(fd_, offset_, length_, SYNC_FILE_RANGE_WRITE);
     } while (rc != 0 && errno == EINTR);
-    // A hint: a write-back that fails changes nothing, and the next sync reports the error.
+    // A hint: a write-back that fails changes nothing, and the next sync reports the error. The
+    // descriptor is closed on the pool (see MappingWork::Drop).
+    close(fd_);
+    fd_ = -1;
   }
   void OnOK() override {}
   void OnError(const Napi::Error&) override {}

@@ -16,7 +16,7 @@ import { interposeNativeForTesting } from '../lib/native.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { QUEUE_WRITE_BACK_STEP, WRITE_BACK_EVERY_UNITS } from '../lib/store/queue/queue-write-back.js'
-import { wrapMapHandle } from './helpers/map-handle.js'
+import { recordWriteBacks, wrapMapHandle } from './helpers/map-handle.js'
 import { tempDir } from './helpers/tmp.js'
 
 const QUEUE_FILE = 100_000 * 20
@@ -88,12 +88,9 @@ describe('a burst that never yields to the event loop', () => {
     const queueFile = join(dir, 'consumequeue', 'quiet', '0', formatOffsetName(0))
     const writeBacks: { offset: number; length: number }[] = []
     restores.push(
-      interposeNativeForTesting((original) => ({
-        writeBack: (fd, offset, length) => {
-          if (fs.existsSync(queueFile) && fs.fstatSync(fd).ino === fs.statSync(queueFile).ino) writeBacks.push({ offset, length })
-          return original.writeBack(fd, offset, length)
-        },
-      })),
+      recordWriteBacks((fd, offset, length) => {
+        if (fs.existsSync(queueFile) && fs.fstatSync(fd).ino === fs.statSync(queueFile).ino) writeBacks.push({ offset, length })
+      }),
     )
     const store = await MessageStore.open(dir, { ...BASE, flushIntervalConsumeQueue: 60_000 })
     stores.push(store)

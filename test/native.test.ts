@@ -152,6 +152,40 @@ describe('native addon', () => {
     fs.closeSync(fd)
   })
 
+  it('dropAsync unmaps the pages and starts their write-back, keeping every byte (Linux: /proc/self/smaps)', async () => {
+    const size = 1 << 20
+    const name = join(dir, 'drop')
+    const fd = preallocated('drop', size)
+    const handle = native.map(fd, size, true)
+    const bytes = Buffer.from(handle.buffer)
+    for (let at = 0; at < size; at += 4096) bytes.writeUInt32BE(at, at)
+    const rssKb = (): number => {
+      const lines = fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')
+      const at = lines.findIndex((line) => line.endsWith(name))
+      return Number(/^Rss:\s+(\d+)/m.exec(lines.slice(at, at + 8).join('\n'))?.[1])
+    }
+    const before = process.platform === 'linux' ? rssKb() : 0
+    await handle.dropAsync(0, size, fd)
+    if (process.platform === 'linux') {
+      expect(before).toBeGreaterThanOrEqual(size / 1024)
+      expect(rssKb()).toBe(0)
+    }
+    // The bytes were in the page cache all along: through the mapping and through the file.
+    const read = fs.readFileSync(name)
+    for (let at = 0; at < size; at += 4096) {
+      expect(bytes.readUInt32BE(at)).toBe(at)
+      expect(read.readUInt32BE(at)).toBe(at)
+    }
+    // Without a descriptor it only drops; the arguments are checked like the other calls'.
+    await handle.dropAsync(0, 4096)
+    expect(() => handle.dropAsync(0, size + 1, fd)).toThrow(RangeError)
+    expect(() => handle.dropAsync(0, 4096, -1)).toThrow(RangeError)
+    fs.closeSync(fd)
+    if (process.platform === 'linux') expect(() => handle.dropAsync(0, 4096, fd)).toThrow(/EBADF/)
+    handle.close()
+    expect(() => handle.dropAsync(0, 4096)).toThrow(expect.objectContaining({ code: 'ERR_MAPPING_CLOSED' }))
+  })
+
   it('mlock is best effort: it either succeeds or throws a system error', () => {
     const fd = preallocated('lock', 65536)
     const handle = native.map(fd, 65536, true)
@@ -286,7 +320,7 @@ describe('native errors and async work at the edges', () => {
   // A pool thread blocked on a FIFO open keeps later work queued; /proc/self/maps shows whether
   // the file is still mapped.
   it.runIf(process.platform === 'linux')(
-    'close cancels warm-ups the pool has not started, drops their in-flight count and unmaps at once; a queued sync still runs (Linux: /proc/self/maps)',
+    'close cancels warm-ups and drops the pool has not started, drops their in-flight count and unmaps at once; a queued sync still runs (Linux: /proc/self/maps)',
     () => {
       const fifo = join(dir, 'fifo')
       expect(spawnSync('mkfifo', [fifo]).status).toBe(0)
@@ -305,10 +339,11 @@ describe('native errors and async work at the edges', () => {
           const fd = fs.openSync(file, 'w+')
           native.allocate(fd, 0, 1 << 16)
           const handle = native.map(fd, 1 << 16, true)
-          fs.closeSync(fd)
           const before = mapped()
           const settle = (p) => p.then(() => 'resolved', (e) => e.code)
-          const warms = [handle.warmAsync(0, 1 << 16), handle.warmAsync(0, 4096)].map(settle)
+          const warms = [handle.warmAsync(0, 1 << 16), handle.warmAsync(0, 4096), handle.dropAsync(0, 1 << 16, fd)].map(settle)
+          // The drop holds a duplicate of the descriptor: the caller's may close at once.
+          fs.closeSync(fd)
           handle.close()
           const afterClose = mapped()
           const outcomes = await Promise.all(warms)
@@ -333,7 +368,7 @@ describe('native errors and async work at the edges', () => {
       expect(JSON.parse(result.stdout)).toEqual({
         before: true,
         afterClose: false,
-        outcomes: ['ERR_MAPPING_CLOSED', 'ERR_MAPPING_CLOSED'],
+        outcomes: ['ERR_MAPPING_CLOSED', 'ERR_MAPPING_CLOSED', 'ERR_MAPPING_CLOSED'],
         whileSyncQueued: true,
         syncOutcome: 'resolved',
         end: false,

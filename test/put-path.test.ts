@@ -7,7 +7,7 @@ import { crc32 } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../lib/index.js'
-import { interposeNativeForTesting, native } from '../lib/native.js'
+import { native } from '../lib/native.js'
 import {
   MESSAGE_MAGIC_CODE,
   OFFSET_BODYCRC,
@@ -16,6 +16,7 @@ import {
   BLANK_MAGIC_CODE,
   decodeMessage,
 } from '../lib/store/commitlog/record.js'
+import { recordWriteBacks } from './helpers/map-handle.js'
 import { tempDir } from './helpers/tmp.js'
 
 /** Every record of every commit-log file, in order, with its bytes. */
@@ -185,12 +186,7 @@ describe('write-back behind the writer', () => {
 
   it('a burst of ASYNC_FLUSH puts that never yields asks for write-back of what it left behind, and loses nothing', async () => {
     const calls: [number, number][] = []
-    const restore = interposeNativeForTesting((original) => ({
-      writeBack: (fd, offset, length) => {
-        calls.push([offset, length])
-        return original.writeBack(fd, offset, length)
-      },
-    }))
+    const restore = recordWriteBacks((_fd, offset, length) => calls.push([offset, length]))
     const dir = tempDir()
     try {
       const store = await MessageStore.open(dir, { flushDiskType: 'ASYNC_FLUSH' })
@@ -219,12 +215,7 @@ describe('write-back behind the writer', () => {
 
   it('SYNC_FLUSH puts leave write-back to their own syncs', async () => {
     let calls = 0
-    const restore = interposeNativeForTesting((original) => ({
-      writeBack: (fd, offset, length) => {
-        calls++
-        return original.writeBack(fd, offset, length)
-      },
-    }))
+    const restore = recordWriteBacks(() => calls++)
     try {
       const store = await MessageStore.open(tempDir(), { flushDiskType: 'SYNC_FLUSH' })
       const body = Buffer.alloc(1000, 3)

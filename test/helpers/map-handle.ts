@@ -1,8 +1,10 @@
 // A MapHandle that forwards to a real one, with some of its calls replaced: how tests interpose on
 // msync (inject an error, stall it, record what was synced) without touching the rest.
-import type { MapHandle } from '../../lib/native.js'
+import { interposeNativeForTesting, type MapHandle } from '../../lib/native.js'
 
-export type HandleOverrides = Partial<Pick<MapHandle, 'sync' | 'syncAsync' | 'warmAsync' | 'advise' | 'lock' | 'unlock' | 'close'>>
+export type HandleOverrides = Partial<
+  Pick<MapHandle, 'sync' | 'syncAsync' | 'warmAsync' | 'dropAsync' | 'advise' | 'lock' | 'unlock' | 'close'>
+>
 
 export function wrapMapHandle(handle: MapHandle, overrides: HandleOverrides): MapHandle {
   return {
@@ -21,9 +23,33 @@ export function wrapMapHandle(handle: MapHandle, overrides: HandleOverrides): Ma
     sync: overrides.sync ?? ((offset, length) => handle.sync(offset, length)),
     syncAsync: overrides.syncAsync ?? ((offset, length) => handle.syncAsync(offset, length)),
     warmAsync: overrides.warmAsync ?? ((offset, length) => handle.warmAsync(offset, length)),
+    dropAsync: overrides.dropAsync ?? ((offset, length, fd) => handle.dropAsync(offset, length, fd)),
     advise: overrides.advise ?? ((offset, length, advice) => handle.advise(offset, length, advice)),
     lock: overrides.lock ?? ((offset, length) => handle.lock(offset, length)),
     unlock: overrides.unlock ?? ((offset, length) => handle.unlock(offset, length)),
     close: overrides.close ?? (() => handle.close()),
   }
+}
+
+/**
+ * Calls `record` for every write-back the store starts, whichever way: native.writeBack, or a
+ * drop that carries a descriptor (MapHandle.dropAsync, Linux). `fd` is open during the call.
+ * Returns the function that undoes the interposition.
+ */
+export function recordWriteBacks(record: (fd: number, offset: number, length: number) => void): () => void {
+  return interposeNativeForTesting((original) => ({
+    writeBack: (fd, offset, length) => {
+      record(fd, offset, length)
+      return original.writeBack(fd, offset, length)
+    },
+    map: (fd, length, writable) => {
+      const handle = original.map(fd, length, writable)
+      return wrapMapHandle(handle, {
+        dropAsync: (offset, bytes, own) => {
+          if (own !== undefined) record(own, offset, bytes)
+          return handle.dropAsync(offset, bytes, own)
+        },
+      })
+    },
+  }))
 }

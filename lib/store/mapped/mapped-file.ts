@@ -16,7 +16,7 @@ import { basename } from 'node:path'
 import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
-import { checkLength, createSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks, startWriteBack } from './segment-io.js'
+import { checkLength, createSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
 import { assertFileSize, checkLazyLength, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
 import type { MappingBudget } from './mapping-budget.js'
@@ -684,10 +684,9 @@ export class MappedFile {
     }
   }
 
-  /** Drops the page-table entries of [from, to) (dropPages), then with `writeBack` starts the range's write-back. */
+  /** Drops the page-table entries of [from, to) (dropPages), then with `writeBack` starts the range's write-back, both off the JS thread. */
   dropPages(from: number, to: number, writeBack: boolean): void {
-    dropPages(this.handle, from, to)
-    if (writeBack) startWriteBack(this.fileName, from, to)
+    dropPages(this.handle, from, to, writeBack ? this.fileName : null)
   }
 
   toString(): string {
