@@ -9,13 +9,18 @@ import type { ConsumeQueue } from './queue/consume-queue.js'
 import type { ConsumeQueueTable } from './queue/queue-table.js'
 import type { Subscriptions } from './read/subscriptions.js'
 import type { ArrivalsFile } from './sharing/arrivals-file.js'
+import type { DispatchHandler } from './dispatcher.js'
 import type { StoreCheckpoint } from './store-checkpoint.js'
 
 export interface DispatchTargetDeps {
   config: MessageStoreConfig
   queues: ConsumeQueueTable
-  /** The index is replaced when open rebuilds it, so it is looked up on each record. */
-  index: () => IndexService
+  /**
+   * The index is replaced when open rebuilds it, so it is looked up on each record: through an
+   * object rather than a closure, which would be a new call target per store (and send the
+   * optimised dispatch of a process's earlier stores back to the compiler).
+   */
+  index: { readonly current: IndexService }
   checkpoint: StoreCheckpoint
   subscriptions: Subscriptions
   /** Wakes readers in other processes, once per dispatch pass that wrote units. */
@@ -60,7 +65,7 @@ export class DispatchTargets {
         // this unit now would put it at the wrong queue offset. Open rebuilds such queues.
         if (this.opening) this.gapQueues.add(queue)
         else this.deps.log(`consume queue ${queue.topic}/${queue.queueId} misses units ${max}..${request.queueOffset - 1}`)
-        if (buildIndex) this.deps.index().buildIndex(request)
+        if (buildIndex) this.deps.index.current.buildIndex(request)
         return true
       }
       if (!queue.putMessagePositionInfo(request.commitLogOffset, request.size, request.tagsCode, request.queueOffset)) {
@@ -72,7 +77,7 @@ export class DispatchTargets {
       if (this.deps.subscriptions.hasWaiters) this.deps.subscriptions.notifyArrival(request.topic, request.queueId)
       this.deps.arrivals.arrived()
     }
-    if (buildIndex) this.deps.index().buildIndex(request)
+    if (buildIndex) this.deps.index.current.buildIndex(request)
     return true
   }
 
@@ -116,5 +121,24 @@ export class AppendedRequests {
     request.uniqKey = record.uniqKey
     request.bodyCRC = record.bodyCRC
     return request
+  }
+}
+
+/**
+ * Where the dispatcher sends each record: its queue unit and index entries (with its due time
+ * when the delay levels are not the default ones), then the compacted topics' key table. A class
+ * rather than a closure: a closure is a new call target per store, and code the JIT optimised
+ * for one store would go back to the compiler when the next store of the process dispatches.
+ */
+export class RecordDispatch implements DispatchHandler {
+  constructor(
+    private readonly targets: DispatchTargets,
+    private readonly dueTimes: ((request: DispatchRequest) => DispatchRequest) | null,
+    private readonly compacted: { dispatch(request: DispatchRequest): boolean },
+  ) {}
+
+  dispatch(request: DispatchRequest): boolean | Promise<void> {
+    const done = this.targets.dispatch(this.dueTimes === null ? request : this.dueTimes(request))
+    return done === true ? this.compacted.dispatch(request) : done
   }
 }

@@ -10,7 +10,9 @@ import { DataViewCache } from './bytes.js'
  * Builds the derived entries of one record; false (or a throw) when that failed, a promise when
  * the record must wait for it (a new queue's file): dispatch stops there and resumes once it settles.
  */
-export type DispatchHandler = (request: DispatchRequest) => boolean | Promise<void>
+export interface DispatchHandler {
+  dispatch(request: DispatchRequest): boolean | Promise<void>
+}
 
 export interface DispatcherEvents {
   /** A readable range failed its record checks and was skipped. */
@@ -154,7 +156,7 @@ export class Dispatcher {
     let ok: boolean | Promise<void>
     let error: unknown = null
     try {
-      ok = this.handle(request)
+      ok = this.handle.dispatch(request)
     } catch (e) {
       ok = false
       error = e

@@ -7,7 +7,7 @@ import { CommitLog, type RecoveryOutcome } from './commitlog/commit-log.js'
 import type { DispatchRequest, HostAddress } from './commitlog/record.js'
 import { parseHost, resolveConfig, type MessageStoreConfig } from './config.js'
 import { ConsumerOffsets } from './consumer-offsets.js'
-import { DispatchTargets } from './dispatch-targets.js'
+import { DispatchTargets, RecordDispatch } from './dispatch-targets.js'
 import { Dispatcher } from './dispatcher.js'
 import { defaultEnvironment, type StoreEnvironment } from './environment.js'
 import { CommitLogFlusher } from './flusher.js'
@@ -168,7 +168,7 @@ export class StoreEngine {
     this.reads = new ReadService({
       commitLog: this.commitLog,
       queues: this.queues,
-      index: () => this.index.current,
+      index: this.index,
       config: this.config,
       onBadBody: (offset) => this.logger('error', `read skipped the record at commit-log offset ${offset}: its body fails its CRC`),
     })
@@ -202,7 +202,7 @@ export class StoreEngine {
     this.targets = new DispatchTargets({
       config: this.config,
       queues: this.queues,
-      index: () => this.index.current,
+      index: this.index,
       checkpoint: this.checkpoint,
       subscriptions: this.subscriptions,
       arrivals: this.arrivals,
@@ -231,11 +231,7 @@ export class StoreEngine {
       },
     })
     this.dueTimes = dueTimeCorrection(levels)
-    const dueTimes = this.dueTimes
-    const dispatch = (request: DispatchRequest) => {
-      const done = this.targets.dispatch(levels.isDefault ? request : dueTimes(request))
-      return done === true ? this.compacted.dispatch(request) : done
-    }
+    const dispatch = new RecordDispatch(this.targets, levels.isDefault ? null : this.dueTimes, this.compacted)
     this.dispatcher = new Dispatcher(this.commitLog, dispatch, {
       onSkip: (offset, bytes, reason) => {
         this.statsService.dispatchSkippedRanges++

@@ -55,8 +55,8 @@ function isRepeated(candidates: readonly number[], c: number): boolean {
 export interface ReadServiceDeps {
   commitLog: CommitLog
   queues: ConsumeQueueTable
-  /** The index is replaced when open rebuilds it, so it is looked up on each query. */
-  index: () => IndexService
+  /** The index is replaced when open rebuilds it, so it is looked up on each query (see DispatchTargetDeps.index). */
+  index: { readonly current: IndexService }
   config: MessageStoreConfig
   /** Told about each record whose body failed its CRC on read (it was not served). */
   onBadBody?: (commitLogOffset: number) => void
@@ -65,7 +65,7 @@ export interface ReadServiceDeps {
 export class ReadService {
   private readonly commitLog: CommitLog
   private readonly queues: ConsumeQueueTable
-  private readonly index: () => IndexService
+  private readonly index: { readonly current: IndexService }
   private readonly config: MessageStoreConfig
   /** Bytes behind the log's end past which a read counts as "from disk" (transfer limits). */
   private readonly memoryLimit: number
@@ -314,7 +314,7 @@ export class ReadService {
   queryMessage(topic: string, key: string, maxNum: number, begin: number, end: number): QueryMessageResult {
     // Ask the index for a full batch: other keys with the same hash are filtered out below, and
     // must not use up maxNum. The newest matches are kept, returned in commit-log order.
-    const index = this.index()
+    const index = this.index.current
     const candidates = this.candidates
     const found = index.collectOffsets(topic, key, this.config.maxMsgsNumBatch, begin, end, candidates)
     const keyIsAscii = isAsciiText(key)
@@ -353,7 +353,7 @@ export class ReadService {
   getLatestByKey(topic: string, key: string): MessageExt | null {
     let latest: MessageExt | null = null
     const keyIsAscii = isAsciiText(key)
-    this.index().findNewest(topic, key, (offset) => {
+    this.index.current.findNewest(topic, key, (offset) => {
       // Each candidate is checked on its stored bytes, then read (and its body checked).
       const outcome = this.readAt(offset, topic, key, keyIsAscii)
       this.noteBadBodies(outcome)
