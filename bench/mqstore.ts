@@ -24,6 +24,7 @@ import {
   now,
   PUT_BATCH,
   PUT_WARMUP,
+  PUT_WARMUP_STORES,
   queueOf,
   removeDir,
   runProducers,
@@ -108,7 +109,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
   const options: OpenOptions = { ...COMMON, flushDiskType: 'ASYNC_FLUSH' }
 
   if (phases.has('put') || phases.has('scan') || phases.has('lookup') || phases.has('reopen')) {
-    await warmUpPuts(options, Math.min(PUT_WARMUP, config.count))
+    for (let k = 0; k < PUT_WARMUP_STORES; k++) await warmUpPuts(options, Math.min(PUT_WARMUP, config.count))
     const dir = makeTempDir('mqstore')
     try {
       let store = await MessageStore.open(dir, options)

@@ -21,6 +21,7 @@ import {
   now,
   PUT_BATCH,
   PUT_WARMUP,
+  PUT_WARMUP_STORES,
   queueOf,
   queueOffsetOf,
   removeDir,
@@ -116,14 +117,16 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
   if (phases.has('put') || phases.has('scan') || phases.has('lookup') || phases.has('reopen')) {
     const dir = makeTempDir('lmdb')
     try {
-      // The untimed warm-up of the put path (PUT_WARMUP), in a scratch environment.
-      const warmDir = makeTempDir('lmdb-warmup')
-      try {
-        const warm = openAll(warmDir)
-        await lmdbPutAll(warm, Math.min(PUT_WARMUP, config.count))
-        await warm.root.close()
-      } finally {
-        removeDir(warmDir)
+      // The untimed warm-up of the put path (PUT_WARMUP), in scratch environments.
+      for (let k = 0; k < PUT_WARMUP_STORES; k++) {
+        const warmDir = makeTempDir('lmdb-warmup')
+        try {
+          const warm = openAll(warmDir)
+          await lmdbPutAll(warm, Math.min(PUT_WARMUP, config.count))
+          await warm.root.close()
+        } finally {
+          removeDir(warmDir)
+        }
       }
       let db = openAll(dir)
       try {
@@ -336,13 +339,15 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           })
           for (let first = 0; first < count; first += PUT_BATCH) insertBatch(first, makeBodies(first, Math.min(PUT_BATCH, count - first)))
         }
-        const warmDir = makeTempDir('sqlite-warmup')
-        try {
-          const warm = openDb(join(warmDir, 'bench.db'), 'NORMAL')
-          insertAll(warm, Math.min(PUT_WARMUP, config.count))
-          warm.close()
-        } finally {
-          removeDir(warmDir)
+        for (let k = 0; k < PUT_WARMUP_STORES; k++) {
+          const warmDir = makeTempDir('sqlite-warmup')
+          try {
+            const warm = openDb(join(warmDir, 'bench.db'), 'NORMAL')
+            insertAll(warm, Math.min(PUT_WARMUP, config.count))
+            warm.close()
+          } finally {
+            removeDir(warmDir)
+          }
         }
         const started = now()
         const putFaults = jsThreadFaults()

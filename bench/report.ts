@@ -11,6 +11,7 @@ import {
   SCAN_BATCH,
   SCAN_RUNS,
   PUT_WARMUP,
+  PUT_WARMUP_STORES,
   SCAN_WARMUP_RUNS,
   spreadOf,
   SYNC_PRODUCERS,
@@ -572,7 +573,8 @@ function tables(b: BenchRuns): Tables {
     `limits: measured in a child process of their own at the start of each run (median of ${runCount}). The JS encode limit writes ` +
       'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second. ' +
       'The page-fault figure is the first write to a page of fresh memory; the JS-thread page-fault rows count the faults each phase took on the JS thread (Linux, /proc/thread-self/stat), so that faults x that figure is the time the phase spent in them.',
-    `put: every engine first puts ${fmt(PUT_WARMUP, 0)} messages (or the count, if smaller) into a scratch store of its own, untimed, so that the JIT has compiled the put path; the timed put starts in a new store.`,
+    `put: every engine first puts ${fmt(PUT_WARMUP, 0)} messages (or the count, if smaller) into each of ${PUT_WARMUP_STORES} scratch stores of its own in turn, untimed, so that the JIT has compiled the put path ` +
+      '(V8 compiles again the code it built for the first store once a second one widens the shapes it assumed); the timed put starts in a new store.',
     `scan: ${SCAN_WARMUP_RUNS} untimed passes, then the median of ${SCAN_RUNS} timed full passes over topic BenchTopic0 queue 0 (${fmt(mq?.scan?.count ?? lm?.scan?.count, 0)} messages); ` +
       'lmdb reads the same messages with one getRange; both consume() and getMessage are compared with it.',
     'mqstore runs with its safe read defaults: every read copies what it serves, and checks each body CRC.',

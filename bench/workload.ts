@@ -22,6 +22,13 @@ export const SCAN_WARMUP_RUNS = 2
  * timed put, untimed: the JIT compiles the put path on them, as a service's first seconds do.
  */
 export const PUT_WARMUP = 50_000
+/**
+ * Scratch stores the warm-up puts go into, one after the other. V8 specialises optimised code on
+ * the object shapes of the first instances it meets; the second store's objects widen those
+ * shapes and send the code back to be compiled again, with the timed put paying for it. From the
+ * second store on, the shapes hold, as they do in a service that has run for a while.
+ */
+export const PUT_WARMUP_STORES = 2
 /** Untimed lookups (keys outside the measured sample) run first to warm the code paths. */
 export const LOOKUP_WARMUP = 2000
 
