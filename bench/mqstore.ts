@@ -28,6 +28,7 @@ import {
   queueOf,
   removeDir,
   runProducers,
+  SYNC_WARMUP,
   sampleIndexes,
   SCAN_BATCH,
   SCAN_QUEUE,
@@ -260,10 +261,15 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         const n = config.syncCount
         log(`mqstore: SYNC_FLUSH put of ${n} messages by ${SYNC_PRODUCERS} producers`)
         const syncStarted = now()
-        const { seconds, latencyNs } = await runProducers(n, SYNC_PRODUCERS, async (i) => {
-          const put = await store.putMessage(message(i, makeBody(i)))
-          if (put.status !== 'PUT_OK') throw new Error(`sync put ${i}: ${put.status}`)
-        })
+        const { seconds, latencyNs } = await runProducers(
+          n,
+          SYNC_PRODUCERS,
+          async (i) => {
+            const put = await store.putMessage(message(i, makeBody(i)))
+            if (put.status !== 'PUT_OK') throw new Error(`sync put ${i}: ${put.status}`)
+          },
+          SYNC_WARMUP,
+        )
         windows.push(windowSince('SYNC put', syncStarted))
         result.sync = {
           count: n,

@@ -26,6 +26,7 @@ import {
   queueOffsetOf,
   removeDir,
   runProducers,
+  SYNC_WARMUP,
   sampleIndexes,
   SCAN_QUEUE,
   SCAN_RUNS,
@@ -232,16 +233,21 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
       try {
         const db = openAll(dir, awaitFlush ? { separateFlushed: true } : {})
         try {
-          return await runProducers(n, SYNC_PRODUCERS, async (i) => {
-            const pk = primaryKey(i)
-            db.messages.put(pk, makeBody(i))
-            const put = db.keys.put(keyOf(i), pk) as Promise<boolean> & { flushed?: Promise<unknown> }
-            check(await put, 'lmdb put failed')
-            if (awaitFlush) {
-              check(put.flushed !== undefined, 'lmdb put has no flushed promise')
-              await put.flushed
-            }
-          })
+          return await runProducers(
+            n,
+            SYNC_PRODUCERS,
+            async (i) => {
+              const pk = primaryKey(i)
+              db.messages.put(pk, makeBody(i))
+              const put = db.keys.put(keyOf(i), pk) as Promise<boolean> & { flushed?: Promise<unknown> }
+              check(await put, 'lmdb put failed')
+              if (awaitFlush) {
+                check(put.flushed !== undefined, 'lmdb put has no flushed promise')
+                await put.flushed
+              }
+            },
+            SYNC_WARMUP,
+          )
         } finally {
           await db.root.close()
         }
@@ -447,9 +453,14 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
         const n = config.syncCount
         log(`sqlite: synchronous=FULL put of ${n} messages, one per transaction`)
         const insert = db.prepare(insertSql)
-        const { seconds, latencyNs } = await runProducers(n, 1, async (i) => {
-          insert.run(topicOf(i), queueOf(i), queueOffsetOf(i), keyOf(i), makeBody(i))
-        })
+        const { seconds, latencyNs } = await runProducers(
+          n,
+          1,
+          async (i) => {
+            insert.run(topicOf(i), queueOf(i), queueOffsetOf(i), keyOf(i), makeBody(i))
+          },
+          SYNC_WARMUP,
+        )
         result.sync = {
           count: n,
           producers: 1,

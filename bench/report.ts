@@ -15,6 +15,7 @@ import {
   SCAN_WARMUP_RUNS,
   spreadOf,
   SYNC_PRODUCERS,
+  SYNC_WARMUP,
   type BenchConfig,
   type EngineName,
   type EngineResult,
@@ -624,6 +625,11 @@ function tables(b: BenchRuns): Tables {
         `${fmt(timer.due, 0)} timers due 3 s ahead, spread over a second, are consumed from their topic while the others stay pending: ` +
         'lag = arrival in consume() minus deliverAt. RSS growth from before the puts to after their entry ' +
         `(private memory: ${fmt(timer.anonGrowthBytes / 2 ** 20, 1)} MiB in the last run).`,
+    )
+  }
+  if (b.runs.some((r) => ENGINES.some((engine) => r[engine]?.sync !== undefined))) {
+    notes.push(
+      `SYNC: every engine first makes ${fmt(SYNC_WARMUP, 0)} untimed durable puts into the same store, by the same producers, then times the rest.`,
     )
   }
   for (const engine of ENGINES) {

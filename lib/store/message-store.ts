@@ -202,7 +202,7 @@ export class MessageStore implements AsyncDisposable {
     const defaults = this.e.recordDefaults
     const compacted = this.e.compacted
     const commitLog = this.e.commitLog
-    const records: (PreparedRecord | PrepareFailure | undefined)[] = new Array(PUT_SLICE).fill(undefined)
+    const records: (PreparedRecord | PrepareFailure | undefined)[] = new Array(Math.min(PUT_SLICE, messages.length)).fill(undefined)
     const tally: PutTally = { appended: 0, bytes: 0, lastEnd: -1, waitForFlush: false, leftToDispatch: false }
     // Without a write buffer an appended record is readable at once, so it can be dispatched
     // from what we know here instead of being parsed back out of the commit log; the first that
