@@ -1,4 +1,4 @@
-// The two limits every row of the benchmark is read against, measured in a child process of their
+// The limits every row of the benchmark is read against, measured in a child process of their
 // own in the same run as the engines:
 // - the JS encode limit: the bench's message (256 B body, topic BenchTopic<n>, KEYS property
 //   k<i>) encoded as a RocketMQ 4.9 commit-log record into a pre-faulted Buffer with DataView and
@@ -7,12 +7,19 @@
 //   copies what it serves can reach;
 // - the cost of a page fault: the first write to each page of fresh memory. Every engine's JS
 //   thread takes them while the heap it allocates from grows (the bench counts them per phase);
-//   in a virtual machine one costs many times what it costs on bare metal.
+//   in a virtual machine one costs many times what it costs on bare metal;
+// - the durable write of one group: SYNC_PRODUCERS records appended to a preallocated file with
+//   one pwrite, then fdatasync, on the file system the stores live on. A durable put that syncs
+//   once per group of waiting producers can at most make one group durable per that time.
 //
 //   node dist/bench/limits.js            # prints the figures as JSON
+import * as fs from 'node:fs'
+import * as os from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { BODY_SIZE, makeBodies, median, QUEUES, TOPICS } from './workload.js'
+import { native } from '../lib/native.js'
+import { BODY_SIZE, makeBodies, median, QUEUES, SYNC_PRODUCERS, TOPICS } from './workload.js'
 
 /** Bytes of a record before its body: RocketMQ 4.9's fixed fields with IPv4 hosts. */
 export const RECORD_HEAD_BYTES = 88
@@ -34,6 +41,9 @@ const PASSES = 5
 const FAULT_PASSES = 3
 const FAULT_REGION_BYTES = 64 * 1024 * 1024
 const PAGE_BYTES = 4096
+/** Group syncs timed for the durable-write figure (after one untimed), and the file they append to. */
+const SYNC_ROUNDS = 40
+const SYNC_FILE_BYTES = 64 * 1024 * 1024
 
 export interface LimitsResult {
   /** Bytes of the bench's record (message 1,000,000's key length). */
@@ -44,6 +54,8 @@ export interface LimitsResult {
   memcpy: number
   /** Microseconds of the first write to a page of fresh memory (median of FAULT_PASSES regions). */
   pageFaultUs?: number
+  /** Milliseconds to make one group of SYNC_PRODUCERS records durable (pwrite + fdatasync; median of SYNC_ROUNDS). */
+  groupSyncMs?: number
   /** Each pass, records/s. */
   jsEncodeRuns: number[]
   memcpyRuns: number[]
@@ -172,6 +184,7 @@ export function measureLimits(): LimitsResult {
     jsEncode: median(jsEncodeRuns),
     memcpy: median(memcpyRuns),
     pageFaultUs: pageFaultMicros(),
+    groupSyncMs: groupSyncMillis(target.subarray(0, SYNC_PRODUCERS * recordBytes)),
     jsEncodeRuns,
     memcpyRuns,
   }
@@ -190,6 +203,33 @@ function pageFaultMicros(): number {
     runs.push(Number(process.hrtime.bigint() - t0) / 1000 / (FAULT_REGION_BYTES / PAGE_BYTES))
   }
   return median(runs)
+}
+
+/**
+ * One group of records (`group`) appended to a file preallocated as a commit log is (so the first
+ * sync of each block also records it as written, as a store's does), then fdatasync: milliseconds
+ * per round, median. In the temporary folder, where the bench makes its stores.
+ */
+function groupSyncMillis(group: Buffer): number {
+  const dir = fs.mkdtempSync(join(os.tmpdir(), 'mqstore-bench-limits-'))
+  try {
+    const fd = fs.openSync(join(dir, 'log'), 'w+')
+    try {
+      native.allocate(fd, 0, SYNC_FILE_BYTES)
+      const runs: number[] = []
+      for (let k = 0; k <= SYNC_ROUNDS; k++) {
+        const t0 = process.hrtime.bigint()
+        fs.writeSync(fd, group, 0, group.length, k * group.length)
+        fs.fdatasyncSync(fd)
+        if (k > 0) runs.push(Number(process.hrtime.bigint() - t0) / 1e6)
+      }
+      return median(runs)
+    } finally {
+      fs.closeSync(fd)
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

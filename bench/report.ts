@@ -48,7 +48,7 @@ export function figure(b: BenchRuns, engine: EngineName, pick: Pick): Spread | u
   return spreadOf(b.runs.map((run) => (run[engine] === undefined ? undefined : pick(run[engine] as EngineResult))))
 }
 
-export type LimitName = 'jsEncode' | 'memcpy' | 'pageFaultUs'
+export type LimitName = 'jsEncode' | 'memcpy' | 'pageFaultUs' | 'groupSyncMs'
 
 export function limitFigure(b: BenchRuns, limit: LimitName): Spread | undefined {
   return spreadOf(b.limits.map((l) => l?.[limit]))
@@ -564,6 +564,14 @@ function tables(b: BenchRuns): Tables {
     pageFault === undefined ? '-' : `${fmt(pageFault.min, 2)} - ${fmt(pageFault.max, 2)}`,
     'JS-thread page faults of every phase',
   ])
+  const groupSync = limitFigure(b, 'groupSyncMs')
+  limitRows.push([
+    `durable write of a group of ${SYNC_PRODUCERS} records (one pwrite + fdatasync, preallocated file)`,
+    'ms',
+    fmt(groupSync?.median, 2),
+    groupSync === undefined ? '-' : `${fmt(groupSync.min, 2)} - ${fmt(groupSync.max, 2)}`,
+    `SYNC put: at most ${SYNC_PRODUCERS} / that = ${groupSync === undefined ? '-' : fmt((SYNC_PRODUCERS * 1000) / groupSync.median, 0)} msg/s`,
+  ])
 
   const targetRows = judgeTargets(b).map((t) => [t.phase, t.target, t.mqstore, t.lmdb, t.ratio, t.result])
   const mq = b.runs.find((r) => r.mqstore !== undefined)?.mqstore
@@ -743,7 +751,13 @@ export function jsonReport(b: BenchRuns): unknown {
       ratiosValid: b.load.valid,
     },
     orders: b.orders,
-    limits: { runs: b.limits, jsEncode: limitFigure(b, 'jsEncode') ?? null, memcpy: limitFigure(b, 'memcpy') ?? null },
+    limits: {
+      runs: b.limits,
+      jsEncode: limitFigure(b, 'jsEncode') ?? null,
+      memcpy: limitFigure(b, 'memcpy') ?? null,
+      pageFaultUs: limitFigure(b, 'pageFaultUs') ?? null,
+      groupSyncMs: limitFigure(b, 'groupSyncMs') ?? null,
+    },
     figures,
     runs: b.runs,
     targets: judgeTargets(b),
