@@ -3,6 +3,8 @@
 import { createHash } from 'node:crypto'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { crc32 } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 
@@ -38,6 +40,45 @@ function records(dir: string): Buffer[] {
 }
 
 describe('batch put', () => {
+  it('keeps nothing of a batch reachable once its put resolved, though it refills its records slice after slice', async () => {
+    // The records of a put are reused by the next one: they must let go of the messages' bodies.
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const dir = tempDir()
+    const store = await MessageStore.open(dir)
+    try {
+      const refs: WeakRef<Buffer>[] = []
+      const putBatch = async (first: number) => {
+        const batch = Array.from({ length: 100 }, (_, k) => {
+          const body = Buffer.alloc(64 * 1024, first + k)
+          refs.push(new WeakRef(body))
+          return { topic: 'HeldTopic', body, keys: `k${first + k}` }
+        })
+        for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+      }
+      await putBatch(0)
+      await putBatch(100)
+      for (let round = 0; round < 5 && refs.some((ref) => ref.deref() !== undefined); round++) {
+        await new Promise((resolve) => setImmediate(resolve))
+        gc()
+      }
+      expect(refs.filter((ref) => ref.deref() !== undefined).length).toBe(0)
+      // And every message of both batches reads back as it was put (a read serves a few 64 KiB bodies).
+      let offset = 0
+      while (offset < 200) {
+        const read = store.getMessage('g', 'HeldTopic', 0, offset, 32)
+        expect(read.messages.length).toBeGreaterThan(0)
+        for (const m of read.messages) {
+          expect(m.body.length).toBe(64 * 1024)
+          expect(m.body[0]).toBe(offset & 0xff)
+          offset++
+        }
+      }
+    } finally {
+      await store.close()
+    }
+  })
+
   it('a batch whose late message is malformed stores none of it (records are built a slice at a time)', async () => {
     const dir = tempDir()
     const store = await MessageStore.open(dir)

@@ -5,7 +5,14 @@ import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
 import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
 import { PutMessageResult } from './commitlog/commit-log.js'
-import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord, validateTopic } from './commitlog/record.js'
+import {
+  BODY_CRC_AFTER_WRITE,
+  isPrepareFailure,
+  RecordSlots,
+  type PrepareFailure,
+  type PreparedRecord,
+  validateTopic,
+} from './commitlog/record.js'
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'
@@ -72,6 +79,8 @@ export class MessageStore implements AsyncDisposable {
 
   /** The put's own dispatch requests (one object, refilled per record). */
   private readonly appendedRequests = new AppendedRequests()
+  /** The records a put refills slice after slice; null while a put holds them (a nested put makes its own). */
+  private recordSlots: RecordSlots | null = new RecordSlots()
 
   private constructor(private readonly e: StoreEngine) {
     this.storePath = e.storePath
@@ -209,40 +218,50 @@ export class MessageStore implements AsyncDisposable {
     // cannot be leaves the rest to the dispatcher's next pass. Slices of the batch are appended,
     // completed (body CRCs) and dispatched in turn, while their records are still in the cache.
     let directDispatch = this.e.pool === null
-    for (let from = 0; from < messages.length; from += PUT_SLICE) {
-      const to = Math.min(messages.length, from + PUT_SLICE)
-      for (let i = from; i < to; i++) {
-        records[i - from] = refusals?.[i] ?? compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE))
-      }
-      try {
+    const slots = this.recordSlots
+    this.recordSlots = null
+    try {
+      for (let from = 0; from < messages.length; from += PUT_SLICE) {
+        const to = Math.min(messages.length, from + PUT_SLICE)
         for (let i = from; i < to; i++) {
-          const record = records[i - from] as PreparedRecord | PrepareFailure
-          if (isPrepareFailure(record)) {
-            results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
-            continue
-          }
-          const result = this.appendOne(record, now)
-          results[i] = result
-          if (!result.isOk()) {
-            this.refused(messages[i], result)
-            continue
-          }
-          tally.appended++
-          tally.bytes += result.wroteBytes
-          tally.lastEnd = result.wroteOffset + result.wroteBytes
-          if (messages[i].properties?.WAIT !== 'false') tally.waitForFlush = true
+          const slot = slots === null ? null : slots.take(i - from)
+          records[i - from] =
+            refusals?.[i] ?? compacted.admit(messages[i], buildRecord(messages[i], now, defaults, BODY_CRC_AFTER_WRITE, slot))
         }
-      } finally {
-        commitLog.finishAppends()
+        try {
+          for (let i = from; i < to; i++) {
+            const record = records[i - from] as PreparedRecord | PrepareFailure
+            if (isPrepareFailure(record)) {
+              results[i] = this.refused(messages[i], PutMessageResult.failed(record.status, record.reason))
+              continue
+            }
+            const result = this.appendOne(record, now)
+            results[i] = result
+            if (!result.isOk()) {
+              this.refused(messages[i], result)
+              continue
+            }
+            tally.appended++
+            tally.bytes += result.wroteBytes
+            tally.lastEnd = result.wroteOffset + result.wroteBytes
+            if (messages[i].properties?.WAIT !== 'false') tally.waitForFlush = true
+          }
+        } finally {
+          commitLog.finishAppends()
+        }
+        for (let i = from; i < to; i++) {
+          const result = results[i]
+          if (result.wroteBytes <= 0) continue
+          const record = records[i - from] as PreparedRecord
+          if (directDispatch) directDispatch = this.dispatchAppended(record, result)
+          // Dispatch waits for a new queue's first file: the next new queues start making theirs.
+          else if (this.e.dispatcher.waiting !== null) this.e.targets.prepareAhead(record, result.queueOffset)
+        }
       }
-      for (let i = from; i < to; i++) {
-        const result = results[i]
-        if (result.wroteBytes <= 0) continue
-        const record = records[i - from] as PreparedRecord
-        if (directDispatch) directDispatch = this.dispatchAppended(record, result)
-        // Dispatch waits for a new queue's first file: the next new queues start making theirs.
-        else if (this.e.dispatcher.waiting !== null) this.e.targets.prepareAhead(record, result.queueOffset)
-      }
+    } finally {
+      // The slots let go of the messages (bodies, strings) before they wait for the next put.
+      slots?.release()
+      this.recordSlots = slots
     }
     tally.leftToDispatch = !directDispatch
     return tally

@@ -7,6 +7,7 @@ import {
   isPlainAscii,
   prepareMessageRecord,
   validateTopic,
+  type EncodedRecord,
   type HostAddress,
   type PrepareFailure,
   type PreparedRecord,
@@ -160,7 +161,13 @@ export function checkMessageShape(message: Message): void {
  * Validates a message and lays out its record; a message RocketMQ would refuse fails alone.
  * `bodyCRC`: the body's BODYCRC when the caller computed it (-1 or undefined: computed here).
  */
-export function buildRecord(message: Message, now: number, defaults: RecordDefaults, bodyCRC?: number): PreparedRecord | PrepareFailure {
+export function buildRecord(
+  message: Message,
+  now: number,
+  defaults: RecordDefaults,
+  bodyCRC?: number,
+  into: EncodedRecord | null = null,
+): PreparedRecord | PrepareFailure {
   if (message === null || typeof message !== 'object') throw new TypeError('message must be an object')
   const { topic, body } = message
   if (typeof topic !== 'string') throw new TypeError('message.topic must be a string')
@@ -222,6 +229,7 @@ export function buildRecord(message: Message, now: number, defaults: RecordDefau
     uniqKey,
     bodyCRC ?? -1,
     defaults.maxMessageSize,
+    into,
   )
   // Nothing of the message stays reachable from here once its put is done.
   parts.body = NO_BODY

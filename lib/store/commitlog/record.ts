@@ -181,34 +181,35 @@ export function isPrepareFailure(r: PreparedRecord | PrepareFailure): r is Prepa
 }
 
 /** Everything writeRecord needs, computed outside the append lock. */
-class EncodedRecord implements PreparedRecord {
-  // `declare`: the constructor alone defines the fields, so every instance gets one shape at once.
-  declare readonly length: number
-  declare readonly topic: string
-  declare readonly queueId: number
-  declare readonly sysFlag: number
-  declare readonly bodyCRC: number
-  declare readonly flag: number
-  declare readonly bornTimestamp: number
-  declare readonly reconsumeTimes: number
-  declare readonly preparedTransactionOffset: number
-  declare readonly body: Uint8Array
-  declare readonly topicBytes: Uint8Array
+export class EncodedRecord implements PreparedRecord {
+  // `declare`: set() alone defines the fields, so every instance gets one shape at once. A put
+  // refills the records of a slot pool (see RecordSlots) rather than making one per message.
+  declare length: number
+  declare topic: string
+  declare queueId: number
+  declare sysFlag: number
+  declare bodyCRC: number
+  declare flag: number
+  declare bornTimestamp: number
+  declare reconsumeTimes: number
+  declare preparedTransactionOffset: number
+  declare body: Uint8Array
+  declare topicBytes: Uint8Array
   /** The property string when it is ASCII (written as is), else null and `propertiesBytes` holds it. */
-  declare readonly propertiesAscii: string | null
-  declare readonly propertiesBytes: Uint8Array | null
-  declare readonly propertiesLength: number
-  declare readonly bornIp: Ip
-  declare readonly bornPort: number
-  declare readonly storeIp: Ip
-  declare readonly storePort: number
+  declare propertiesAscii: string | null
+  declare propertiesBytes: Uint8Array | null
+  declare propertiesLength: number
+  declare bornIp: Ip
+  declare bornPort: number
+  declare storeIp: Ip
+  declare storePort: number
   /**
    * With propertiesAscii and propertiesBytes both null: the properties are TAGS and KEYS alone,
    * these two ASCII strings (either may be undefined), written as `TAGS\x01t\x02KEYS\x01k`.
    */
-  declare readonly tags: string | undefined
-  declare readonly keys: string | undefined
-  declare readonly uniqKey: string | undefined
+  declare tags: string | undefined
+  declare keys: string | undefined
+  declare uniqKey: string | undefined
 
   constructor(
     length: number,
@@ -226,6 +227,40 @@ class EncodedRecord implements PreparedRecord {
     keys: string | undefined,
     uniqKey: string | undefined,
   ) {
+    this.set(
+      length,
+      parts,
+      sysFlag,
+      bodyCRC,
+      topicBytes,
+      propertiesAscii,
+      propertiesBytes,
+      propertiesLength,
+      bornIp,
+      storeIp,
+      storePort,
+      tags,
+      keys,
+      uniqKey,
+    )
+  }
+
+  set(
+    length: number,
+    parts: RecordParts,
+    sysFlag: number,
+    bodyCRC: number,
+    topicBytes: Uint8Array,
+    propertiesAscii: string | null,
+    propertiesBytes: Uint8Array | null,
+    propertiesLength: number,
+    bornIp: Ip,
+    storeIp: Ip,
+    storePort: number,
+    tags: string | undefined,
+    keys: string | undefined,
+    uniqKey: string | undefined,
+  ): this {
     this.length = length
     this.topic = parts.topic
     this.queueId = parts.queueId
@@ -247,6 +282,57 @@ class EncodedRecord implements PreparedRecord {
     this.tags = tags
     this.keys = keys
     this.uniqKey = uniqKey
+    return this
+  }
+
+  /** Lets go of the message's body and strings (a pooled record outlives its put). */
+  forget(): void {
+    this.body = NO_BYTES
+    this.propertiesAscii = null
+    this.propertiesBytes = null
+    this.tags = undefined
+    this.keys = undefined
+    this.uniqKey = undefined
+  }
+}
+
+const NO_BYTES = new Uint8Array(0)
+/** What a record slot holds before it is first filled. */
+const LOOPBACK = ipOf('127.0.0.1') as Ip
+const BLANK_PARTS: RecordParts = {
+  topic: '',
+  queueId: 0,
+  body: NO_BYTES,
+  flag: 0,
+  sysFlag: 0,
+  bornTimestamp: 0,
+  bornHost: { address: '127.0.0.1', port: 0 },
+  reconsumeTimes: 0,
+  preparedTransactionOffset: 0,
+}
+
+/**
+ * Records a put refills slice after slice instead of making one per message (an object of some
+ * 200 bytes was the largest thing a put allocated). take(i) is valid until the next take(i) or
+ * release(); release() drops what the records still hold of the messages.
+ */
+export class RecordSlots {
+  private readonly records: EncodedRecord[] = []
+  private used = 0
+
+  take(i: number): EncodedRecord {
+    while (this.records.length <= i) {
+      this.records.push(
+        new EncodedRecord(0, BLANK_PARTS, 0, -1, NO_BYTES, null, null, 0, LOOPBACK, LOOPBACK, 0, undefined, undefined, undefined),
+      )
+    }
+    if (i >= this.used) this.used = i + 1
+    return this.records[i]
+  }
+
+  release(): void {
+    for (let i = 0; i < this.used; i++) this.records[i].forget()
+    this.used = 0
   }
 }
 
@@ -317,6 +403,7 @@ export function prepareMessageRecord(
   uniqKey: string | undefined,
   bodyCRC: number,
   maxMessageSize: number,
+  into: EncodedRecord | null = null,
 ): PreparedRecord | PrepareFailure {
   const topicBytes = topicBytesOf(parts.topic)
   if (typeof topicBytes === 'string') return illegal(topicBytes)
@@ -387,7 +474,9 @@ export function prepareMessageRecord(
   if (!validPort(parts.bornHost.port)) return illegal(`born host port ${parts.bornHost.port} is not in 0..65535`)
   if (!validPort(storeHost.port)) return illegal(`store host port ${storeHost.port} is not in 0..65535`)
 
-  return new EncodedRecord(
+  return (
+    into ?? new EncodedRecord(0, BLANK_PARTS, 0, -1, NO_BYTES, null, null, 0, LOOPBACK, LOOPBACK, 0, undefined, undefined, undefined)
+  ).set(
     length,
     parts,
     sysFlag,
