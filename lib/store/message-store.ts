@@ -5,14 +5,8 @@ import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
 import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
 import { PutMessageResult } from './commitlog/commit-log.js'
-import {
-  BODY_CRC_AFTER_WRITE,
-  isPrepareFailure,
-  RecordSlots,
-  type PrepareFailure,
-  type PreparedRecord,
-  validateTopic,
-} from './commitlog/record.js'
+import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord, validateTopic } from './commitlog/record.js'
+import { RecordSlots } from './commitlog/record-slots.js'
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
 import { markUnflushed } from './flusher.js'

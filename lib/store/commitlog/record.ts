@@ -181,69 +181,40 @@ export function isPrepareFailure(r: PreparedRecord | PrepareFailure): r is Prepa
 }
 
 /** Everything writeRecord needs, computed outside the append lock. */
+const NO_BYTES = new Uint8Array(0)
+/** What a record holds before it is first filled. */
+const LOOPBACK = ipOf('127.0.0.1') as Ip
+
 export class EncodedRecord implements PreparedRecord {
-  // `declare`: set() alone defines the fields, so every instance gets one shape at once. A put
-  // refills the records of a slot pool (see RecordSlots) rather than making one per message.
-  declare length: number
-  declare topic: string
-  declare queueId: number
-  declare sysFlag: number
-  declare bodyCRC: number
-  declare flag: number
-  declare bornTimestamp: number
-  declare reconsumeTimes: number
-  declare preparedTransactionOffset: number
-  declare body: Uint8Array
-  declare topicBytes: Uint8Array
+  // Every field starts with a value of its kind, so every instance has one shape from the start;
+  // set() fills them. A put refills the records of a pool (record-slots.ts) rather than making one
+  // per message.
+  length = 0
+  topic = ''
+  queueId = 0
+  sysFlag = 0
+  bodyCRC = -1
+  flag = 0
+  bornTimestamp = 0
+  reconsumeTimes = 0
+  preparedTransactionOffset = 0
+  body: Uint8Array = NO_BYTES
+  topicBytes: Uint8Array = NO_BYTES
   /** The property string when it is ASCII (written as is), else null and `propertiesBytes` holds it. */
-  declare propertiesAscii: string | null
-  declare propertiesBytes: Uint8Array | null
-  declare propertiesLength: number
-  declare bornIp: Ip
-  declare bornPort: number
-  declare storeIp: Ip
-  declare storePort: number
+  propertiesAscii: string | null = null
+  propertiesBytes: Uint8Array | null = null
+  propertiesLength = 0
+  bornIp: Ip = LOOPBACK
+  bornPort = 0
+  storeIp: Ip = LOOPBACK
+  storePort = 0
   /**
    * With propertiesAscii and propertiesBytes both null: the properties are TAGS and KEYS alone,
    * these two ASCII strings (either may be undefined), written as `TAGS\x01t\x02KEYS\x01k`.
    */
-  declare tags: string | undefined
-  declare keys: string | undefined
-  declare uniqKey: string | undefined
-
-  constructor(
-    length: number,
-    parts: RecordParts,
-    sysFlag: number,
-    bodyCRC: number,
-    topicBytes: Uint8Array,
-    propertiesAscii: string | null,
-    propertiesBytes: Uint8Array | null,
-    propertiesLength: number,
-    bornIp: Ip,
-    storeIp: Ip,
-    storePort: number,
-    tags: string | undefined,
-    keys: string | undefined,
-    uniqKey: string | undefined,
-  ) {
-    this.set(
-      length,
-      parts,
-      sysFlag,
-      bodyCRC,
-      topicBytes,
-      propertiesAscii,
-      propertiesBytes,
-      propertiesLength,
-      bornIp,
-      storeIp,
-      storePort,
-      tags,
-      keys,
-      uniqKey,
-    )
-  }
+  tags: string | undefined = undefined
+  keys: string | undefined = undefined
+  uniqKey: string | undefined = undefined
 
   set(
     length: number,
@@ -293,46 +264,6 @@ export class EncodedRecord implements PreparedRecord {
     this.tags = undefined
     this.keys = undefined
     this.uniqKey = undefined
-  }
-}
-
-const NO_BYTES = new Uint8Array(0)
-/** What a record slot holds before it is first filled. */
-const LOOPBACK = ipOf('127.0.0.1') as Ip
-const BLANK_PARTS: RecordParts = {
-  topic: '',
-  queueId: 0,
-  body: NO_BYTES,
-  flag: 0,
-  sysFlag: 0,
-  bornTimestamp: 0,
-  bornHost: { address: '127.0.0.1', port: 0 },
-  reconsumeTimes: 0,
-  preparedTransactionOffset: 0,
-}
-
-/**
- * Records a put refills slice after slice instead of making one per message (an object of some
- * 200 bytes was the largest thing a put allocated). take(i) is valid until the next take(i) or
- * release(); release() drops what the records still hold of the messages.
- */
-export class RecordSlots {
-  private readonly records: EncodedRecord[] = []
-  private used = 0
-
-  take(i: number): EncodedRecord {
-    while (this.records.length <= i) {
-      this.records.push(
-        new EncodedRecord(0, BLANK_PARTS, 0, -1, NO_BYTES, null, null, 0, LOOPBACK, LOOPBACK, 0, undefined, undefined, undefined),
-      )
-    }
-    if (i >= this.used) this.used = i + 1
-    return this.records[i]
-  }
-
-  release(): void {
-    for (let i = 0; i < this.used; i++) this.records[i].forget()
-    this.used = 0
   }
 }
 
@@ -474,9 +405,7 @@ export function prepareMessageRecord(
   if (!validPort(parts.bornHost.port)) return illegal(`born host port ${parts.bornHost.port} is not in 0..65535`)
   if (!validPort(storeHost.port)) return illegal(`store host port ${storeHost.port} is not in 0..65535`)
 
-  return (
-    into ?? new EncodedRecord(0, BLANK_PARTS, 0, -1, NO_BYTES, null, null, 0, LOOPBACK, LOOPBACK, 0, undefined, undefined, undefined)
-  ).set(
+  return (into ?? new EncodedRecord()).set(
     length,
     parts,
     sysFlag,
