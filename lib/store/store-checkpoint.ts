@@ -160,12 +160,22 @@ export class StoreCheckpoint {
 
   /** Stores the fields into the mapping and forces them to disk. */
   flush(): void {
+    this.store()
+    this.file.flush(0)
+  }
+
+  /** The same, with the msync on the libuv pool. */
+  async flushAsync(): Promise<void> {
+    this.store()
+    await this.file.flushAsync(0)
+  }
+
+  private store(): void {
     const buffer = this.file.mappedBuffer()
     writeInt64BE(buffer, OFFSET_PHYSIC_MSG_TIMESTAMP, Math.trunc(this.physicMsgTimestamp))
     writeInt64BE(buffer, OFFSET_LOGICS_MSG_TIMESTAMP, Math.trunc(this.logicsMsgTimestamp))
     writeInt64BE(buffer, OFFSET_INDEX_MSG_TIMESTAMP, Math.trunc(this.indexMsgTimestamp))
     this.file.flushedPosition = 0
-    this.file.flush(0)
   }
 
   /** The clean-shutdown record, or null when there is none or it fails its CRC. */
@@ -226,10 +236,13 @@ export class StoreCheckpoint {
     }
   }
 
-  /** Erases the clean-shutdown record and forces that to disk: the store is about to change. */
-  clearShutdownRecord(): void {
+  /**
+   * Erases the clean-shutdown record and forces that to disk (msync on the libuv pool, so that the
+   * caller can write the abort file meanwhile): the store is about to change.
+   */
+  clearShutdownRecord(): Promise<void> {
     this.file.mappedBuffer().fill(0, OFFSET_SHUTDOWN_MAGIC, SHUTDOWN_RECORD_END)
-    this.flush()
+    return this.flushAsync()
   }
 
   shutdown(): void {
