@@ -119,6 +119,13 @@ const ROWS: Row[] = [
   { phase: 'lookup latency p50', unit: 'us', direction: 'lower', digits: 2, value: (r) => r.lookup?.latencyUs.p50 },
   { phase: 'lookup latency p99', unit: 'us', direction: 'lower', digits: 2, value: (r) => r.lookup?.latencyUs.p99 },
   { phase: 'lookup latency p99.9', unit: 'us', direction: 'lower', digits: 2, value: (r) => r.lookup?.latencyUs.p999 },
+  {
+    phase: 'lookup latency p99, the same keys again',
+    unit: 'us',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => r.lookup?.repeatLatencyUs?.p99,
+  },
   { phase: `SYNC put, ${SYNC_PRODUCERS} producers`, unit: 'msg/s', direction: 'higher', digits: 0, value: (r) => r.sync?.rate },
   { phase: 'SYNC put latency p50', unit: 'us', direction: 'lower', digits: 0, value: (r) => r.sync?.latencyUs.p50 },
   { phase: 'SYNC put latency p99', unit: 'us', direction: 'lower', digits: 0, value: (r) => r.sync?.latencyUs.p99 },

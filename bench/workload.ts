@@ -220,6 +220,46 @@ export function summarizeNs(latenciesNs: Float64Array): LatencySummary {
   }
 }
 
+/**
+ * Times `n` lookups one by one: `lookup(j)` makes the j-th, `isRight` (untimed) says whether it
+ * found the message it should. Returns each lookup's nanoseconds and how many were right.
+ */
+export function timeLookups<T>(
+  n: number,
+  lookup: (j: number) => T,
+  isRight: (got: T, j: number) => boolean,
+): { latency: Float64Array; found: number } {
+  const latency = new Float64Array(n)
+  let found = 0
+  for (let j = 0; j < n; j++) {
+    const s = process.hrtime.bigint()
+    const got = lookup(j)
+    latency[j] = Number(process.hrtime.bigint() - s)
+    if (isRight(got, j)) found++
+  }
+  return { latency, found }
+}
+
+/** A lookup phase's result: the first pass's figures, and the latency of the same keys again. */
+export function lookupResult(
+  n: number,
+  found: number,
+  seconds: number,
+  latency: Float64Array,
+  repeat: Float64Array,
+  faults: number | undefined,
+): LookupResult {
+  return {
+    count: n,
+    found,
+    seconds,
+    rate: n / seconds,
+    latencyUs: summarizeNs(latency),
+    repeatLatencyUs: summarizeNs(repeat),
+    jsThreadFaults: faults,
+  }
+}
+
 export function makeTempDir(engine: string): string {
   return fs.mkdtempSync(join(os.tmpdir(), `mqstore-bench-${engine}-`))
 }
@@ -307,6 +347,11 @@ export interface LookupResult {
   seconds: number
   rate: number
   latencyUs: LatencySummary
+  /**
+   * The same keys looked up again, in the same order, right after: what is left of the latency
+   * once the pages each lookup touches have been touched before.
+   */
+  repeatLatencyUs?: LatencySummary
   /** Minor page faults the JS thread took during the timed lookups (Linux; see jsThreadFaults). */
   jsThreadFaults?: number
 }
