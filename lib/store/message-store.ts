@@ -104,8 +104,6 @@ export class MessageStore implements AsyncDisposable {
     try {
       withoutEviction(engine.queues.budget, () => engine.load())
       await engine.syncAfterCrash()
-      withoutEviction(engine.queues.budget, () => engine.replay())
-      await engine.markRunning()
       withoutEviction(engine.queues.budget, () => engine.start())
     } catch (error) {
       engine.abandon()

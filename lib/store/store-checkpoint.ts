@@ -160,22 +160,12 @@ export class StoreCheckpoint {
 
   /** Stores the fields into the mapping and forces them to disk. */
   flush(): void {
-    this.store()
-    this.file.flush(0)
-  }
-
-  /** The same, with the msync on the libuv pool. */
-  async flushAsync(): Promise<void> {
-    this.store()
-    await this.file.flushAsync(0)
-  }
-
-  private store(): void {
     const buffer = this.file.mappedBuffer()
     writeInt64BE(buffer, OFFSET_PHYSIC_MSG_TIMESTAMP, Math.trunc(this.physicMsgTimestamp))
     writeInt64BE(buffer, OFFSET_LOGICS_MSG_TIMESTAMP, Math.trunc(this.logicsMsgTimestamp))
     writeInt64BE(buffer, OFFSET_INDEX_MSG_TIMESTAMP, Math.trunc(this.indexMsgTimestamp))
     this.file.flushedPosition = 0
+    this.file.flush(0)
   }
 
   /** The clean-shutdown record, or null when there is none or it fails its CRC. */
@@ -236,13 +226,10 @@ export class StoreCheckpoint {
     }
   }
 
-  /**
-   * Erases the clean-shutdown record and forces that to disk (msync on the libuv pool, so that the
-   * caller can write the abort file meanwhile): the store is about to change.
-   */
-  clearShutdownRecord(): Promise<void> {
+  /** Erases the clean-shutdown record and forces that to disk: the store is about to change. */
+  clearShutdownRecord(): void {
     this.file.mappedBuffer().fill(0, OFFSET_SHUTDOWN_MAGIC, SHUTDOWN_RECORD_END)
-    return this.flushAsync()
+    this.flush()
   }
 
   shutdown(): void {

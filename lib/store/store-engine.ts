@@ -385,8 +385,7 @@ export class StoreEngine {
     this.repair(`deleted consume queue ${queue.topic}/${queue.queueId} to rebuild it`, reason)
   }
 
-  /** Dispatches into the consume queues and the index what they miss of the commit log. */
-  replay(): void {
+  start(): void {
     const replay = replayDerivedFiles({
       dispatchedTo: this.dispatchedTo,
       commitLog: this.commitLog,
@@ -401,23 +400,12 @@ export class StoreEngine {
       'info',
       `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
     )
-  }
 
-  /**
-   * From here on the store changes: a crash must not find a shutdown record that vouches for it.
-   * The record's msync runs on the pool while the abort file is written; either order is safe.
-   */
-  async markRunning(): Promise<void> {
-    const cleared = this.checkpoint.clearShutdownRecord()
-    try {
-      fs.writeFileSync(this.paths.abort, abortFileContent())
-      syncDirectory(this.paths.abort)
-    } finally {
-      await cleared
-    }
-  }
+    // From here on the store changes: a crash must not find a shutdown record that vouches for it.
+    this.checkpoint.clearShutdownRecord()
+    fs.writeFileSync(this.paths.abort, abortFileContent())
+    syncDirectory(this.paths.abort)
 
-  start(): void {
     this.flusher.start()
     this.statsService.start()
     const onError = logError(this.logger)

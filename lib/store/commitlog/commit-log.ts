@@ -654,7 +654,6 @@ export class CommitLog {
   async flushAllAsync(): Promise<void> {
     const rounds = this.mappedFileQueue.mappedFiles.length + 10
     for (let i = 0; i < rounds && !this.mappedFileQueue.commit(0); i++);
-    await this.mappedFileQueue.syncUnflushedAsync()
     for (let i = 0; i < rounds && !(await this.mappedFileQueue.flushAsync(0)); i++);
   }
 

@@ -382,19 +382,6 @@ export class MappedFileQueue {
     return unchanged
   }
 
-  /**
-   * Syncs every file from the one holding flushedWhere on, all at once, without moving
-   * flushedWhere (flushAsync then finds nothing left to sync). For close after a burst that filled
-   * files: each file has its own write-back error state, so syncs of different files in parallel
-   * report every error, where one after another close waited for their sum.
-   */
-  async syncUnflushedAsync(): Promise<void> {
-    const first = this.findMappedFileByOffset(this.flushedWhere, this.flushedWhere === 0)
-    if (first === null) return
-    const files = this.mappedFiles.slice(this.mappedFiles.indexOf(first))
-    if (files.length > 1) await Promise.all(files.map((file) => file.flushAsync(0)))
-  }
-
   /** flush() with msync on the libuv pool. Callers must not run two at once. */
   async flushAsync(flushLeastPages: number): Promise<boolean> {
     const file = this.findMappedFileByOffset(this.flushedWhere, this.flushedWhere === 0)
