@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest'
 import { encodeRecord, recordLength } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
 import { judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
-import { BODY_SIZE, makeBody, rotation, spreadOf, type EngineResult } from '../bench/workload.js'
+import { BODY_SIZE, lookupResult, makeBody, rotation, spreadOf, timeLookups, type EngineResult } from '../bench/workload.js'
 import { decodeMessage } from '../lib/store/commitlog/record.js'
 import { MessageStore } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
@@ -79,6 +79,34 @@ describe('bench runs', () => {
     const text = textReport(busy)
     expect(text).toContain('RATIOS NOT VALID')
     expect(text).toContain('700 - 900')
+  })
+})
+
+describe('bench lookups', () => {
+  it('times each lookup alone, counts the right ones, and reports the repeated pass beside the first', () => {
+    const picks = [5, 7, 9]
+    const pass = timeLookups(
+      picks.length,
+      (j) => (j === 1 ? undefined : picks[j]),
+      (got, j) => got === picks[j],
+    )
+    expect(pass.found).toBe(2)
+    expect(pass.latency).toHaveLength(3)
+    for (const ns of pass.latency) expect(ns).toBeGreaterThanOrEqual(0)
+
+    const first = Float64Array.from([1000, 2000, 3000])
+    const again = Float64Array.from([4000, 5000, 6000])
+    const result = lookupResult(3, 3, 0.5, first, again, 0)
+    expect(result.rate).toBe(6)
+    expect(result.latencyUs.max).toBe(3)
+    expect(result.repeatLatencyUs?.max).toBe(6)
+
+    const runs = bench(0.5, [[1, 1]])
+    const mqstore = runs.runs[0].mqstore
+    if (mqstore === undefined) throw new Error('no mqstore run')
+    mqstore.lookup = result
+    // p99 of 4, 5 and 6 us: 6.00 us, in its own row below the first pass's 3.00.
+    expect(textReport(runs)).toMatch(/lookup latency p99, the same keys again +us \(-\) +6\.00/)
   })
 })
 
