@@ -6,6 +6,8 @@
 //   write-back of the consume queues every so many units, and syncs the index entries (not the
 //   slot table, whose pages a sync would make every next put fault on);
 // - a close does not make the next commit-log file that the burst's last append scheduled;
+// - reads in a loop that never yields run the flush passes their timers could not (catchUp), and
+//   a pass starts the index's sync with its queues' (nothing after its first wait would start);
 // - close drops the pages of the files it syncs from their mappings first, so that the syncs need
 //   not write-protect each mapped page (a TLB shootdown per page).
 import * as fs from 'node:fs'
@@ -13,6 +15,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
 import { interposeNativeForTesting } from '../lib/native.js'
+import { indexFileSize } from '../lib/store/index/index-file.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { QUEUE_WRITE_BACK_STEP, WRITE_BACK_EVERY_UNITS } from '../lib/store/queue/queue-write-back.js'
@@ -220,5 +223,63 @@ describe('a burst that never yields to the event loop', () => {
     closing = true
     await stores.pop()?.close()
     expect(reservedWhileClosing).toBe(0)
+  })
+
+  it('reads run the flushes their timers missed: the commit log, every queue and the index are synced from inside the loop', async () => {
+    const dir = tempDir('mqstore-quiet-')
+    const interval = 1000
+    const index = indexFileSize(1000, 4000)
+    const options: OpenOptions = {
+      ...BASE,
+      messageIndexEnable: true,
+      maxHashSlotNum: 1000,
+      maxIndexNum: 4000,
+      // No timer fires before the loop: every pass it sees is one only the reads can run.
+      flushIntervalCommitLog: interval,
+      flushIntervalConsumeQueue: interval,
+    }
+    // 600 units of 20 bytes a queue, past flushConsumeQueueLeastPages (2 pages).
+    const batch = messages(2400).map((m, k) => ({ ...m, queueId: k % 4, keys: `key-${k}` }))
+    // The files exist before the loop: a new file's first sync is an fsync, not through its mapping.
+    const first = await MessageStore.open(dir, options)
+    for (const r of await first.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+    await first.close()
+    let reading = false
+    // When each kind of file was synced from inside the read loop (performance.now()).
+    const synced: { kind: string; handle: number; at: number }[] = []
+    let handles = 0
+    restores.push(
+      interposeNativeForTesting((original) => ({
+        map: (fd, length, writable) => {
+          const handle = original.map(fd, length, writable)
+          const kind = length === 1 << 20 ? 'log' : length === QUEUE_FILE ? 'queue' : length === index ? 'index' : null
+          if (!writable || kind === null) return handle
+          const id = handles++
+          return wrapMapHandle(handle, {
+            syncAsync: (offset, bytes) => {
+              if (reading) synced.push({ kind, handle: id, at: performance.now() })
+              return handle.syncAsync(offset, bytes)
+            },
+          })
+        },
+      })),
+    )
+    const opened = performance.now()
+    const store = await MessageStore.open(dir, options)
+    stores.push(store)
+    for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+    reading = true
+    const until = opened + 2.5 * interval
+    let reads = 0
+    while (performance.now() < until) {
+      const got = store.getMessage('g', 'quiet', reads % 4, 0, 8)
+      expect(got.status).toBe('FOUND')
+      reads++
+    }
+    reading = false
+    for (const kind of ['log', 'queue', 'index']) expect(synced.some((s) => s.kind === kind)).toBe(true)
+    expect(new Set(synced.filter((s) => s.kind === 'queue').map((s) => s.handle)).size).toBe(4)
+    // Not before they were due.
+    for (const { at } of synced) expect(at).toBeGreaterThanOrEqual(opened + interval)
   })
 })

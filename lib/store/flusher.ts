@@ -108,6 +108,12 @@ export class CommitLogFlusher {
     }
   }
 
+  /** Runs the flush (and commit) passes a busy event loop kept overdue (ServiceLoop.runIfDue). */
+  runIfDue(now: number): void {
+    this.commitLoop?.runIfDue(now)
+    this.flushLoop?.runIfDue(now)
+  }
+
   /** After a put that does not wait: nudge the services that make it durable or readable. */
   wakeup(): void {
     if (this.commitLoop !== null) this.commitLoop.wakeup()

@@ -47,6 +47,9 @@ import { StoreStatsService } from './store-stats.js'
 import type { Message, MessageStoreStats, OpenOptions, Repair } from './types.js'
 import type { PutMessageResult } from './commitlog/commit-log.js'
 
+/** Reads look for overdue flushes once every POLL_MASK + 1 calls (a clock read each time would show). */
+const POLL_MASK = 63
+
 /**
  * Everything a store runs: the services, wired together, and the order in which they load,
  * recover, start and stop. MessageStore is the public face over it (checks, the put and read
@@ -78,6 +81,10 @@ export class StoreEngine {
   readonly router: TopicRouter
   readonly statsService = new StoreStatsService()
   readonly loops: ServiceLoop[] = []
+  /** The loops that make derived files durable (run by reads too when overdue: catchUp). */
+  private readonly flushLoops: ServiceLoop[] = []
+  /** Reads since catchUp last looked for overdue flushes (it looks every POLL_MASK + 1). */
+  private callsSincePoll = 0
   /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
   readonly flags: RunningFlags
   readonly cleanup: CleanupService
@@ -409,15 +416,18 @@ export class StoreEngine {
     this.flusher.start()
     this.statsService.start()
     const onError = logError(this.logger)
-    this.loops.push(
+    this.flushLoops.push(
       new ServiceLoop(
         'flush-consume-queue',
         this.config.flushIntervalConsumeQueue,
         () => this.flushConsumeQueues(),
         logError(this.logger.child('flush')),
       ),
-      new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
       new ServiceLoop('flush-compaction-logs', this.config.flushIntervalConsumeQueue, () => this.compacted.flushAsync(), onError),
+    )
+    this.loops.push(
+      ...this.flushLoops,
+      new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
     )
     this.cleanLoop = new ServiceLoop(
       'clean-resource',
@@ -466,9 +476,15 @@ export class StoreEngine {
     if (this.flags.isSet('NOT_WRITEABLE')) return
     try {
       const closing = () => this.closing !== null
-      await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now(), closing)
       // The index file being written too, so that a close after a burst has little left to sync.
-      if (this.config.messageIndexEnable && !closing()) await this.index.current.flushCurrentAsync()
+      // Started first, with the queues' syncs: a pass run by a burst of reads (catchUp) starts
+      // only what it starts before its first wait, and that wait lasts until the burst ends.
+      const index = this.config.messageIndexEnable && !closing() ? this.index.current.flushCurrentAsync() : null
+      try {
+        await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now(), closing)
+      } finally {
+        await index
+      }
     } catch (error) {
       // As with the commit log (flusher.ts): a retried sync could succeed over lost pages.
       this.flags.set(
@@ -499,6 +515,18 @@ export class StoreEngine {
   /** Dispatches what the log holds beyond the consume queues, so that a read sees every put. */
   catchUp(): void {
     if (this.dispatcher.reputFromOffset < this.commitLog.getMaxOffset()) this.dispatcher.doReput()
+    this.callsSincePoll = (this.callsSincePoll + 1) & POLL_MASK
+    if (this.callsSincePoll === 0) this.runOverdueFlushes()
+  }
+
+  /**
+   * Runs the flushes whose timers are overdue. Reads in a synchronous loop keep the event loop from
+   * firing them; then a burst's dirty pages waited for close, which synced them all at once.
+   */
+  private runOverdueFlushes(): void {
+    const now = performance.now()
+    this.flusher.runIfDue(now)
+    for (const loop of this.flushLoops) loop.runIfDue(now)
   }
 
   /** The store's figures, documented field by field in docs/api.md; after close, those at close. */

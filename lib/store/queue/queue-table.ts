@@ -19,14 +19,13 @@ import { QueueDirectories } from './queue-directories.js'
 import { QueueEnds, type RecordedQueueEnds } from './queue-ends.js'
 import { QueueWriteBack } from './queue-write-back.js'
 
-/** Queues flushed at once by flushAllAsync (more than libuv's 4 threads, so the pool stays busy). */
-const FLUSH_PARALLEL = 16
 /**
- * Queues flushed at once by the periodic pass: syncs in flight together share journal commits, so
- * a pass over many dirty queues ends sooner (and a close waiting for it waits less), while the
- * libuv pool keeps threads free for the commit log's flush and the puts' file work.
+ * Queues synced at once, by close (flushAllAsync) and by the periodic pass: more than libuv's 4
+ * threads, so the pool stays busy and the syncs share journal commits. The pass starts that many
+ * at once also because a pass run by a burst of reads (see StoreEngine.catchUp) starts only what
+ * it starts before its first wait: no completion is seen until the burst ends.
  */
-const PERIODIC_FLUSH_PARALLEL = 2
+const FLUSH_PARALLEL = 16
 
 /** A queue folder name: the decimal queue id. */
 const QUEUE_DIR_PATTERN = /^\d{1,10}$/
@@ -343,7 +342,7 @@ export class ConsumeQueueTable {
       return queue.flushAsync(quiet ? 0 : leastPages)
     }
     // A close stops the pass between queues (its own flush syncs every queue at once).
-    const complete = await flushEach([...this.all()], PERIODIC_FLUSH_PARALLEL, flushOne, shouldStop)
+    const complete = await flushEach([...this.all()], FLUSH_PARALLEL, flushOne, shouldStop)
     if (thorough && complete) {
       if (logicsMsgTimestamp > 0) checkpoint.logicsMsgTimestamp = logicsMsgTimestamp
       checkpoint.flush()
