@@ -150,6 +150,46 @@ describe('a burst that never yields to the event loop', () => {
     expect(end).toBeLessThanOrEqual(entriesStart + 140_000 * 20)
   })
 
+  it.skipIf(process.platform !== 'linux')(
+    'drops the index entries it syncs from the mapping first (Linux only: the drop is a Linux madvise)',
+    async () => {
+      const dir = tempDir('mqstore-quiet-')
+      const slots = 100_000
+      const entries = 400_000
+      const entriesStart = 40 + slots * 4
+      // What happened to each range of the entry table, in order.
+      const steps: string[] = []
+      restores.push(
+        interposeNativeForTesting((original) => ({
+          map: (fd, length, writable) => {
+            const handle = original.map(fd, length, writable)
+            if (length !== entriesStart + entries * 20) return handle
+            return wrapMapHandle(handle, {
+              advise: (offset, bytes, advice) => {
+                if (advice === 'dontneed') steps.push(`drop ${offset}+${bytes}`)
+                return handle.advise(offset, bytes, advice)
+              },
+              syncAsync: (offset, bytes) => {
+                steps.push(`sync ${offset}+${bytes}`)
+                return handle.syncAsync(offset, bytes)
+              },
+            })
+          },
+        })),
+      )
+      const store = await MessageStore.open(dir, { ...BASE, messageIndexEnable: true, maxHashSlotNum: slots, maxIndexNum: entries })
+      stores.push(store)
+      for (let done = 0; done < 140_000; done += 1000) {
+        const batch = messages(1000).map((m, k) => ({ ...m, body: m.body.subarray(0, 16), keys: `key-${done + k}` }))
+        for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+      }
+      const syncs = steps.filter((step) => step.startsWith('sync'))
+      expect(syncs.length).toBe(2)
+      // Each sync comes right after the drop of the same range.
+      for (const sync of syncs) expect(steps[steps.indexOf(sync) - 1]).toBe(sync.replace('sync', 'drop'))
+    },
+  )
+
   it('close drops every page of the files it syncs from their mappings before it syncs them', async () => {
     const dir = tempDir('mqstore-quiet-')
     let closing = false

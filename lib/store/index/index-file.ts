@@ -572,11 +572,15 @@ export class IndexFile {
   /**
    * Forces entry-table bytes [from, to) to disk on the libuv pool: a burst's sync behind the writer
    * (IndexService.kickWriteback). The slot table is left alone: a sync makes the pages it cleans
-   * read-only to the writer, and the next key into each slot page would fault.
+   * read-only to the writer, and the next key into each slot page would fault. The entries' pages
+   * are dropped from the mapping first (the page cache keeps them): a sync write-protects every
+   * page still mapped, one TLB shootdown each, and each stopped the writer's CPU (an index rebuilt
+   * at open paid thousands).
    */
   async syncEntriesAsync(from: number, to: number): Promise<void> {
     const mapped = this.mappedFile
     if (this.readOnly || !mapped.isAvailable() || to <= from) return
+    mapped.dropPages(from, to, false)
     mapped.flushedPosition = from
     mapped.wrotePosition = to
     mapped.committedPosition = to
