@@ -27,6 +27,15 @@ import { QueueWriteBack } from './queue-write-back.js'
  */
 const FLUSH_PARALLEL = 16
 
+/** Slots of ConsumeQueueTable's cache of recent queues: 2^6, the top 6 bits of recentSlot's hash. */
+const RECENT_SLOTS = 64
+
+/** A queue's slot in that cache: a multiplicative hash of its id and its topic's length and last character. */
+function recentSlot(topic: string, queueId: number): number {
+  const tail = topic.charCodeAt(topic.length - 1) + (topic.length << 8)
+  return (Math.imul(queueId, 0x9e3779b1) ^ Math.imul(tail, 0x85ebca77)) >>> 26
+}
+
 /** A queue folder name: the decimal queue id. */
 const QUEUE_DIR_PATTERN = /^\d{1,10}$/
 
@@ -54,6 +63,8 @@ export class ConsumeQueueTable {
   private lastThoroughFlush: number
   /** Each queue's end at the last periodic pass (see flushAsync). */
   private readonly passEnds = new WeakMap<ConsumeQueue, number>()
+  /** Queues dispatch found lately, by recentSlot: every record asks, and two map lookups showed. */
+  private readonly recent: (ConsumeQueue | undefined)[] = new Array(RECENT_SLOTS).fill(undefined)
   private readonly writeBack = new QueueWriteBack()
   /** Makes queue folders and shares their directory syncs between queues. */
   private readonly directories = new QueueDirectories()
@@ -163,6 +174,15 @@ export class ConsumeQueueTable {
   }
 
   findOrCreate(topic: string, queueId: number): ConsumeQueue {
+    const slot = recentSlot(topic, queueId)
+    const hit = this.recent[slot]
+    if (hit !== undefined && hit.queueId === queueId && hit.topic === topic) return hit
+    const queue = this.lookUpOrCreate(topic, queueId)
+    this.recent[slot] = queue
+    return queue
+  }
+
+  private lookUpOrCreate(topic: string, queueId: number): ConsumeQueue {
     const found = this.topics.get(topic)?.get(queueId) ?? this.openDeferred(topic, queueId)
     if (found !== null) return found
     let queues = this.topics.get(topic)
@@ -186,12 +206,14 @@ export class ConsumeQueueTable {
     queue.shutdown()
     fs.rmSync(this.paths.consumeQueue(queue.topic, queue.queueId), { recursive: true, force: true })
     this.topics.get(queue.topic)?.delete(queue.queueId)
+    this.recent.fill(undefined)
   }
 
   /** Destroys every queue (their files included), deferred ones too. */
   destroyAll(): void {
     for (const queue of this.all()) queue.destroy()
     this.topics.clear()
+    this.recent.fill(undefined)
     for (const [topic, ids] of this.listed) {
       for (const queueId of ids) fs.rmSync(this.paths.consumeQueue(topic, queueId), { recursive: true, force: true })
     }
