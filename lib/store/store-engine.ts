@@ -31,6 +31,7 @@ import { RetryCounts } from './retry/retry-stats.js'
 import { DelayLevels } from './schedule/delay-level-table.js'
 import { dueTimeCorrection } from './schedule/delay-levels.js'
 import { ScheduleService } from './schedule/schedule-service.js'
+import { OverdueFlushes } from './overdue-flushes.js'
 import { ServiceLoop } from './service-loop.js'
 import { maxFrameBytesFor } from './sharing/frame.js'
 import { ArrivalsFile } from './sharing/arrivals-file.js'
@@ -46,9 +47,6 @@ import { resolveStoreSizes } from './store-sizes.js'
 import { StoreStatsService } from './store-stats.js'
 import type { Message, MessageStoreStats, OpenOptions, Repair } from './types.js'
 import type { PutMessageResult } from './commitlog/commit-log.js'
-
-/** Reads look for overdue flushes once every POLL_MASK + 1 calls (a clock read each time would show). */
-const POLL_MASK = 63
 
 /**
  * Everything a store runs: the services, wired together, and the order in which they load,
@@ -81,10 +79,8 @@ export class StoreEngine {
   readonly router: TopicRouter
   readonly statsService = new StoreStatsService()
   readonly loops: ServiceLoop[] = []
-  /** The loops that make derived files durable (run by reads too when overdue: catchUp). */
-  private readonly flushLoops: ServiceLoop[] = []
-  /** Reads since catchUp last looked for overdue flushes (it looks every POLL_MASK + 1). */
-  private callsSincePoll = 0
+  /** The flush passes reads run when their timers are overdue (from start on). */
+  private overdue: OverdueFlushes | null = null
   /** RocketMQ's RunningFlags: puts are refused while any write-blocking flag is set. */
   readonly flags: RunningFlags
   readonly cleanup: CleanupService
@@ -416,7 +412,7 @@ export class StoreEngine {
     this.flusher.start()
     this.statsService.start()
     const onError = logError(this.logger)
-    this.flushLoops.push(
+    const flushLoops = [
       new ServiceLoop(
         'flush-consume-queue',
         this.config.flushIntervalConsumeQueue,
@@ -424,9 +420,10 @@ export class StoreEngine {
         logError(this.logger.child('flush')),
       ),
       new ServiceLoop('flush-compaction-logs', this.config.flushIntervalConsumeQueue, () => this.compacted.flushAsync(), onError),
-    )
+    ]
+    this.overdue = new OverdueFlushes(this.flusher, flushLoops)
     this.loops.push(
-      ...this.flushLoops,
+      ...flushLoops,
       new ServiceLoop('persist-consumer-offsets', this.config.flushConsumerOffsetInterval, () => this.consumerOffsets.persist(), onError),
     )
     this.cleanLoop = new ServiceLoop(
@@ -476,15 +473,10 @@ export class StoreEngine {
     if (this.flags.isSet('NOT_WRITEABLE')) return
     try {
       const closing = () => this.closing !== null
-      // The index file being written too, so that a close after a burst has little left to sync.
-      // Started first, with the queues' syncs: a pass run by a burst of reads (catchUp) starts
-      // only what it starts before its first wait, and that wait lasts until the burst ends.
+      // The index file being written too, so that a close after a burst has little left to sync; beside
+      // the queues' syncs, since a pass a burst of reads runs (catchUp) starts nothing after its first wait.
       const index = this.config.messageIndexEnable && !closing() ? this.index.current.flushCurrentAsync() : null
-      try {
-        await this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now(), closing)
-      } finally {
-        await index
-      }
+      await Promise.all([this.queues.flushAsync(this.config, this.checkpoint, this.env.clock.now(), closing), index])
     } catch (error) {
       // As with the commit log (flusher.ts): a retried sync could succeed over lost pages.
       this.flags.set(
@@ -515,18 +507,7 @@ export class StoreEngine {
   /** Dispatches what the log holds beyond the consume queues, so that a read sees every put. */
   catchUp(): void {
     if (this.dispatcher.reputFromOffset < this.commitLog.getMaxOffset()) this.dispatcher.doReput()
-    this.callsSincePoll = (this.callsSincePoll + 1) & POLL_MASK
-    if (this.callsSincePoll === 0) this.runOverdueFlushes()
-  }
-
-  /**
-   * Runs the flushes whose timers are overdue. Reads in a synchronous loop keep the event loop from
-   * firing them; then a burst's dirty pages waited for close, which synced them all at once.
-   */
-  private runOverdueFlushes(): void {
-    const now = performance.now()
-    this.flusher.runIfDue(now)
-    for (const loop of this.flushLoops) loop.runIfDue(now)
+    this.overdue?.tick()
   }
 
   /** The store's figures, documented field by field in docs/api.md; after close, those at close. */
