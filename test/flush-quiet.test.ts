@@ -46,6 +46,44 @@ afterEach(async () => {
   for (const restore of restores.splice(0)) restore()
 })
 
+/** The index of indexBurst's store: 100,000 slots and 400,000 entries. */
+const INDEX_SLOTS = 100_000
+const INDEX_ENTRIES = 400_000
+const INDEX_ENTRIES_START = 40 + INDEX_SLOTS * 4
+
+/**
+ * Puts 140,000 messages of a key each into a new store, 1000 at a time (batches awaited one after
+ * another resolve through microtasks only: no timer runs between them), and tells `note` of every
+ * drop and sync of its index file's mapping.
+ */
+async function indexBurst(note: (step: 'drop' | 'sync', offset: number, length: number) => void): Promise<void> {
+  restores.push(
+    interposeNativeForTesting((original) => ({
+      map: (fd, length, writable) => {
+        const handle = original.map(fd, length, writable)
+        if (length !== INDEX_ENTRIES_START + INDEX_ENTRIES * 20) return handle
+        return wrapMapHandle(handle, {
+          advise: (offset, bytes, advice) => {
+            if (advice === 'dontneed') note('drop', offset, bytes)
+            return handle.advise(offset, bytes, advice)
+          },
+          syncAsync: (offset, bytes) => {
+            note('sync', offset, bytes)
+            return handle.syncAsync(offset, bytes)
+          },
+        })
+      },
+    })),
+  )
+  const options = { ...BASE, messageIndexEnable: true, maxHashSlotNum: INDEX_SLOTS, maxIndexNum: INDEX_ENTRIES }
+  const store = await MessageStore.open(tempDir('mqstore-quiet-'), options)
+  stores.push(store)
+  for (let done = 0; done < 140_000; done += 1000) {
+    const batch = messages(1000).map((m, k) => ({ ...m, body: m.body.subarray(0, 16), keys: `key-${done + k}` }))
+    for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+  }
+}
+
 describe('a quiet writer leaves nothing unsynced', () => {
   it('the commit log: a few puts below flushCommitLogLeastPages are flushed once no put follows', async () => {
     const store = await MessageStore.open(tempDir('mqstore-quiet-'), BASE)
@@ -114,75 +152,27 @@ describe('a burst that never yields to the event loop', () => {
   })
 
   it('syncs the index entries behind the writer every so many keys, never its slot table', async () => {
-    const dir = tempDir('mqstore-quiet-')
-    const slots = 100_000
-    const entries = 400_000
-    const entriesStart = 40 + slots * 4
     const synced: { offset: number; length: number }[] = []
-    restores.push(
-      interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
-          if (length !== entriesStart + entries * 20) return handle
-          return wrapMapHandle(handle, {
-            syncAsync: (offset, bytes) => {
-              synced.push({ offset, length: bytes })
-              return handle.syncAsync(offset, bytes)
-            },
-          })
-        },
-      })),
-    )
-    const store = await MessageStore.open(dir, { ...BASE, messageIndexEnable: true, maxHashSlotNum: slots, maxIndexNum: entries })
-    stores.push(store)
+    await indexBurst((step, offset, length) => {
+      if (step === 'sync') synced.push({ offset, length })
+    })
     // A key each: 140,000 entries, two syncs of the entries at 65,536 entries apart.
-    for (let done = 0; done < 140_000; done += 1000) {
-      const batch = messages(1000).map((m, k) => ({ ...m, body: m.body.subarray(0, 16), keys: `key-${done + k}` }))
-      for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
-    }
     expect(synced.length).toBe(2)
-    let end = Math.floor(entriesStart / 4096) * 4096
+    let end = Math.floor(INDEX_ENTRIES_START / 4096) * 4096
     for (const { offset, length } of synced) {
       expect(offset).toBe(end)
       expect((offset + length) % 4096).toBe(0)
       end = offset + length
     }
-    expect(end).toBeLessThanOrEqual(entriesStart + 140_000 * 20)
+    expect(end).toBeLessThanOrEqual(INDEX_ENTRIES_START + 140_000 * 20)
   })
 
   it.skipIf(process.platform !== 'linux')(
     'drops the index entries it syncs from the mapping first (Linux only: the drop is a Linux madvise)',
     async () => {
-      const dir = tempDir('mqstore-quiet-')
-      const slots = 100_000
-      const entries = 400_000
-      const entriesStart = 40 + slots * 4
       // What happened to each range of the entry table, in order.
       const steps: string[] = []
-      restores.push(
-        interposeNativeForTesting((original) => ({
-          map: (fd, length, writable) => {
-            const handle = original.map(fd, length, writable)
-            if (length !== entriesStart + entries * 20) return handle
-            return wrapMapHandle(handle, {
-              advise: (offset, bytes, advice) => {
-                if (advice === 'dontneed') steps.push(`drop ${offset}+${bytes}`)
-                return handle.advise(offset, bytes, advice)
-              },
-              syncAsync: (offset, bytes) => {
-                steps.push(`sync ${offset}+${bytes}`)
-                return handle.syncAsync(offset, bytes)
-              },
-            })
-          },
-        })),
-      )
-      const store = await MessageStore.open(dir, { ...BASE, messageIndexEnable: true, maxHashSlotNum: slots, maxIndexNum: entries })
-      stores.push(store)
-      for (let done = 0; done < 140_000; done += 1000) {
-        const batch = messages(1000).map((m, k) => ({ ...m, body: m.body.subarray(0, 16), keys: `key-${done + k}` }))
-        for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
-      }
+      await indexBurst((step, offset, length) => steps.push(`${step} ${offset}+${length}`))
       const syncs = steps.filter((step) => step.startsWith('sync'))
       expect(syncs.length).toBe(2)
       // Each sync comes right after the drop of the same range.
