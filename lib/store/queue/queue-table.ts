@@ -22,7 +22,7 @@ import { QueueWriteBack } from './queue-write-back.js'
 /**
  * Queues synced at once, by close (flushAllAsync) and by the periodic pass: more than libuv's 4
  * threads, so the pool stays busy and the syncs share journal commits. The pass starts that many
- * at once also because a pass run by a burst of reads (see StoreEngine.catchUp) starts only what
+ * at once also because a pass run by a burst of reads (overdue-flushes.ts) starts only what
  * it starts before its first wait: no completion is seen until the burst ends.
  */
 const FLUSH_PARALLEL = 16
