@@ -478,7 +478,7 @@ export class CommitLog {
 
   // ---- recovery -----------------------------------------------------------------------------
 
-  /** The files from `files[startIndex]` on, as the recovery scan reads them (scan-mappings.ts). */
+  /** The files, as the recovery scan reads them (scan-mappings.ts). */
   private scanSource(mappings: ScanMappings): ScanSource {
     const files = this.mappedFileQueue.mappedFiles
     return {
@@ -486,6 +486,7 @@ export class CommitLog {
       fileSize: this.config.mappedFileSizeCommitLog,
       fileStart: (index) => files[index].fileFromOffset,
       read: (index, from, to) => mappings.read(index, from, to),
+      readInto: (index, from, target) => mappings.readInto(index, from, target),
     }
   }
 
@@ -495,7 +496,7 @@ export class CommitLog {
     onProgress: RecoveryProgress | null,
     resume: ScanResume | null = null,
   ): RecoveryOutcome {
-    const mappings = new ScanMappings(this.mappedFileQueue.mappedFiles, startIndex)
+    const mappings = new ScanMappings(this.mappedFileQueue.mappedFiles)
     try {
       const source = this.scanSource(mappings)
       const outcome = scanRecords(source, startIndex, this.config.checkCRCOnRecover, onRecord, onProgress, this.views, resume)

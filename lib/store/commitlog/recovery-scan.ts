@@ -26,6 +26,7 @@ import {
 } from './record.js'
 import { dataViewOf, type DataViewCache } from '../bytes.js'
 import { CrcPrefetch } from './crc-prefetch.js'
+import { ScanWindow } from './scan-window.js'
 
 /** Where a recovery scan met a record that failed its checks. */
 export interface RecoveryDamage {
@@ -70,6 +71,14 @@ export interface ScanSource {
   readonly fileSize: number
   fileStart(index: number): number
   read(index: number, from: number, to: number): Buffer
+  /**
+   * Copies bytes [from, from + target.length) of file `index` into `target` (fewer at the end of
+   * what the file holds) and returns how many. A source with it is scanned through a window it
+   * fills (scan-window.ts); one without, through read()'s views.
+   */
+  readInto?(index: number, from: number, target: Buffer): number
+  /** Bytes the scan reads at a time (default WINDOW_BYTES). */
+  readonly windowBytes?: number
 }
 
 export type ScanStep = { kind: 'record'; request: DispatchRequest } | { kind: 'blank' } | { kind: 'end' } | { kind: 'bad'; reason: string }
@@ -233,8 +242,7 @@ export function scanRecords(
   let pos = resume?.position ?? 0
   const totalBytes = (src.fileCount - startIndex) * fileSize - pos
   let index = startIndex
-  let buf = src.read(index, 0, fileSize)
-  let dv = dataViewOf(buf, views)
+  const window = new ScanWindow(src)
   let scannedBytes = 0
   let nextReport = PROGRESS_STEP_BYTES
   let lastRecordOffset = resume?.lastRecordOffset ?? -1
@@ -246,8 +254,17 @@ export function scanRecords(
   onProgress?.(0, totalBytes)
   for (;;) {
     const at = src.fileStart(index) + pos
-    const bodyCrc = prefetch === null ? -1 : prefetch.crcAt(buf, pos, fileSize, dv)
-    const step = scanStepInto(buf, pos, fileSize, at, checkCRC, views, bodyCrc, record)
+    // The header, then (when it claims more than the window holds) the whole record it claims.
+    let rel = window.hold(index, pos, MIN_RECORD_LENGTH)
+    if (rel + 8 <= window.bytes.length && window.bytes.readInt32BE(rel + 4) === MESSAGE_MAGIC_CODE) {
+      const claimed = window.bytes.readInt32BE(rel)
+      if (claimed >= MIN_RECORD_LENGTH && claimed <= fileSize - pos && rel + claimed > window.bytes.length)
+        rel = window.hold(index, pos, claimed)
+    }
+    const buf = window.bytes
+    const limit = fileSize - window.start
+    const bodyCrc = prefetch === null ? -1 : prefetch.crcAt(buf, rel, limit, dataViewOf(buf, views))
+    const step = scanStepInto(buf, rel, limit, at, checkCRC, views, bodyCrc, record)
     if (step === STEP_RECORD) {
       if (onRecord !== null) onRecord(record)
       lastRecordOffset = at
@@ -263,14 +280,13 @@ export function scanRecords(
       scannedBytes += fileSize - pos
       if (index + 1 >= src.fileCount) break
       index += 1
-      buf = src.read(index, 0, fileSize)
-      dv = dataViewOf(buf, views)
       pos = 0
       continue
     }
     if (step === STEP_BAD) damage = classifyDamage(src, index, pos, record.reason ?? record.status)
     break
   }
+  window.release()
   record.release()
   onProgress?.(totalBytes, totalBytes)
   return { processOffset: src.fileStart(index) + pos, damage, stoppedAt: damage, scannedBytes, lastRecordOffset }
