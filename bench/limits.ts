@@ -56,6 +56,8 @@ export interface LimitsResult {
   pageFaultUs?: number
   /** Milliseconds to make one group of SYNC_PRODUCERS records durable (pwrite + fdatasync; median of SYNC_ROUNDS). */
   groupSyncMs?: number
+  /** p99 microseconds of one private copy of a body (its own ArrayBuffer), each timed alone (see privateCopyP99Micros). */
+  privateCopyP99Us?: number
   /** Each pass, records/s. */
   jsEncodeRuns: number[]
   memcpyRuns: number[]
@@ -185,6 +187,7 @@ export function measureLimits(): LimitsResult {
     memcpy: median(memcpyRuns),
     pageFaultUs: pageFaultMicros(),
     groupSyncMs: groupSyncMillis(target.subarray(0, SYNC_PRODUCERS * recordBytes)),
+    privateCopyP99Us: privateCopyP99Micros(source),
     jsEncodeRuns,
     memcpyRuns,
   }
@@ -203,6 +206,36 @@ function pageFaultMicros(): number {
     runs.push(Number(process.hrtime.bigint() - t0) / 1000 / (FAULT_REGION_BYTES / PAGE_BYTES))
   }
   return median(runs)
+}
+
+/** Private copies timed for the copy-latency figure, after as many untimed. */
+const COPY_SAMPLES = 100_000
+const BODY_BYTES = 256
+
+/**
+ * The p99 of one body copied into a buffer of its own (Buffer.allocUnsafeSlow, then copy), each
+ * copy timed alone with process.hrtime.bigint() as the lookups are. A safe read hands out bytes
+ * that reach nothing but its own, so every lookup makes at least one such buffer: an ArrayBuffer
+ * whose memory is malloc'd on the JS thread and freed by V8's array-buffer sweeper on another,
+ * and the two meet on the allocator's lock. This is that cost's tail, with nothing else timed.
+ */
+function privateCopyP99Micros(source: Buffer): number {
+  const latencies = new Float64Array(COPY_SAMPLES)
+  const kept: Buffer[] = new Array(64)
+  const span = source.length - BODY_BYTES
+  for (let pass = 0; pass < 2; pass++) {
+    for (let k = 0; k < COPY_SAMPLES; k++) {
+      const from = (k * 4099) % span
+      const t0 = process.hrtime.bigint()
+      const copy = Buffer.allocUnsafeSlow(BODY_BYTES)
+      source.copy(copy, 0, from, from + BODY_BYTES)
+      latencies[k] = Number(process.hrtime.bigint() - t0)
+      // A few kept alive, as a consumer keeps some messages.
+      kept[k & 63] = copy
+    }
+  }
+  latencies.sort()
+  return latencies[Math.ceil(0.99 * COPY_SAMPLES) - 1] / 1000
 }
 
 /**

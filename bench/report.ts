@@ -48,7 +48,7 @@ export function figure(b: BenchRuns, engine: EngineName, pick: Pick): Spread | u
   return spreadOf(b.runs.map((run) => (run[engine] === undefined ? undefined : pick(run[engine] as EngineResult))))
 }
 
-export type LimitName = 'jsEncode' | 'memcpy' | 'pageFaultUs' | 'groupSyncMs'
+export type LimitName = 'jsEncode' | 'memcpy' | 'pageFaultUs' | 'groupSyncMs' | 'privateCopyP99Us'
 
 export function limitFigure(b: BenchRuns, limit: LimitName): Spread | undefined {
   return spreadOf(b.limits.map((l) => l?.[limit]))
@@ -579,6 +579,14 @@ function tables(b: BenchRuns): Tables {
     groupSync === undefined ? '-' : `${fmt(groupSync.min, 2)} - ${fmt(groupSync.max, 2)}`,
     `SYNC put: at most ${SYNC_PRODUCERS} / that = ${groupSync === undefined ? '-' : fmt((SYNC_PRODUCERS * 1000) / groupSync.median, 0)} msg/s`,
   ])
+  const privateCopy = limitFigure(b, 'privateCopyP99Us')
+  limitRows.push([
+    'one 256-byte body copied into a buffer of its own (allocUnsafeSlow + copy), p99, each timed alone',
+    'us',
+    fmt(privateCopy?.median, 2),
+    privateCopy === undefined ? '-' : `${fmt(privateCopy.min, 2)} - ${fmt(privateCopy.max, 2)}`,
+    'lookup p99 (a safe read makes at least one such buffer)',
+  ])
 
   const targetRows = judgeTargets(b).map((t) => [t.phase, t.target, t.mqstore, t.lmdb, t.ratio, t.result])
   const mq = b.runs.find((r) => r.mqstore !== undefined)?.mqstore
@@ -588,7 +596,8 @@ function tables(b: BenchRuns): Tables {
       'engine, so that none always runs first or last; the spread (min - max over the runs) is listed under the figures and in the JSON.',
     `limits: measured in a child process of their own at the start of each run (median of ${runCount}). The JS encode limit writes ` +
       'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second. ' +
-      'The page-fault figure is the first write to a page of fresh memory; the JS-thread page-fault rows count the faults each phase took on the JS thread (Linux, /proc/thread-self/stat), so that faults x that figure is the time the phase spent in them.',
+      'The page-fault figure is the first write to a page of fresh memory; the JS-thread page-fault rows count the faults each phase took on the JS thread (Linux, /proc/thread-self/stat), so that faults x that figure is the time the phase spent in them. ' +
+      "The private-copy figure is the p99 of one body copied into a buffer of its own, each copy timed alone as the lookups are: every safe read makes at least one such buffer (its malloc on the JS thread meets the frees of V8's concurrent array-buffer sweeper on the allocator's lock), so no safe lookup's p99 is below it.",
     `put: every engine first puts ${fmt(PUT_WARMUP, 0)} messages (or the count, if smaller) into each of ${PUT_WARMUP_STORES} scratch stores of its own in turn, untimed, so that the JIT has compiled the put path ` +
       '(V8 compiles again the code it built for the first store once a second one widens the shapes it assumed); the timed put starts in a new store.',
     `scan: ${SCAN_WARMUP_RUNS} untimed passes, then the median of ${SCAN_RUNS} timed full passes over topic BenchTopic0 queue 0 (${fmt(mq?.scan?.count ?? lm?.scan?.count, 0)} messages); ` +
@@ -764,6 +773,7 @@ export function jsonReport(b: BenchRuns): unknown {
       memcpy: limitFigure(b, 'memcpy') ?? null,
       pageFaultUs: limitFigure(b, 'pageFaultUs') ?? null,
       groupSyncMs: limitFigure(b, 'groupSyncMs') ?? null,
+      privateCopyP99Us: limitFigure(b, 'privateCopyP99Us') ?? null,
     },
     figures,
     runs: b.runs,

@@ -135,6 +135,37 @@ describe('bench limits', () => {
   })
 })
 
+describe('bench limits in the report', () => {
+  it("prints the private copy's p99 as the median of the runs, with their spread, beside the lookups", () => {
+    const b = bench(0.1, [
+      [900, 100],
+      [800, 100],
+      [700, 100],
+    ])
+    b.limits = [14.2, 9.5, 21].map((p99) => ({
+      recordBytes: 372,
+      jsEncode: 1000,
+      memcpy: 4000,
+      privateCopyP99Us: p99,
+      jsEncodeRuns: [],
+      memcpyRuns: [],
+    }))
+    const row = textReport(b)
+      .split('\n')
+      .find((line) => line.includes('buffer of its own'))
+    expect(row).toContain('14.20')
+    expect(row).toContain('9.50 - 21.00')
+    expect(row).toContain('lookup p99')
+    // Runs measured before the figure existed print a dash, not a zero.
+    b.limits = b.limits.map(() => ({ recordBytes: 372, jsEncode: 1000, memcpy: 4000, jsEncodeRuns: [], memcpyRuns: [] }))
+    expect(
+      textReport(b)
+        .split('\n')
+        .find((line) => line.includes('buffer of its own')),
+    ).toMatch(/us +- +- +lookup p99/)
+  })
+})
+
 describe('bench profile summariser', () => {
   // main -> encode (hot) and main -> (garbage collector); samples every 1 ms from t = 1000 us.
   const profile: CpuProfile = {
