@@ -24,6 +24,9 @@ import {
   isQuiet,
   STALE_UNITS_QUIET_BYTES,
   unitRunDamage,
+  UnitWindow,
+  unitOffsetIn,
+  unitSizeIn,
   writeUnit,
 } from './cq-unit.js'
 import { QueueDirectories, type OwedSync } from './queue-directories.js'
@@ -152,11 +155,7 @@ export class ConsumeQueue {
 
   /** The whole unit at byte `pos` of `view` (allocates; prefer the three readers in loops). */
   static readUnit(view: Buffer, pos: number): { offset: number; size: number; tagsCode: number } {
-    return {
-      offset: ConsumeQueue.readOffset(view, pos),
-      size: ConsumeQueue.readSize(view, pos),
-      tagsCode: ConsumeQueue.readTagsCode(view, pos),
-    }
+    return { offset: readUnitOffset(view, pos), size: readUnitSize(view, pos), tagsCode: readUnitTagsCode(view, pos) }
   }
 
   // ---- load and recovery --------------------------------------------------------------------
@@ -226,11 +225,12 @@ export class ConsumeQueue {
     let lastEnd = -1
     for (;;) {
       const file = files[index]
-      const buffer = this.wholeFile(file)
+      const units = new UnitWindow(file.fileName, size)
       let end = 0
       while (end < size) {
-        const offset = readUnitOffset(buffer, end)
-        const unitSize = readUnitSize(buffer, end)
+        const at = units.hold(end)
+        const offset = unitOffsetIn(units.view, at)
+        const unitSize = unitSizeIn(units.view, at)
         if (!isValidUnit(offset, unitSize)) break
         if (!isBlankUnit(offset, unitSize)) {
           if (offset + unitSize > logEnd) break
@@ -239,10 +239,10 @@ export class ConsumeQueue {
             this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} points into the record before it`
           }
           lastEnd = offset + unitSize
-          this.maxPhysicOffset = offset + unitSize
         }
         end += CQ_STORE_UNIT_SIZE
       }
+      if (lastEnd >= 0) this.maxPhysicOffset = lastEnd
       processOffset = file.fileFromOffset + end
       if (end < size || index + 1 >= files.length) {
         if (this.loadDamage === null) this.loadDamage = this.unitsAfter(index, end)

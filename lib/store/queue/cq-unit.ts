@@ -11,7 +11,7 @@
 // offset (file start + position) divided by 20. The consume queue, the store's checks and
 // `mqstore verify` all decode units through these functions.
 import { readThroughDescriptor } from '../mapped/segment-io.js'
-import { readInt64BE, setInt64 } from '../bytes.js'
+import { getInt64, readInt64BE, setInt64 } from '../bytes.js'
 
 export const CQ_STORE_UNIT_SIZE = 20
 const UNIT_OFFSET_COMMIT_LOG_OFFSET = 0
@@ -30,6 +30,16 @@ export const CQ_EXT_MAX_ADDRESS = -2147483649
 /** commitLogOffset of the unit at byte `pos` of `buf`. */
 export function readUnitOffset(buf: Buffer, pos: number): number {
   return readInt64BE(buf, pos + UNIT_OFFSET_COMMIT_LOG_OFFSET)
+}
+
+/** readUnitOffset through a DataView (a walk over many units). */
+export function unitOffsetIn(view: DataView, pos: number): number {
+  return getInt64(view, pos + UNIT_OFFSET_COMMIT_LOG_OFFSET)
+}
+
+/** readUnitSize through a DataView. */
+export function unitSizeIn(view: DataView, pos: number): number {
+  return view.getInt32(pos + UNIT_OFFSET_SIZE)
 }
 
 /** size of the unit at byte `pos` of `buf`. */
@@ -119,6 +129,57 @@ export function firstValidUnitInFile(fileName: string, from: number, to: number)
     if (found >= 0) return at + found
   }
   return -1
+}
+
+/** A unit walk's first read, about a page; each later one doubles, up to about 1 MiB. */
+const UNIT_WINDOW_FIRST_BYTES = CQ_STORE_UNIT_SIZE * 205
+const UNIT_WINDOW_MAX_BYTES = CQ_STORE_UNIT_SIZE * 52_428
+const NO_BYTES = Buffer.alloc(0)
+/**
+ * The memory every window reads into, and the window whose bytes it holds: made once, because
+ * fresh memory costs a page fault per page written, which is what the window is there to avoid.
+ */
+let windowMemory: Buffer = NO_BYTES
+let windowView: DataView = new DataView(new ArrayBuffer(0))
+let windowOwner: UnitWindow | null = null
+
+/**
+ * The units of one file as a recovery walk reads them: copied through a descriptor into a window
+ * that moves along the file, not read through the queue's mapping. The walk reads each unit once;
+ * through a mapping, the first touch of every page cost the JS thread a fault (and, in a virtual
+ * machine, an exit), many times the copy. Reads start small and double, so a queue of a few units
+ * reads a page of its file, not a window of holes. Windows share one buffer: a window another one
+ * used since reads its bytes again.
+ */
+export class UnitWindow {
+  /** File bytes [start, start + bytes.length), and a view of them (read units with unitOffsetIn, unitSizeIn). */
+  bytes: Buffer = NO_BYTES
+  view = windowView
+  start = 0
+  private readBytes = UNIT_WINDOW_FIRST_BYTES
+
+  constructor(
+    private readonly fileName: string,
+    private readonly fileSize: number,
+  ) {}
+
+  /** Makes `bytes` hold the unit at `pos` (a unit boundary of the file) and returns its position in `bytes`. */
+  hold(pos: number): number {
+    const rel = pos - this.start
+    if (rel >= 0 && rel + CQ_STORE_UNIT_SIZE <= this.bytes.length && windowOwner === this) return rel
+    const length = Math.min(this.readBytes, this.fileSize - pos)
+    if (this.readBytes < UNIT_WINDOW_MAX_BYTES) this.readBytes = Math.min(2 * this.readBytes, UNIT_WINDOW_MAX_BYTES)
+    if (windowMemory.length < length) {
+      windowMemory = Buffer.allocUnsafeSlow(UNIT_WINDOW_MAX_BYTES)
+      windowView = new DataView(windowMemory.buffer, windowMemory.byteOffset, windowMemory.byteLength)
+    }
+    windowOwner = this
+    this.view = windowView
+    this.bytes = windowMemory.subarray(0, length)
+    readThroughDescriptor(this.fileName, pos, this.bytes)
+    this.start = pos
+    return 0
+  }
 }
 
 /** True when a tags code holds an extension address rather than a tag hash. */
