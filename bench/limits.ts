@@ -4,7 +4,9 @@
 //   k<i>) encoded as a RocketMQ 4.9 commit-log record into a pre-faulted Buffer with DataView and
 //   byte writes, as fast as plain JavaScript does it: what a put can reach if it does nothing else;
 // - the memcpy limit: records of the same size copied into a pre-faulted Buffer: what a read that
-//   copies what it serves can reach;
+//   copies what it serves can reach; and the same copies from where one queue's records lie in a
+//   shared log (one in TOPICS x QUEUES, over a log as large as the put phase's), which is what a
+//   scan of one queue reads: each record on a page of its own, so a cache and TLB miss each;
 // - the cost of a page fault: the first write to each page of fresh memory. Every engine's JS
 //   thread takes them while the heap it allocates from grows (the bench counts them per phase);
 //   in a virtual machine one costs many times what it costs on bare metal;
@@ -52,6 +54,8 @@ export interface LimitsResult {
   jsEncode: number
   /** Records of recordBytes copied per second (median pass of the fastest of copyWithin, Buffer.copy, set). */
   memcpy: number
+  /** Records/s copied from one queue's places in a shared log (median pass; see scatteredCopyRate). */
+  scatteredCopy?: number
   /** Microseconds of the first write to a page of fresh memory (median of FAULT_PASSES regions). */
   pageFaultUs?: number
   /** Milliseconds to make one group of SYNC_PRODUCERS records durable (pwrite + fdatasync; median of SYNC_ROUNDS). */
@@ -185,6 +189,7 @@ export function measureLimits(): LimitsResult {
     recordBytes,
     jsEncode: median(jsEncodeRuns),
     memcpy: median(memcpyRuns),
+    scatteredCopy: scatteredCopyRate(recordBytes),
     pageFaultUs: pageFaultMicros(),
     groupSyncMs: groupSyncMillis(target.subarray(0, SYNC_PRODUCERS * recordBytes)),
     privateCopyP99Us: privateCopyP99Micros(source),
@@ -206,6 +211,38 @@ function pageFaultMicros(): number {
     runs.push(Number(process.hrtime.bigint() - t0) / 1000 / (FAULT_REGION_BYTES / PAGE_BYTES))
   }
   return median(runs)
+}
+
+/** Records in the scattered-copy figure's log: the bench's default put phase. */
+const LOG_RECORDS = 400_000
+
+/**
+ * Records copied per second from where one queue's records lie in the bench's log: every
+ * (TOPICS x QUEUES)th record of a pre-faulted log of LOG_RECORDS records, in order, into a
+ * pre-faulted target, as a scan of one queue copies them (median of PASSES passes after one).
+ * Records of one queue are a page apart, so each copy starts with a cache and a TLB miss: the
+ * bound of a scan over a shared log, where a store that keeps a queue's records together (a
+ * B-tree keyed by queue) reads them from consecutive memory.
+ */
+function scatteredCopyRate(recordBytes: number): number {
+  const stride = TOPICS * QUEUES
+  const log = prefaulted(LOG_RECORDS * recordBytes)
+  const count = Math.floor(LOG_RECORDS / stride)
+  const target = prefaulted(count * recordBytes)
+  const pass = () => {
+    for (let k = 0; k < count; k++) {
+      const from = k * stride * recordBytes
+      log.copy(target, k * recordBytes, from, from + recordBytes)
+    }
+  }
+  pass()
+  const rates: number[] = []
+  for (let p = 0; p < PASSES; p++) {
+    const t0 = process.hrtime.bigint()
+    pass()
+    rates.push(count / (Number(process.hrtime.bigint() - t0) / 1e9))
+  }
+  return median(rates)
 }
 
 /** Private copies timed for the copy-latency figure, after as many untimed. */

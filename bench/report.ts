@@ -12,10 +12,12 @@ import {
   SCAN_RUNS,
   PUT_WARMUP,
   PUT_WARMUP_STORES,
+  QUEUES,
   SCAN_WARMUP_RUNS,
   spreadOf,
   SYNC_PRODUCERS,
   SYNC_WARMUP,
+  TOPICS,
   type BenchConfig,
   type EngineName,
   type EngineResult,
@@ -48,7 +50,7 @@ export function figure(b: BenchRuns, engine: EngineName, pick: Pick): Spread | u
   return spreadOf(b.runs.map((run) => (run[engine] === undefined ? undefined : pick(run[engine] as EngineResult))))
 }
 
-export type LimitName = 'jsEncode' | 'memcpy' | 'pageFaultUs' | 'groupSyncMs' | 'privateCopyP99Us'
+export type LimitName = 'jsEncode' | 'memcpy' | 'scatteredCopy' | 'pageFaultUs' | 'groupSyncMs' | 'privateCopyP99Us'
 
 export function limitFigure(b: BenchRuns, limit: LimitName): Spread | undefined {
   return spreadOf(b.limits.map((l) => l?.[limit]))
@@ -563,6 +565,14 @@ function tables(b: BenchRuns): Tables {
     spreadText(memcpy),
     'scan, consume()',
   ])
+  const scattered = limitFigure(b, 'scatteredCopy')
+  limitRows.push([
+    `memcpy of ${recordBytes ?? '?'}-byte records from one queue's places in a shared log (one in ${TOPICS * QUEUES}, 400,000 records)`,
+    'records/s',
+    fmt(scattered?.median, 0),
+    spreadText(scattered),
+    "scan, consume() (a queue's records lie a page apart in the commit log)",
+  ])
   const pageFault = limitFigure(b, 'pageFaultUs')
   limitRows.push([
     'first write to a page of fresh memory (a page fault)',
@@ -771,6 +781,7 @@ export function jsonReport(b: BenchRuns): unknown {
       runs: b.limits,
       jsEncode: limitFigure(b, 'jsEncode') ?? null,
       memcpy: limitFigure(b, 'memcpy') ?? null,
+      scatteredCopy: limitFigure(b, 'scatteredCopy') ?? null,
       pageFaultUs: limitFigure(b, 'pageFaultUs') ?? null,
       groupSyncMs: limitFigure(b, 'groupSyncMs') ?? null,
       privateCopyP99Us: limitFigure(b, 'privateCopyP99Us') ?? null,
