@@ -136,13 +136,14 @@ function prefaulted(bytes: number): Buffer {
   return Buffer.allocUnsafe(bytes).fill(1)
 }
 
-function timePasses(pass: () => void): number[] {
+/** Records per second of each of PASSES timed passes of `records` records, after one untimed. */
+function timePasses(pass: () => void, records = PASS_RECORDS): number[] {
   pass()
   const rates: number[] = []
   for (let k = 0; k < PASSES; k++) {
     const t0 = process.hrtime.bigint()
     pass()
-    rates.push(PASS_RECORDS / (Number(process.hrtime.bigint() - t0) / 1e9))
+    rates.push(records / (Number(process.hrtime.bigint() - t0) / 1e9))
   }
   return rates
 }
@@ -235,14 +236,7 @@ function scatteredCopyRate(recordBytes: number): number {
       log.copy(target, k * recordBytes, from, from + recordBytes)
     }
   }
-  pass()
-  const rates: number[] = []
-  for (let p = 0; p < PASSES; p++) {
-    const t0 = process.hrtime.bigint()
-    pass()
-    rates.push(count / (Number(process.hrtime.bigint() - t0) / 1e9))
-  }
-  return median(rates)
+  return median(timePasses(pass, count))
 }
 
 /** Private copies timed for the copy-latency figure, after as many untimed. */

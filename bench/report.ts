@@ -546,57 +546,49 @@ function tables(b: BenchRuns): Tables {
     ])
   }
 
-  const limitRows: string[][] = []
-  const jsEncode = limitFigure(b, 'jsEncode')
-  const memcpy = limitFigure(b, 'memcpy')
   const recordBytes = b.limits.find((l) => l !== undefined)?.recordBytes
-  const spreadText = (v: Spread | undefined) => (v === undefined ? '-' : `${fmtRate(v.min)} - ${fmtRate(v.max)}`)
-  limitRows.push([
-    `JS encode of the bench's record (${recordBytes ?? '?'} B) into a pre-faulted Buffer`,
-    'records/s',
-    fmt(jsEncode?.median, 0),
-    spreadText(jsEncode),
-    'put',
-  ])
-  limitRows.push([
-    `memcpy of ${recordBytes ?? '?'}-byte records into a pre-faulted Buffer`,
-    'records/s',
-    fmt(memcpy?.median, 0),
-    spreadText(memcpy),
-    'scan, consume()',
-  ])
-  const scattered = limitFigure(b, 'scatteredCopy')
-  limitRows.push([
-    `memcpy of ${recordBytes ?? '?'}-byte records from one queue's places in a shared log (one in ${TOPICS * QUEUES}, 400,000 records)`,
-    'records/s',
-    fmt(scattered?.median, 0),
-    spreadText(scattered),
-    "scan, consume() (a queue's records lie a page apart in the commit log)",
-  ])
-  const pageFault = limitFigure(b, 'pageFaultUs')
-  limitRows.push([
-    'first write to a page of fresh memory (a page fault)',
-    'us',
-    fmt(pageFault?.median, 2),
-    pageFault === undefined ? '-' : `${fmt(pageFault.min, 2)} - ${fmt(pageFault.max, 2)}`,
-    'JS-thread page faults of every phase',
-  ])
+  const rates = (v: Spread | undefined) => [fmt(v?.median, 0), v === undefined ? '-' : `${fmtRate(v.min)} - ${fmtRate(v.max)}`]
+  const times = (v: Spread | undefined) => [fmt(v?.median, 2), v === undefined ? '-' : `${fmt(v.min, 2)} - ${fmt(v.max, 2)}`]
   const groupSync = limitFigure(b, 'groupSyncMs')
-  limitRows.push([
-    `durable write of a group of ${SYNC_PRODUCERS} records (one pwrite + fdatasync, preallocated file)`,
-    'ms',
-    fmt(groupSync?.median, 2),
-    groupSync === undefined ? '-' : `${fmt(groupSync.min, 2)} - ${fmt(groupSync.max, 2)}`,
-    `SYNC put: at most ${SYNC_PRODUCERS} / that = ${groupSync === undefined ? '-' : fmt((SYNC_PRODUCERS * 1000) / groupSync.median, 0)} msg/s`,
-  ])
-  const privateCopy = limitFigure(b, 'privateCopyP99Us')
-  limitRows.push([
-    'one 256-byte body copied into a buffer of its own (allocUnsafeSlow + copy), p99, each timed alone',
-    'us',
-    fmt(privateCopy?.median, 2),
-    privateCopy === undefined ? '-' : `${fmt(privateCopy.min, 2)} - ${fmt(privateCopy.max, 2)}`,
-    'lookup p99 (a safe read makes at least one such buffer)',
-  ])
+  // Each limit: what it is, its unit, its median and spread, and the rows read against it.
+  const limitRows: string[][] = [
+    [
+      `JS encode of the bench's record (${recordBytes ?? '?'} B) into a pre-faulted Buffer`,
+      'records/s',
+      ...rates(limitFigure(b, 'jsEncode')),
+      'put',
+    ],
+    [
+      `memcpy of ${recordBytes ?? '?'}-byte records into a pre-faulted Buffer`,
+      'records/s',
+      ...rates(limitFigure(b, 'memcpy')),
+      'scan, consume()',
+    ],
+    [
+      `memcpy of ${recordBytes ?? '?'}-byte records from one queue's places in a shared log (one in ${TOPICS * QUEUES}, 400,000 records)`,
+      'records/s',
+      ...rates(limitFigure(b, 'scatteredCopy')),
+      "scan, consume() (a queue's records lie a page apart in the commit log)",
+    ],
+    [
+      'first write to a page of fresh memory (a page fault)',
+      'us',
+      ...times(limitFigure(b, 'pageFaultUs')),
+      'JS-thread page faults of every phase',
+    ],
+    [
+      `durable write of a group of ${SYNC_PRODUCERS} records (one pwrite + fdatasync, preallocated file)`,
+      'ms',
+      ...times(groupSync),
+      `SYNC put: at most ${SYNC_PRODUCERS} / that = ${groupSync === undefined ? '-' : fmt((SYNC_PRODUCERS * 1000) / groupSync.median, 0)} msg/s`,
+    ],
+    [
+      'one 256-byte body copied into a buffer of its own (allocUnsafeSlow + copy), p99, each timed alone',
+      'us',
+      ...times(limitFigure(b, 'privateCopyP99Us')),
+      'lookup p99 (a safe read makes at least one such buffer)',
+    ],
+  ]
 
   const targetRows = judgeTargets(b).map((t) => [t.phase, t.target, t.mqstore, t.lmdb, t.ratio, t.result])
   const mq = b.runs.find((r) => r.mqstore !== undefined)?.mqstore
