@@ -326,6 +326,9 @@ export interface BigStoreResult {
   rebootOpenMs?: number
   /** Bytes that scan read. */
   rebootScannedBytes?: number
+  /** Milliseconds to read the copy's commit-log files raw afterwards (1 MiB positioned reads into one buffer), and the bytes read. */
+  rawReadMs?: number
+  rawReadBytes?: number
   /** open() of the same store after a clean close. */
   cleanOpenMs: number
 }
