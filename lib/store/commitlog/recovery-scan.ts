@@ -26,7 +26,7 @@ import {
 } from './record.js'
 import { dataViewOf, type DataViewCache } from '../bytes.js'
 import { CrcPrefetch } from './crc-prefetch.js'
-import { ScanWindow } from './scan-window.js'
+import { ScanWindow, type WindowSource } from './scan-window.js'
 
 /** Where a recovery scan met a record that failed its checks. */
 export interface RecoveryDamage {
@@ -65,20 +65,11 @@ export interface RecoveryOutcome {
  * The commit-log files as the scan sees them. `read` returns bytes [from, to) of file `index`,
  * fewer at the end of what the file holds (the store hands out views of its mappings; verify reads).
  */
-export interface ScanSource {
+export interface ScanSource extends WindowSource {
   readonly fileCount: number
   /** The configured size of every file. */
   readonly fileSize: number
   fileStart(index: number): number
-  read(index: number, from: number, to: number): Buffer
-  /**
-   * Copies bytes [from, from + target.length) of file `index` into `target` (fewer at the end of
-   * what the file holds) and returns how many. A source with it is scanned through a window it
-   * fills (scan-window.ts); one without, through read()'s views.
-   */
-  readInto?(index: number, from: number, target: Buffer): number
-  /** Bytes the scan reads at a time (default WINDOW_BYTES). */
-  readonly windowBytes?: number
 }
 
 export type ScanStep = { kind: 'record'; request: DispatchRequest } | { kind: 'blank' } | { kind: 'end' } | { kind: 'bad'; reason: string }

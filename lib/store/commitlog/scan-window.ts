@@ -3,12 +3,25 @@
 // thread a fault, and in a virtual machine an exit even when the page was faulted in ahead on
 // another thread: on the bench machine 0.34 s per GiB after a populate and 0.55 s without, against
 // 0.1 s for positioned reads of the same bytes into one reused buffer, which also leaves them in
-// the CPU's cache for the checks that follow. So a source that can copy (ScanSource.readInto) is
+// the CPU's cache for the checks that follow. So a source that can copy (WindowSource.readInto) is
 // read into a window of WINDOW_BYTES that moves along the file; the window is moved to the start
 // of a record whose end it does not hold, and grown for a record larger than itself. Sources that
 // cannot copy, and records too large for a copy (a damaged TOTALSIZE may claim anything), are read
 // through read()'s views instead: the same bytes, so the scan decides the same way either way.
-import type { ScanSource } from './recovery-scan.js'
+
+/** What a window reads from: the files of a scan (recovery-scan.ts's ScanSource is one). */
+export interface WindowSource {
+  /** Bytes [from, to) of file `index`, fewer at the end of what the file holds (a view where it can). */
+  read(index: number, from: number, to: number): Buffer
+  /**
+   * Copies bytes [from, from + target.length) of file `index` into `target` (fewer at the end of
+   * what the file holds) and returns how many. A source with it is scanned through a window it
+   * fills; one without, through read()'s views.
+   */
+  readInto?(index: number, from: number, target: Buffer): number
+  /** Bytes the scan reads at a time (default WINDOW_BYTES). */
+  readonly windowBytes?: number
+}
 
 /** Bytes copied per window move. Within the CPU's cache, so the checks read what was just copied. */
 export const WINDOW_BYTES = 1024 * 1024
@@ -27,7 +40,7 @@ export class ScanWindow {
   private readonly windowBytes: number
   private readonly maxCopyBytes: number
 
-  constructor(private readonly src: ScanSource) {
+  constructor(private readonly src: WindowSource) {
     this.windowBytes = Math.max(64, src.windowBytes ?? WINDOW_BYTES)
     this.maxCopyBytes = MAX_COPY_WINDOWS * this.windowBytes
   }
