@@ -76,4 +76,10 @@ describe('UnitWindow', () => {
     const { offsets } = walk(new UnitWindow(path, FILE_SIZE))
     expect(offsets).toEqual([0, 1000, 2000])
   })
+
+  it('reports a file it cannot read as a typed IO error that names the file, not a crash', () => {
+    const path = join(tempDir('mqstore-unit-window-'), '00000000000000000000')
+    const window = new UnitWindow(path, FILE_SIZE)
+    expect(() => window.hold(0)).toThrow(expect.objectContaining({ code: 'IO_ERROR', message: expect.stringContaining(path) }))
+  })
 })

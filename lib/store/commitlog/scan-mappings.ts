@@ -36,8 +36,12 @@ export class ScanMappings {
     let got = 0
     try {
       descriptors.use(file.fileName, false, (fd) => {
-        // A short read only where the file is shorter than the store believes; the scan then meets its end.
-        for (let n = -1; got < length && n !== 0; got += n) n = fs.readSync(fd, target, got, length - got, from + got)
+        while (got < length) {
+          const n = fs.readSync(fd, target, got, length - got, from + got)
+          // The file is shorter than the store believes: the scan meets the end of what was read.
+          if (n === 0) break
+          got += n
+        }
       })
     } catch (cause) {
       throw ioError(`cannot read ${file.fileName}`, cause)

@@ -157,12 +157,16 @@ export async function createSegmentAsync(fileName: string, fileSize: number, res
  */
 export function readThroughDescriptor(fileName: string, from: number, target: Buffer): void {
   let done = 0
-  descriptors.use(fileName, false, (fd) => {
-    while (done < target.length) {
-      const n = fs.readSync(fd, target, done, target.length - done, from + done)
-      if (n === 0) break
-      done += n
-    }
-  })
+  try {
+    descriptors.use(fileName, false, (fd) => {
+      while (done < target.length) {
+        const n = fs.readSync(fd, target, done, target.length - done, from + done)
+        if (n === 0) break
+        done += n
+      }
+    })
+  } catch (cause) {
+    throw ioError(`cannot read ${fileName}`, cause)
+  }
   target.fill(0, done)
 }
