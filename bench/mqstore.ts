@@ -44,6 +44,8 @@ import {
   topicOf,
   addFaultsSince,
   jsThreadFaults,
+  threadClock,
+  threadTimesSince,
   type BenchConfig,
   type BigStoreResult,
   type EngineResult,
@@ -121,11 +123,13 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         log(`mqstore: put ${config.count} messages (ASYNC_FLUSH, batches of ${PUT_BATCH})`)
         const started = now()
         const putFaults = jsThreadFaults()
+        const putClock = threadClock()
         await putAll(store, config.count)
         // Reading the queue size makes the store dispatch whatever is left (consume queues and
         // the key index), so the time covers everything a reader needs.
         const scanned = store.getMaxOffsetInQueue(SCAN_TOPIC, SCAN_QUEUE)
         const putSeconds = secondsSince(started)
+        const putThreads = threadTimesSince(putClock)
         windows.push(windowSince('put', started))
         check(scanned === scannedQueueSize(config.count), `queue holds ${scanned} messages after put`)
         result.put = {
@@ -136,6 +140,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           bodyBytes: config.count * BODY_SIZE,
           rssBytes: process.memoryUsage().rss,
           jsThreadFaults: addFaultsSince(0, putFaults),
+          threads: putThreads,
         }
 
         // (2) ordered scan of one queue

@@ -43,6 +43,8 @@ import {
   topicOf,
   addFaultsSince,
   jsThreadFaults,
+  threadClock,
+  threadTimesSince,
   type BenchConfig,
   type EngineResult,
 } from './workload.js'
@@ -142,8 +144,10 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
         log(`lmdb: put ${config.count} messages (default durability, batches of ${PUT_BATCH}, ${LMDB_PUT_WINDOW} in flight)`)
         const started = now()
         const putFaults = jsThreadFaults()
+        const putClock = threadClock()
         await lmdbPutAll(db, config.count)
         const putSeconds = secondsSince(started)
+        const putThreads = threadTimesSince(putClock)
         result.put = {
           count: config.count,
           seconds: putSeconds,
@@ -152,6 +156,7 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
           bodyBytes: config.count * BODY_SIZE,
           rssBytes: process.memoryUsage().rss,
           jsThreadFaults: addFaultsSince(0, putFaults),
+          threads: putThreads,
         }
 
         // (2) ordered scan of one queue: a key range.
@@ -361,8 +366,10 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
         }
         const started = now()
         const putFaults = jsThreadFaults()
+        const putClock = threadClock()
         insertAll(db, config.count)
         const putSeconds = secondsSince(started)
+        const putThreads = threadTimesSince(putClock)
         result.put = {
           count: config.count,
           seconds: putSeconds,
@@ -371,6 +378,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           bodyBytes: config.count * BODY_SIZE,
           rssBytes: process.memoryUsage().rss,
           jsThreadFaults: addFaultsSince(0, putFaults),
+          threads: putThreads,
         }
 
         // (2) ordered scan of one queue: an index range, in qoffset order.

@@ -22,6 +22,7 @@ import {
   type EngineName,
   type EngineResult,
   type Spread,
+  type ThreadTimes,
 } from './workload.js'
 
 /** Above this 1-minute load average at the start, ratios between engines are not valid. */
@@ -86,6 +87,11 @@ const GB = 1e9
 /** `total / count`, undefined when either is unknown (an old result, or a platform without the count). */
 function perMessage(total: number | undefined, count: number | undefined): number | undefined {
   return total === undefined || count === undefined || count === 0 ? undefined : total / count
+}
+
+/** `ns` as a share of the phase's wall time; undefined when unknown. */
+function share(ns: number | undefined, threads: ThreadTimes | undefined): number | undefined {
+  return ns === undefined || threads === undefined || threads.wallNs <= 0 ? undefined : ns / threads.wallNs
 }
 
 function rate(bytes: number, ms: number): number {
@@ -213,6 +219,27 @@ const ROWS: Row[] = [
     direction: 'lower',
     digits: 3,
     value: (r) => perMessage(r.put?.jsThreadFaults, r.put?.count),
+  },
+  {
+    phase: 'put: JS thread on a CPU, share of the put time',
+    unit: 'share',
+    direction: 'higher',
+    digits: 2,
+    value: (r) => share(r.put?.threads?.jsRunNs, r.put?.threads),
+  },
+  {
+    phase: 'put: JS thread ready but waiting for a CPU, share of the put time',
+    unit: 'share',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => share(r.put?.threads?.jsWaitNs, r.put?.threads),
+  },
+  {
+    phase: "put: the process's other threads' CPU time, share of the put time",
+    unit: 'share',
+    direction: 'lower',
+    digits: 2,
+    value: (r) => share(r.put?.threads?.otherCpuNs, r.put?.threads),
   },
   {
     phase: 'JS-thread page faults per message: scan, getMessage / getRange',

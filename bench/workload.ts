@@ -303,6 +303,8 @@ export interface PutResult {
   rssBytes: number
   /** Minor page faults the JS thread took during the put (Linux; see jsThreadFaults). */
   jsThreadFaults?: number
+  /** Where the put's wall time went, by thread (Linux; see threadTimesSince). */
+  threads?: ThreadTimes
 }
 
 /** A store of about `bigBytes`, written by a child that is then SIGKILLed (mqstore only). */
@@ -466,6 +468,56 @@ export function jsThreadFaults(): number | undefined {
     return Number.isSafeInteger(minflt) ? minflt : undefined
   } catch {
     return undefined
+  }
+}
+
+/**
+ * What the threads of the process did during a phase, in nanoseconds: the JS thread on a CPU,
+ * the JS thread runnable but waiting for one (another thread had it: on 2 cores, the engine's own
+ * helper threads and V8's compiler and garbage-collector threads take turns with it), and the CPU
+ * time of every other thread of the process. The rest of the wall time the JS thread was asleep
+ * (waiting on a lock, on I/O, or with nothing to do).
+ */
+export interface ThreadTimes {
+  wallNs: number
+  jsRunNs: number
+  jsWaitNs: number
+  otherCpuNs: number
+}
+
+/** A reading for threadTimesSince. */
+export interface ThreadClock {
+  at: bigint
+  jsRunNs: number
+  jsWaitNs: number
+  processCpuUs: number
+}
+
+/** The JS thread's scheduler times and the process's CPU time now; undefined where there is no /proc (macOS). */
+export function threadClock(): ThreadClock | undefined {
+  try {
+    // run time on a CPU, time waiting on a run queue, time slices (nanoseconds, since the thread began).
+    const [run, wait] = fs.readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ').map(Number)
+    if (!Number.isFinite(run) || !Number.isFinite(wait)) return undefined
+    const cpu = process.cpuUsage()
+    return { at: process.hrtime.bigint(), jsRunNs: run, jsWaitNs: wait, processCpuUs: cpu.user + cpu.system }
+  } catch {
+    return undefined
+  }
+}
+
+/** ThreadTimes since `start` (a threadClock() reading); undefined when either reading is unknown. */
+export function threadTimesSince(start: ThreadClock | undefined): ThreadTimes | undefined {
+  const end = threadClock()
+  if (start === undefined || end === undefined) return undefined
+  const jsRunNs = end.jsRunNs - start.jsRunNs
+  const processCpuNs = (end.processCpuUs - start.processCpuUs) * 1000
+  return {
+    wallNs: Number(end.at - start.at),
+    jsRunNs,
+    jsWaitNs: end.jsWaitNs - start.jsWaitNs,
+    // The process's CPU clock ticks coarser than the scheduler's: never below zero.
+    otherCpuNs: Math.max(0, processCpuNs - jsRunNs),
   }
 }
 

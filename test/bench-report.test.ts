@@ -5,7 +5,17 @@ import { describe, expect, it } from 'vitest'
 import { encodeRecord, recordLength } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
 import { judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
-import { BODY_SIZE, lookupResult, makeBody, rotation, spreadOf, timeLookups, type EngineResult } from '../bench/workload.js'
+import {
+  BODY_SIZE,
+  lookupResult,
+  makeBody,
+  rotation,
+  spreadOf,
+  threadClock,
+  threadTimesSince,
+  timeLookups,
+  type EngineResult,
+} from '../bench/workload.js'
 import { decodeMessage } from '../lib/store/commitlog/record.js'
 import { MessageStore } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
@@ -192,6 +202,44 @@ describe('big store rows', () => {
       textReport(b)
         .split('\n')
         .find((l) => l.startsWith('big store: recovery scan after a power cut / raw read')),
+    ).toBeUndefined()
+  })
+})
+
+describe('thread times of the put', () => {
+  it("reads the JS thread's run and wait times and the other threads' CPU over a phase (Linux: /proc; elsewhere none)", () => {
+    const start = threadClock()
+    const until = performance.now() + 60
+    let spins = 0
+    while (performance.now() < until) spins++
+    const times = threadTimesSince(start)
+    expect(spins).toBeGreaterThan(0)
+    if (process.platform !== 'linux') {
+      expect(times).toBeUndefined()
+      return
+    }
+    // 60 ms of spinning: the thread ran for most of it, and no clock went backwards.
+    expect(times!.wallNs).toBeGreaterThanOrEqual(60e6)
+    expect(times!.jsRunNs).toBeGreaterThan(20e6)
+    expect(times!.jsRunNs).toBeLessThanOrEqual(times!.wallNs + 1e6)
+    expect(times!.jsWaitNs).toBeGreaterThanOrEqual(0)
+    expect(times!.otherCpuNs).toBeGreaterThanOrEqual(0)
+    expect(threadTimesSince(undefined)).toBeUndefined()
+  })
+
+  it('prints each as a share of the put time, and nothing for a result without them', () => {
+    const b = bench(0.1, [[900, 100]])
+    const put = b.runs[0].mqstore!.put!
+    put.threads = { wallNs: 1e9, jsRunNs: 0.69e9, jsWaitNs: 0.18e9, otherCpuNs: 0.8e9 }
+    const lines = textReport(b).split('\n')
+    expect(lines.find((l) => l.startsWith('put: JS thread on a CPU'))).toMatch(/share \(\+\) +0\.69/)
+    expect(lines.find((l) => l.startsWith('put: JS thread ready but waiting'))).toMatch(/share \(-\) +0\.18/)
+    expect(lines.find((l) => l.startsWith("put: the process's other threads"))).toMatch(/share \(-\) +0\.80/)
+    put.threads = undefined
+    expect(
+      textReport(b)
+        .split('\n')
+        .find((l) => l.startsWith('put: JS thread on a CPU')),
     ).toBeUndefined()
   })
 })
