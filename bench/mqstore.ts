@@ -265,7 +265,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         const n = config.syncCount
         log(`mqstore: SYNC_FLUSH put of ${n} messages by ${SYNC_PRODUCERS} producers`)
         const syncStarted = now()
-        const { seconds, latencyNs } = await runProducers(
+        const { seconds, latencyNs, threads } = await runProducers(
           n,
           SYNC_PRODUCERS,
           async (i) => {
@@ -282,6 +282,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           rate: n / seconds,
           latencyUs: summarizeNs(latencyNs),
           mode: `SYNC_FLUSH (group commit), ${SYNC_PRODUCERS} concurrent producers awaiting putMessage`,
+          threads,
         }
       } finally {
         await store.close()

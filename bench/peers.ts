@@ -274,6 +274,7 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
       seconds: durable.seconds,
       rate: n / durable.seconds,
       latencyUs: summarizeNs(durable.latencyNs),
+      threads: durable.threads,
       mode: `default open + separateFlushed; ${SYNC_PRODUCERS} concurrent producers await put() and then put().flushed (fsync done)`,
       alternative: {
         mode: `default open; ${SYNC_PRODUCERS} concurrent producers await put() only (committed and visible, fsync may still be running)`,
@@ -460,7 +461,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
         const n = config.syncCount
         log(`sqlite: synchronous=FULL put of ${n} messages, one per transaction`)
         const insert = db.prepare(insertSql)
-        const { seconds, latencyNs } = await runProducers(
+        const { seconds, latencyNs, threads } = await runProducers(
           n,
           1,
           async (i) => {
@@ -475,6 +476,7 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           rate: n / seconds,
           latencyUs: summarizeNs(latencyNs),
           mode: 'WAL, synchronous=FULL, one autocommit INSERT per message, sequential (one connection serialises them anyway)',
+          threads,
         }
       } finally {
         db.close()

@@ -242,6 +242,13 @@ const ROWS: Row[] = [
     value: (r) => share(r.put?.threads?.otherCpuNs, r.put?.threads),
   },
   {
+    phase: 'SYNC put: JS thread on a CPU, share of the phase',
+    unit: 'share',
+    direction: 'higher',
+    digits: 2,
+    value: (r) => share(r.sync?.threads?.jsRunNs, r.sync?.threads),
+  },
+  {
     phase: 'JS-thread page faults per message: scan, getMessage / getRange',
     unit: 'faults',
     direction: 'lower',

@@ -375,6 +375,8 @@ export interface SyncResult {
   latencyUs: LatencySummary
   /** How durability is obtained and how producers are run, for the report. */
   mode: string
+  /** Where the timed puts' wall time went, by thread (Linux; see threadTimesSince). */
+  threads?: ThreadTimes
   /** A second, differently configured run where one helps interpret the first (lmdb). */
   alternative?: { mode: string; seconds: number; rate: number; latencyUs: LatencySummary }
 }
@@ -476,7 +478,9 @@ export function jsThreadFaults(): number | undefined {
  * the JS thread runnable but waiting for one (another thread had it: on 2 cores, the engine's own
  * helper threads and V8's compiler and garbage-collector threads take turns with it), and the CPU
  * time of every other thread of the process. The rest of the wall time the JS thread was asleep
- * (waiting on a lock, on I/O, or with nothing to do).
+ * (waiting on a lock, on I/O, or with nothing to do). The kernel's run time may lag by the
+ * running slice (a scheduler tick at most) at either reading: a share is good to about 1 % of a
+ * phase of a second.
  */
 export interface ThreadTimes {
   wallNs: number
@@ -533,7 +537,7 @@ export async function runProducers(
   producers: number,
   op: (i: number) => Promise<void>,
   untimed = 0,
-): Promise<{ seconds: number; latencyNs: Float64Array }> {
+): Promise<{ seconds: number; latencyNs: Float64Array; threads: ThreadTimes | undefined }> {
   // The untimed ops first, numbered after the timed ones (count, count + 1, ...), by the same producers.
   let next = count
   const warm = async () => {
@@ -543,6 +547,7 @@ export async function runProducers(
   const latencyNs = new Float64Array(count)
   next = 0
   const started = now()
+  const clock = threadClock()
   const loop = async () => {
     for (let i = next++; i < count; i = next++) {
       const t0 = process.hrtime.bigint()
@@ -551,5 +556,6 @@ export async function runProducers(
     }
   }
   await Promise.all(Array.from({ length: producers }, loop))
-  return { seconds: secondsSince(started), latencyNs }
+  const seconds = secondsSince(started)
+  return { seconds, latencyNs, threads: threadTimesSince(clock) }
 }
