@@ -792,7 +792,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("lockFile", Napi::Function::New(env, LockFile, "lockFile"));
   exports.Set("unlockFile", Napi::Function::New(env, UnlockFile, "unlockFile"));
   exports.Set("errnoName", Napi::Function::New(env, ErrnoNameOf, "errnoName"));
-  exports.Set("crc32Ranges", Napi::Function::New(env, Crc32Ranges, "crc32Ranges"));
+  napi_value crc_ranges;
+  NAPI_THROW_IF_FAILED(env, napi_create_function(env, "crc32Ranges", NAPI_AUTO_LENGTH, Crc32Ranges, nullptr, &crc_ranges),
+                       exports);
+  exports.Set("crc32Ranges", Napi::Value(env, crc_ranges));
   exports.Set("crc32Each", Napi::Function::New(env, Crc32Each, "crc32Each"));
   // A plain Node-API function (no wrapper): it runs once per read, often for one record.
   napi_value copy_crc;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "crc.h"
+#include "typed-args.h"
 
 namespace mqnative {
 
@@ -15,27 +16,6 @@ constexpr size_t kCacheLine = 64;
 constexpr size_t kRow = 6;
 // Positions are exact integers in a double below 2^53.
 constexpr double kMaxPosition = 9007199254740991.0;
-
-struct View {
-  uint8_t* data = nullptr;
-  size_t length = 0;  // in elements
-};
-
-// The typed array at args[index] when it has `type`; false (and a TypeError thrown) otherwise.
-bool TypedArrayArg(napi_env env, napi_value value, napi_typedarray_type type, const char* message, View* out) {
-  napi_typedarray_type actual;
-  void* data = nullptr;
-  size_t length = 0;
-  // napi_get_typedarray_info answers napi_invalid_arg (throwing nothing) for anything else.
-  if (napi_get_typedarray_info(env, value, &actual, &length, &data, nullptr, nullptr) != napi_ok || actual != type) {
-    napi_throw_type_error(env, nullptr, message);
-    return false;
-  }
-  // A detached or empty array reports no data: nothing may be read from it.
-  out->data = static_cast<uint8_t*>(data);
-  out->length = data == nullptr ? 0 : length;
-  return true;
-}
 
 bool IsPosition(double value) {
   return value >= 0 && value <= kMaxPosition && value == static_cast<double>(static_cast<uint64_t>(value));

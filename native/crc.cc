@@ -1,4 +1,5 @@
 #include "crc.h"
+#include "typed-args.h"
 
 // zlib ships inside Node (with its carry-less-multiply CRC on x86-64 and ARMv8) and exports its
 // symbols to addons, so the addon links against that copy rather than carrying its own.
@@ -134,6 +135,8 @@ void EnsureCrcReady() {
 
 namespace {
 
+constexpr size_t kCrc32RangesArgs = 4;
+
 bool TypedArrayOf(const Napi::CallbackInfo& info, size_t index, napi_typedarray_type type, const char* name,
                   Napi::TypedArray* out) {
   if (info.Length() <= index || !info[index].IsTypedArray() ||
@@ -147,48 +150,49 @@ bool TypedArrayOf(const Napi::CallbackInfo& info, size_t index, napi_typedarray_
 
 }  // namespace
 
-Napi::Value Crc32Ranges(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Napi::TypedArray bytes, ranges, out;
-  if (!TypedArrayOf(info, 0, napi_uint8_array, "bytes", &bytes) ||
-      !TypedArrayOf(info, 1, napi_int32_array, "ranges", &ranges) ||
-      !TypedArrayOf(info, 3, napi_int32_array, "out", &out)) {
-    return env.Undefined();
+napi_value Crc32Ranges(napi_env env, napi_callback_info info) {
+  size_t argc = kCrc32RangesArgs;
+  napi_value args[kCrc32RangesArgs];
+  if (napi_get_cb_info(env, info, &argc, args, nullptr, nullptr) != napi_ok) return nullptr;
+  // Missing arguments read as undefined, which no check below accepts.
+  napi_value undefined;
+  if (napi_get_undefined(env, &undefined) != napi_ok) return nullptr;
+  for (size_t k = argc; k < kCrc32RangesArgs; k++) args[k] = undefined;
+  View bytes, ranges, out;
+  if (!TypedArrayArg(env, args[0], napi_uint8_array, "bytes has the wrong type", &bytes) ||
+      !TypedArrayArg(env, args[1], napi_int32_array, "ranges has the wrong type", &ranges) ||
+      !TypedArrayArg(env, args[3], napi_int32_array, "out has the wrong type", &out)) {
+    return nullptr;
   }
-  if (info.Length() < 3 || !info[2].IsNumber()) {
-    Napi::TypeError::New(env, "count must be a number").ThrowAsJavaScriptException();
-    return env.Undefined();
+  double count_value = 0;
+  if (napi_get_value_double(env, args[2], &count_value) != napi_ok) {
+    napi_throw_type_error(env, nullptr, "count must be a number");
+    return nullptr;
   }
-  const double count_value = info[2].As<Napi::Number>().DoubleValue();
-  if (!(count_value >= 0) || count_value > static_cast<double>(out.ElementLength()) ||
-      count_value * 2 > static_cast<double>(ranges.ElementLength()) ||
+  if (!(count_value >= 0) || count_value > static_cast<double>(out.length) ||
+      count_value * 2 > static_cast<double>(ranges.length) ||
       count_value != static_cast<double>(static_cast<size_t>(count_value))) {
-    Napi::RangeError::New(env, "count does not fit the arrays").ThrowAsJavaScriptException();
-    return env.Undefined();
+    napi_throw_range_error(env, nullptr, "count does not fit the arrays");
+    return nullptr;
   }
   const size_t count = static_cast<size_t>(count_value);
-  const auto* base = static_cast<const uint8_t*>(bytes.ArrayBuffer().Data()) + bytes.ByteOffset();
-  const size_t size = bytes.ByteLength();
-  const auto* pairs = reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(ranges.ArrayBuffer().Data()) +
-                                                       ranges.ByteOffset());
-  auto* result = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(out.ArrayBuffer().Data()) + out.ByteOffset());
+  const auto* pairs = reinterpret_cast<const int32_t*>(ranges.data);
+  auto* result = reinterpret_cast<int32_t*>(out.data);
   // Check every range before writing anything, so a bad call changes nothing.
   for (size_t k = 0; k < count; k++) {
     const int64_t start = pairs[2 * k];
     const int64_t length = pairs[2 * k + 1];
-    if (start < 0 || length < 0 || static_cast<uint64_t>(start + length) > size) {
-      Napi::RangeError::New(env, "range is outside bytes").ThrowAsJavaScriptException();
-      return env.Undefined();
+    if (start < 0 || length < 0 || static_cast<uint64_t>(start + length) > bytes.length) {
+      napi_throw_range_error(env, nullptr, "range is outside bytes");
+      return nullptr;
     }
   }
-  // Chromium's zlib picks its SIMD code on a crc32(0, NULL, 0) call; make sure one happened.
-  static const bool simd_checked = (crc32(0L, Z_NULL, 0), true);
-  (void)simd_checked;
+  EnsureCrcReady();
   for (size_t k = 0; k < count; k++) {
-    const uint32_t crc = Crc32(base + pairs[2 * k], static_cast<size_t>(pairs[2 * k + 1]));
+    const uint32_t crc = Crc32(bytes.data + pairs[2 * k], static_cast<size_t>(pairs[2 * k + 1]));
     result[k] = static_cast<int32_t>(crc & 0x7fffffffu);
   }
-  return env.Undefined();
+  return nullptr;
 }
 
 Napi::Value Crc32Each(const Napi::CallbackInfo& info) {

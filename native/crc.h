@@ -10,8 +10,9 @@ namespace mqnative {
 
 // crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array)
 // For k < count: out[k] = crc32(bytes[ranges[2k], ranges[2k] + ranges[2k+1])) & 0x7fffffff,
-// RocketMQ's BODYCRC. Throws on a range outside `bytes` or arrays too short for `count`.
-Napi::Value Crc32Ranges(const Napi::CallbackInfo& info);
+// RocketMQ's BODYCRC. Throws on a range outside `bytes` or arrays too short for `count`. A plain
+// Node-API function (no wrapper): a put calls it once per slice, often for one record.
+napi_value Crc32Ranges(napi_env env, napi_callback_info info);
 
 // crc32Each(bodies: unknown[], out: Int32Array)
 // out[k] = BODYCRC of bodies[k] when it is a Uint8Array, else -1 (the caller computes it another

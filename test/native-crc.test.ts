@@ -62,6 +62,11 @@ describe('crc32Ranges', () => {
     expect(() => native.crc32Ranges(new Uint16Array(4) as unknown as Uint8Array, new Int32Array(2), 1, out)).toThrow(TypeError)
     expect(() => native.crc32Ranges(Buffer.alloc(4), new Uint32Array(2) as unknown as Int32Array, 1, out)).toThrow(TypeError)
     expect(() => native.crc32Ranges(Buffer.alloc(4), new Int32Array(2), '1' as unknown as number, out)).toThrow(TypeError)
+    // Arguments left out are undefined: a TypeError naming the first one missing, not a crash.
+    const partial = native.crc32Ranges as unknown as (...args: unknown[]) => void
+    expect(() => partial(Buffer.alloc(4), new Int32Array(2), 1)).toThrow(/out has the wrong type/)
+    expect(() => partial(Buffer.alloc(4))).toThrow(/ranges has the wrong type/)
+    expect(() => partial()).toThrow(/bytes has the wrong type/)
   })
 })
 
