@@ -27,6 +27,7 @@ import {
   PUT_WARMUP_STORES,
   queueOf,
   removeDir,
+  syncTree,
   runProducers,
   SYNC_WARMUP,
   sampleIndexes,
@@ -342,6 +343,7 @@ async function bigStore(config: BenchConfig): Promise<BigStoreResult> {
     const rebootDir = `${dir}-reboot`
     cpSync(dir, rebootDir, { recursive: true })
     writeFileSync(join(rebootDir, 'abort'), '')
+    syncTree(rebootDir)
     log('mqstore: open after the crash')
     const t0 = now()
     let store = await MessageStore.open(dir, { ...COMMON, flushDiskType: 'ASYNC_FLUSH' })

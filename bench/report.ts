@@ -665,7 +665,8 @@ function tables(b: BenchRuns): Tables {
     'big store: written with the put workload by a child process that SIGKILLs itself; "open after SIGKILL" includes ' +
       'the recovery scan, the re-dispatch and the sync of what the dead process left unsynced. A SIGKILL of this boot keeps ' +
       'the page cache, so that open resumes where dispatch had got to; "open after a power cut" opens a copy whose abort file ' +
-      'names no boot (as after a reboot), which scans from the file the checkpoint names and rebuilds the index: the scan rate ' +
+      'names no boot (as after a reboot; fsynced first, so that nothing of the copy is left to write back), which scans from ' +
+      'the file the checkpoint names and rebuilds the index: the scan rate ' +
       'is its scanned bytes / its open time, and is read against a raw read of the same commit-log files afterwards ' +
       '(1 MiB positioned reads into one buffer, from the page cache as the open found them). Logical bytes = commit-log record bytes; ' +
       'disk = allocated blocks of the whole directory (commit log, consume queues, index, checkpoint) after a clean close.',
