@@ -70,10 +70,7 @@ napi_value CopyCrcRanges(napi_env env, napi_callback_info info) {
     return nullptr;
   }
   double count_value = 0;
-  if (napi_get_value_double(env, args[2], &count_value) != napi_ok) {
-    napi_throw_type_error(env, nullptr, "count must be a number");
-    return nullptr;
-  }
+  if (!NumberArg(env, args[2], "count must be a number", &count_value)) return nullptr;
   if (!IsPosition(count_value) || count_value * kRow > static_cast<double>(table.length) ||
       (want_crc && count_value > static_cast<double>(crcs.length))) {
     napi_throw_range_error(env, nullptr, "count does not fit the arrays");
@@ -136,10 +133,7 @@ napi_value PrefetchRanges(napi_env env, napi_callback_info info) {
     return nullptr;
   }
   double count_value = 0;
-  if (napi_get_value_double(env, args[2], &count_value) != napi_ok) {
-    napi_throw_type_error(env, nullptr, "count must be a number");
-    return nullptr;
-  }
+  if (!NumberArg(env, args[2], "count must be a number", &count_value)) return nullptr;
   if (!IsPosition(count_value) || count_value * 2 > static_cast<double>(ranges.length)) {
     napi_throw_range_error(env, nullptr, "count does not fit the arrays");
     return nullptr;

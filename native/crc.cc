@@ -165,10 +165,7 @@ napi_value Crc32Ranges(napi_env env, napi_callback_info info) {
     return nullptr;
   }
   double count_value = 0;
-  if (napi_get_value_double(env, args[2], &count_value) != napi_ok) {
-    napi_throw_type_error(env, nullptr, "count must be a number");
-    return nullptr;
-  }
+  if (!NumberArg(env, args[2], "count must be a number", &count_value)) return nullptr;
   if (!(count_value >= 0) || count_value > static_cast<double>(out.length) ||
       count_value * 2 > static_cast<double>(ranges.length) ||
       count_value != static_cast<double>(static_cast<size_t>(count_value))) {

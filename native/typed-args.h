@@ -1,4 +1,4 @@
-// Typed-array arguments of the plain Node-API functions (those called once per put or per read,
+// Typed-array and number arguments of the plain Node-API functions (those called once per put or per read,
 // where node-addon-api's wrappers cost more than the work): one napi_get_typedarray_info each.
 #pragma once
 
@@ -27,6 +27,15 @@ inline bool TypedArrayArg(napi_env env, napi_value value, napi_typedarray_type t
   // A detached or empty array reports no data: nothing may be read from it.
   out->data = static_cast<uint8_t*>(data);
   out->length = data == nullptr ? 0 : length;
+  return true;
+}
+
+// The number `value`; false (and a TypeError with `message` thrown) for anything else.
+inline bool NumberArg(napi_env env, napi_value value, const char* message, double* out) {
+  if (napi_get_value_double(env, value, out) != napi_ok) {
+    napi_throw_type_error(env, nullptr, message);
+    return false;
+  }
   return true;
 }
 
