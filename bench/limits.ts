@@ -3,6 +3,10 @@
 // - the JS encode limit: the bench's message (256 B body, topic BenchTopic<n>, KEYS property
 //   k<i>) encoded as a RocketMQ 4.9 commit-log record into a pre-faulted Buffer with DataView and
 //   byte writes, as fast as plain JavaScript does it: what a put can reach if it does nothing else;
+// - the put loop's limit: the put phase's own loop (messages built, handed over a batch at a time,
+//   each batch awaited and its results checked) with an engine that does nothing but encode each
+//   record as the JS encode limit does and answer it with a result object: what the put phase
+//   measures for a store whose put is the encode alone;
 // - the memcpy limit: records of the same size copied into a pre-faulted Buffer: what a read that
 //   copies what it serves can reach; and the same copies from where one queue's records lie in a
 //   shared log (one in TOPICS x QUEUES, over a log as large as the put phase's), which is what a
@@ -21,7 +25,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { native } from '../lib/native.js'
-import { BODY_SIZE, makeBodies, median, QUEUES, SYNC_PRODUCERS, TOPICS } from './workload.js'
+import { BODY_SIZE, type BenchMessage, makeBodies, median, putInBatches, QUEUES, SYNC_PRODUCERS, TOPICS } from './workload.js'
 
 /** Bytes of a record before its body: RocketMQ 4.9's fixed fields with IPv4 hosts. */
 export const RECORD_HEAD_BYTES = 88
@@ -52,6 +56,8 @@ export interface LimitsResult {
   recordBytes: number
   /** Records encoded per second by plain JavaScript (median pass). */
   jsEncode: number
+  /** Messages per second of the put phase's loop with an engine that only encodes (median pass; see putLoopEncodeRuns). */
+  putLoopEncode?: number
   /** Records of recordBytes copied per second (median pass of the fastest of copyWithin, Buffer.copy, set). */
   memcpy: number
   /** Records/s copied from one queue's places in a shared log (median pass; see scatteredCopyRate). */
@@ -64,6 +70,8 @@ export interface LimitsResult {
   privateCopyP99Us?: number
   /** Each pass, records/s. */
   jsEncodeRuns: number[]
+  /** Each pass of the put loop with the encode-only engine, messages/s. */
+  putLoopEncodeRuns?: number[]
   memcpyRuns: number[]
 }
 
@@ -148,7 +156,44 @@ function timePasses(pass: () => void, records = PASS_RECORDS): number[] {
   return rates
 }
 
-export function measureLimits(): LimitsResult {
+/** Messages per pass of the put loop with the encode-only engine: the put phase's default count. */
+const PUT_LOOP_MESSAGES = 400_000
+
+/** The put loop's engine: each message encoded into `target` (round and round), a result object each. */
+function encodeOnlyEngine(target: Buffer, view: DataView): (batch: BenchMessage[]) => Promise<{ status: string }[]> {
+  const limit = target.length - 4096
+  let at = 0
+  let physical = 0
+  // Messages arrive in order, numbered from 0 by the loop: the number names the topic and key.
+  let next = 0
+  return async (batch) => {
+    const now = Date.now()
+    const results: { status: string; wroteOffset: number; wroteBytes: number }[] = new Array(batch.length)
+    for (let j = 0; j < batch.length; j++) {
+      if (at > limit) at = 0
+      const length = encodeRecord(target, view, at, next++, batch[j].body, 0x1234567, physical, now)
+      results[j] = { status: 'PUT_OK', wroteOffset: physical, wroteBytes: length }
+      at += length
+      physical += length
+    }
+    return results
+  }
+}
+
+/** Messages/s of each of PASSES timed passes of the put loop with the encode-only engine, after one untimed. */
+export async function putLoopEncodeRates(target: Buffer, messages = PUT_LOOP_MESSAGES): Promise<number[]> {
+  const view = new DataView(target.buffer, target.byteOffset, target.byteLength)
+  await putInBatches(messages, encodeOnlyEngine(target, view))
+  const rates: number[] = []
+  for (let k = 0; k < PASSES; k++) {
+    const t0 = process.hrtime.bigint()
+    await putInBatches(messages, encodeOnlyEngine(target, view))
+    rates.push(messages / (Number(process.hrtime.bigint() - t0) / 1e9))
+  }
+  return rates
+}
+
+export async function measureLimits(): Promise<LimitsResult> {
   const target = prefaulted(TARGET_BYTES)
   const view = new DataView(target.buffer, target.byteOffset, target.byteLength)
   const bodies = makeBodies(0, RING)
@@ -186,15 +231,18 @@ export function measureLimits(): LimitsResult {
     timePasses(copyPass((from, at) => target.set(source.subarray(from, from + recordBytes), at))),
   ]
   const memcpyRuns = variants.reduce((best, runs) => (median(runs) > median(best) ? runs : best))
+  const putLoopEncodeRuns = await putLoopEncodeRates(target)
   return {
     recordBytes,
     jsEncode: median(jsEncodeRuns),
+    putLoopEncode: median(putLoopEncodeRuns),
     memcpy: median(memcpyRuns),
     scatteredCopy: scatteredCopyRate(recordBytes),
     pageFaultUs: pageFaultMicros(),
     groupSyncMs: groupSyncMillis(target.subarray(0, SYNC_PRODUCERS * recordBytes)),
     privateCopyP99Us: privateCopyP99Micros(source),
     jsEncodeRuns,
+    putLoopEncodeRuns,
     memcpyRuns,
   }
 }
@@ -297,7 +345,7 @@ function groupSyncMillis(group: Buffer): number {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const result = measureLimits()
+  const result = await measureLimits()
   if (process.send !== undefined) process.send(result, () => process.exit(0))
   else process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
 }

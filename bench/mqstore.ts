@@ -5,19 +5,19 @@ import { closeSync, cpSync, openSync, readdirSync, readFileSync, readSync, write
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { MessageStore, type Message, type OpenOptions, type QueryMessageResult } from '../lib/index.js'
+import { MessageStore, type OpenOptions, type QueryMessageResult } from '../lib/index.js'
 import { followLatency } from './following.js'
 import { forwardedPuts } from './forwarding.js'
 import { replicatedPuts } from './replicating.js'
 import { timerDelivery } from './timers.js'
 import {
   BODY_SIZE,
+  benchMessage,
   check,
   diskUsage,
   keyOf,
   log,
   LOOKUP_WARMUP,
-  makeBodies,
   makeBody,
   makeTempDir,
   median,
@@ -25,7 +25,6 @@ import {
   PUT_BATCH,
   PUT_WARMUP,
   PUT_WARMUP_STORES,
-  queueOf,
   removeDir,
   syncTree,
   runProducers,
@@ -51,6 +50,7 @@ import {
   type BigStoreResult,
   type EngineResult,
   type PhaseWindow,
+  putInBatches,
   windowSince,
 } from './workload.js'
 
@@ -66,10 +66,6 @@ const COMMON: OpenOptions = {
   checkCRCOnRead: true,
 }
 
-function message(i: number, body: Buffer): Message {
-  return { topic: topicOf(i), queueId: queueOf(i), body, keys: keyOf(i) }
-}
-
 function packageVersion(): string {
   try {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }
@@ -80,17 +76,8 @@ function packageVersion(): string {
 }
 
 /** Puts messages 0 .. count - 1 in batches, as the put phase times it. */
-async function putAll(store: MessageStore, count: number): Promise<void> {
-  for (let first = 0; first < count; first += PUT_BATCH) {
-    const n = Math.min(PUT_BATCH, count - first)
-    const bodies = makeBodies(first, n)
-    const batch: Message[] = new Array(n)
-    for (let j = 0; j < n; j++) batch[j] = message(first + j, bodies[j])
-    const results = await store.putMessages(batch)
-    for (let j = 0; j < n; j++) {
-      if (results[j].status !== 'PUT_OK') throw new Error(`put ${first + j}: ${results[j].status}`)
-    }
-  }
+function putAll(store: MessageStore, count: number): Promise<void> {
+  return putInBatches(count, (batch) => store.putMessages(batch))
 }
 
 /** The untimed warm-up of the put path (PUT_WARMUP), in a scratch store. */
@@ -270,7 +257,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           n,
           SYNC_PRODUCERS,
           async (i) => {
-            const put = await store.putMessage(message(i, makeBody(i)))
+            const put = await store.putMessage(benchMessage(i, makeBody(i)))
             if (put.status !== 'PUT_OK') throw new Error(`sync put ${i}: ${put.status}`)
           },
           SYNC_WARMUP,

@@ -122,6 +122,40 @@ export function makeBody(i: number): Buffer {
   return makeBodies(i, 1)[0]
 }
 
+/** Message `i` of the workload as a put hands it over (mqstore's Message has these fields). */
+export interface BenchMessage {
+  topic: string
+  queueId: number
+  body: Buffer
+  keys: string
+}
+
+export function benchMessage(i: number, body: Buffer): BenchMessage {
+  return { topic: topicOf(i), queueId: queueOf(i), body, keys: keyOf(i) }
+}
+
+/**
+ * The put phase's loop: messages 0 .. count - 1 built as the phase builds them (bodies from
+ * makeBodies, a message object each), handed over PUT_BATCH at a time, each batch awaited and
+ * every result checked. The limits run it with an engine that only encodes (limits.ts), so the
+ * put is also read against what this loop reaches with nothing but the encode behind it.
+ */
+export async function putInBatches(
+  count: number,
+  putMessages: (batch: BenchMessage[]) => Promise<readonly { status: string }[]>,
+): Promise<void> {
+  for (let first = 0; first < count; first += PUT_BATCH) {
+    const n = Math.min(PUT_BATCH, count - first)
+    const bodies = makeBodies(first, n)
+    const batch: BenchMessage[] = new Array(n)
+    for (let j = 0; j < n; j++) batch[j] = benchMessage(first + j, bodies[j])
+    const results = await putMessages(batch)
+    for (let j = 0; j < n; j++) {
+      if (results[j]?.status !== 'PUT_OK') throw new Error(`put ${first + j}: ${results[j]?.status}`)
+    }
+  }
+}
+
 /** mulberry32: a small seeded generator, so every engine looks up the same keys. */
 export function rng(seed: number): () => number {
   let a = seed >>> 0

@@ -2,13 +2,15 @@
 // report's ratios on a busy machine, and the CPU profile summariser.
 import { describe, expect, it } from 'vitest'
 
-import { encodeRecord, recordLength } from '../bench/limits.js'
+import { encodeRecord, putLoopEncodeRates, recordLength } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
 import { judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
 import {
   BODY_SIZE,
   lookupResult,
   makeBody,
+  PUT_BATCH,
+  putInBatches,
   rotation,
   spreadOf,
   threadClock,
@@ -145,7 +147,74 @@ describe('bench limits', () => {
   })
 })
 
+describe("the put phase's loop", () => {
+  it('hands over every message in order, a batch at a time, and stops at the first result that is not PUT_OK', async () => {
+    const seen: number[] = []
+    const sizes: number[] = []
+    await putInBatches(PUT_BATCH + 5, async (batch) => {
+      sizes.push(batch.length)
+      for (const m of batch) seen.push(m.body.readUInt32BE(0))
+      expect(batch[0]).toMatchObject({
+        topic: `BenchTopic${seen[seen.length - batch.length] % 4}`,
+        keys: `k${seen[seen.length - batch.length]}`,
+      })
+      return batch.map(() => ({ status: 'PUT_OK' }))
+    })
+    expect(sizes).toEqual([PUT_BATCH, 5])
+    expect(seen).toEqual(Array.from({ length: PUT_BATCH + 5 }, (_, i) => i))
+
+    let calls = 0
+    const failing = putInBatches(3 * PUT_BATCH, async (batch) => {
+      calls++
+      return batch.map((_, j) => ({ status: calls === 2 && j === 7 ? 'SERVICE_NOT_AVAILABLE' : 'PUT_OK' }))
+    })
+    await expect(failing).rejects.toThrow(`put ${PUT_BATCH + 7}: SERVICE_NOT_AVAILABLE`)
+    expect(calls).toBe(2)
+    // A short answer is a failure too, not a pass.
+    await expect(putInBatches(2, async () => [{ status: 'PUT_OK' }])).rejects.toThrow('put 1: undefined')
+  })
+
+  it('with the encode-only engine, writes each message as the record mqstore writes for it, and times passes of the loop', async () => {
+    const target = Buffer.alloc(1024 * 1024)
+    const rates = await putLoopEncodeRates(target, 2 * PUT_BATCH)
+    expect(rates).toHaveLength(5)
+    for (const rate of rates) expect(rate).toBeGreaterThan(0)
+    // The last pass wrote messages 0, 1, ... from the start of the target (it wraps, and starts over).
+    let at = 0
+    for (let i = 0; i < 3; i++) {
+      const decoded = decodeMessage(target, at, true)
+      expect(decoded).toMatchObject({ topic: `BenchTopic${i % 4}`, keys: [`k${i}`], storeSize: recordLength(i) })
+      expect(decoded?.body.equals(makeBody(i))).toBe(true)
+      at += recordLength(i)
+    }
+  })
+})
+
 describe('bench limits in the report', () => {
+  it("reads the put against the put loop with an engine that only encodes, and prints that limit's median and spread", () => {
+    const b = bench(0.1, [
+      [900, 100],
+      [800, 100],
+      [700, 100],
+    ])
+    b.limits = [4000, 3000, 5000].map((putLoopEncode) => ({
+      recordBytes: 372,
+      jsEncode: 8000,
+      putLoopEncode,
+      memcpy: 4000,
+      jsEncodeRuns: [],
+      memcpyRuns: [],
+    }))
+    const lines = textReport(b).split('\n')
+    // The put's median (800) over the limit's (4000).
+    expect(lines.find((l) => l.startsWith('put, against the put loop with an engine that only encodes'))).toMatch(
+      /msg\/s \(\+\) +800 .* 0\.20 *\|?$/,
+    )
+    const limit = lines.find((l) => l.includes("the put phase's own loop"))
+    expect(limit).toContain('4,000')
+    expect(limit).toContain('3000 - 5000')
+  })
+
   it("prints the private copy's p99 as the median of the runs, with their spread, beside the lookups", () => {
     const b = bench(0.1, [
       [900, 100],
