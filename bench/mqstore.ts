@@ -20,7 +20,6 @@ import {
   LOOKUP_WARMUP,
   makeBody,
   makeTempDir,
-  median,
   now,
   PUT_BATCH,
   PUT_WARMUP,
@@ -33,10 +32,10 @@ import {
   SCAN_BATCH,
   SCAN_QUEUE,
   SCAN_RUNS,
-  SCAN_WARMUP_RUNS,
   SCAN_TOPIC,
   scannedQueueSize,
   secondsSince,
+  timeScan,
   summarizeNs,
   timeLookups,
   lookupResult,
@@ -134,13 +133,9 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         // (2) ordered scan of one queue
         if (phases.has('scan')) {
           const expected = scannedQueueSize(config.count)
-          log(`mqstore: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
-          const runs: number[] = []
-          let scanFaults: number | undefined = 0
+          log(`mqstore: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}, twice`)
           const scanStarted = now()
-          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
-            const t0 = now()
-            const f0 = jsThreadFaults()
+          result.scan = await timeScan(expected, () => {
             let offset = 0
             let seen = 0
             let bytes = 0
@@ -154,23 +149,13 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
               }
               offset = got.nextBeginOffset
             }
-            if (run >= SCAN_WARMUP_RUNS) {
-              runs.push(secondsSince(t0))
-              scanFaults = addFaultsSince(scanFaults, f0)
-            }
             check(seen === expected && bytes === expected * BODY_SIZE, `scan saw ${seen} messages, ${bytes} bytes`)
-          }
+          })
           windows.push(windowSince('scan, getMessage', scanStarted))
-          const seconds = median(runs)
-          result.scan = { count: expected, runs, seconds, rate: expected / seconds, jsThreadFaults: scanFaults }
 
-          log(`mqstore: consume() ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
-          const consumeRuns: number[] = []
-          let consumeFaults: number | undefined = 0
+          log(`mqstore: consume() ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}, twice`)
           const consumeStarted = now()
-          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
-            const t0 = now()
-            const f0 = jsThreadFaults()
+          result.scanConsume = await timeScan(expected, async () => {
             let seen = 0
             let bytes = 0
             const subscription = store.consume({ group: GROUP, topic: SCAN_TOPIC, queueId: SCAN_QUEUE, from: 'earliest' })
@@ -179,21 +164,9 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
               bytes += m.body.length
               if (++seen === expected) break
             }
-            if (run >= SCAN_WARMUP_RUNS) {
-              consumeRuns.push(secondsSince(t0))
-              consumeFaults = addFaultsSince(consumeFaults, f0)
-            }
             check(seen === expected && bytes === expected * BODY_SIZE, `consume saw ${seen} messages, ${bytes} bytes`)
-          }
+          })
           windows.push(windowSince('scan, consume()', consumeStarted))
-          const consumeSeconds = median(consumeRuns)
-          result.scanConsume = {
-            count: expected,
-            runs: consumeRuns,
-            seconds: consumeSeconds,
-            rate: expected / consumeSeconds,
-            jsThreadFaults: consumeFaults,
-          }
         }
 
         // (3) random lookups by key

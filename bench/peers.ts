@@ -17,7 +17,6 @@ import {
   makeBodies,
   makeBody,
   makeTempDir,
-  median,
   now,
   PUT_BATCH,
   PUT_WARMUP,
@@ -30,10 +29,10 @@ import {
   sampleIndexes,
   SCAN_QUEUE,
   SCAN_RUNS,
-  SCAN_WARMUP_RUNS,
   SCAN_TOPIC,
   scannedQueueSize,
   secondsSince,
+  timeScan,
   summarizeNs,
   SYNC_PRODUCERS,
   timeLookups,
@@ -163,12 +162,8 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
         if (phases.has('scan')) {
           const expected = scannedQueueSize(config.count)
           const prefix = `${SCAN_TOPIC}/${SCAN_QUEUE}/`
-          log(`lmdb: scan ${prefix} (${expected} messages) x${SCAN_RUNS}`)
-          const runs: number[] = []
-          let scanFaults: number | undefined = 0
-          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
-            const t0 = now()
-            const f0 = jsThreadFaults()
+          log(`lmdb: scan ${prefix} (${expected} messages) x${SCAN_RUNS}, twice`)
+          result.scan = await timeScan(expected, () => {
             let seen = 0
             let bytes = 0
             for (const { value } of db.messages.getRange({ start: prefix, end: `${prefix}~` })) {
@@ -176,14 +171,8 @@ export async function runLmdb(config: BenchConfig): Promise<EngineResult> {
               bytes += value.length
               seen++
             }
-            if (run >= SCAN_WARMUP_RUNS) {
-              runs.push(secondsSince(t0))
-              scanFaults = addFaultsSince(scanFaults, f0)
-            }
             check(seen === expected && bytes === expected * BODY_SIZE, `lmdb scan saw ${seen} messages`)
-          }
-          const seconds = median(runs)
-          result.scan = { count: expected, runs, seconds, rate: expected / seconds, jsThreadFaults: scanFaults }
+          })
         }
 
         // (3) random lookups: key → primary key → body.
@@ -385,13 +374,9 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
         // (2) ordered scan of one queue: an index range, in qoffset order.
         if (phases.has('scan')) {
           const expected = scannedQueueSize(config.count)
-          log(`sqlite: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}`)
+          log(`sqlite: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}, twice`)
           const select = db.prepare('SELECT qoffset, body FROM messages WHERE topic = ? AND queue = ? ORDER BY qoffset').raw()
-          const runs: number[] = []
-          let scanFaults: number | undefined = 0
-          for (let run = 0; run < SCAN_WARMUP_RUNS + SCAN_RUNS; run++) {
-            const t0 = now()
-            const f0 = jsThreadFaults()
+          result.scan = await timeScan(expected, () => {
             let seen = 0
             let bytes = 0
             for (const row of select.iterate(SCAN_TOPIC, SCAN_QUEUE)) {
@@ -400,14 +385,8 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
               bytes += body.length
               seen++
             }
-            if (run >= SCAN_WARMUP_RUNS) {
-              runs.push(secondsSince(t0))
-              scanFaults = addFaultsSince(scanFaults, f0)
-            }
             check(seen === expected && bytes === expected * BODY_SIZE, `sqlite scan saw ${seen} messages`)
-          }
-          const seconds = median(runs)
-          result.scan = { count: expected, runs, seconds, rate: expected / seconds, jsThreadFaults: scanFaults }
+          })
         }
 
         // (3) random lookups through the key index.

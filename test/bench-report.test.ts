@@ -12,10 +12,14 @@ import {
   PUT_BATCH,
   putInBatches,
   rotation,
+  SCAN_RUNS,
+  SCAN_STEADY_WARMUP_RUNS,
+  SCAN_WARMUP_RUNS,
   spreadOf,
   threadClock,
   threadTimesSince,
   timeLookups,
+  timeScan,
   type EngineResult,
 } from '../bench/workload.js'
 import { decodeMessage } from '../lib/store/commitlog/record.js'
@@ -144,6 +148,50 @@ describe('bench limits', () => {
     } finally {
       await store.close()
     }
+  })
+})
+
+describe('scan passes', () => {
+  it("times a fresh process's first passes, then the steady ones after more untimed passes", async () => {
+    // A clock that each pass moves on by its number (pass k takes k ms).
+    let clock = 0n
+    let passes = 0
+    const result = await timeScan(
+      1000,
+      async () => {
+        passes++
+        clock += BigInt(passes) * 1_000_000n
+      },
+      () => clock,
+    )
+    expect(passes).toBe(SCAN_WARMUP_RUNS + SCAN_RUNS + SCAN_STEADY_WARMUP_RUNS + SCAN_RUNS)
+    const ms = (from: number) => Array.from({ length: SCAN_RUNS }, (_, k) => (from + k) / 1000)
+    expect(result.first?.runs).toEqual(ms(SCAN_WARMUP_RUNS + 1))
+    expect(result.runs).toEqual(ms(SCAN_WARMUP_RUNS + SCAN_RUNS + SCAN_STEADY_WARMUP_RUNS + 1))
+    // The median pass of each set, and the count over it.
+    const steadyMedian = (SCAN_WARMUP_RUNS + SCAN_RUNS + SCAN_STEADY_WARMUP_RUNS + 1 + (SCAN_RUNS >> 1)) / 1000
+    expect(result.seconds).toBeCloseTo(steadyMedian, 9)
+    expect(result.rate).toBeCloseTo(1000 / steadyMedian, 6)
+    expect(result.first?.rate).toBeCloseTo(1000 / ((SCAN_WARMUP_RUNS + 1 + (SCAN_RUNS >> 1)) / 1000), 6)
+    expect(result.count).toBe(1000)
+  })
+
+  it("prints the first passes' rate beside the steady one, and no such row for results without them", () => {
+    const b = bench(0.1, [[900, 100]])
+    const mq = b.runs[0].mqstore!
+    mq.scan = { count: 100, runs: [0.001], seconds: 0.001, rate: 100_000, first: { runs: [0.004], seconds: 0.004, rate: 25_000 } }
+    const line = () =>
+      textReport(b)
+        .split('\n')
+        .find((l) => l.startsWith("scan one queue, getMessage 32 at a time, a fresh process's first passes"))
+    expect(line()).toMatch(/msg\/s \(\+\) +25,000 /)
+    expect(
+      textReport(b)
+        .split('\n')
+        .find((l) => l.startsWith('scan one queue, getMessage 32 at a time  ')),
+    ).toMatch(/100,000/)
+    mq.scan = { count: 100, runs: [0.001], seconds: 0.001, rate: 100_000 }
+    expect(line()).toBeUndefined()
   })
 })
 
