@@ -2,7 +2,7 @@
 // report's ratios on a busy machine, and the CPU profile summariser.
 import { describe, expect, it } from 'vitest'
 
-import { encodeRecord, putLoopEncodeRates, recordLength } from '../bench/limits.js'
+import { encodeRecord, putLoopEncodeRates, recordLength, type LimitsResult } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
 import { judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
 import {
@@ -35,12 +35,17 @@ function engine(name: 'mqstore' | 'lmdb', putRate: number, scanRate: number): En
   }
 }
 
+/** One run's limits: the two every run has, and `extra` (the figures a test looks at). */
+function limitsOf(extra: Partial<LimitsResult> = {}): LimitsResult {
+  return { recordBytes: 372, jsEncode: 1000, memcpy: 4000, jsEncodeRuns: [], memcpyRuns: [], ...extra }
+}
+
 function bench(loadAtStart: number, runs: [number, number][]): BenchRuns {
   return {
     config: { count: 1, lookups: 1, syncCount: 1, bigBytes: 1, phases: new Set(['put', 'scan']), seed: 1 },
     runs: runs.map(([mq, lm]) => ({ mqstore: engine('mqstore', mq, mq * 2), lmdb: engine('lmdb', lm, lm) })),
     orders: runs.map((_, k) => rotation(['mqstore', 'lmdb'], k)),
-    limits: runs.map(() => ({ recordBytes: 372, jsEncode: 1000, memcpy: 4000, jsEncodeRuns: [], memcpyRuns: [] })),
+    limits: runs.map(() => limitsOf()),
     load: { atStart: [loadAtStart, 0, 0], valid: loadAtStart <= 1 },
     errors: [],
     profiles: [],
@@ -245,14 +250,7 @@ describe('bench limits in the report', () => {
       [800, 100],
       [700, 100],
     ])
-    b.limits = [4000, 3000, 5000].map((putLoopEncode) => ({
-      recordBytes: 372,
-      jsEncode: 8000,
-      putLoopEncode,
-      memcpy: 4000,
-      jsEncodeRuns: [],
-      memcpyRuns: [],
-    }))
+    b.limits = [4000, 3000, 5000].map((putLoopEncode) => limitsOf({ jsEncode: 8000, putLoopEncode }))
     const lines = textReport(b).split('\n')
     // The put's median (800) over the limit's (4000).
     expect(lines.find((l) => l.startsWith('put, against the put loop with an engine that only encodes'))).toMatch(
@@ -269,14 +267,7 @@ describe('bench limits in the report', () => {
       [800, 100],
       [700, 100],
     ])
-    b.limits = [14.2, 9.5, 21].map((p99) => ({
-      recordBytes: 372,
-      jsEncode: 1000,
-      memcpy: 4000,
-      privateCopyP99Us: p99,
-      jsEncodeRuns: [],
-      memcpyRuns: [],
-    }))
+    b.limits = [14.2, 9.5, 21].map((p99) => limitsOf({ privateCopyP99Us: p99 }))
     const row = textReport(b)
       .split('\n')
       .find((line) => line.includes('buffer of its own'))
@@ -284,7 +275,7 @@ describe('bench limits in the report', () => {
     expect(row).toContain('9.50 - 21.00')
     expect(row).toContain('lookup p99')
     // Runs measured before the figure existed print a dash, not a zero.
-    b.limits = b.limits.map(() => ({ recordBytes: 372, jsEncode: 1000, memcpy: 4000, jsEncodeRuns: [], memcpyRuns: [] }))
+    b.limits = b.limits.map(() => limitsOf())
     expect(
       textReport(b)
         .split('\n')
