@@ -312,7 +312,30 @@ export class StoreEngine {
       this.onProgress === null
         ? null
         : (scanned: number, total: number) => this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
-    const { outcome, redispatchAll, dispatchedTo, syncFrom } = recoverStore({
+    // A crash scan indexes the records it walks (when the index ends before its start): their
+    // keys are put a batch at a time (IndexService.beginBulk), ended before anything reads them.
+    const bulkIndex = this.index.current
+    bulkIndex.beginBulk()
+    let recovered: ReturnType<typeof recoverStore>
+    try {
+      recovered = this.recoverFiles(afterProcessCrash, progress)
+    } catch (error) {
+      bulkIndex.dropBulk()
+      throw error
+    }
+    bulkIndex.endBulk()
+    const { outcome, redispatchAll, dispatchedTo, syncFrom } = recovered
+    this.recovery = outcome
+    this.crashSyncFrom = syncFrom
+    if (redispatchAll) this.rebuild = true
+    this.dispatchedTo = dispatchedTo
+  }
+
+  private recoverFiles(
+    afterProcessCrash: boolean,
+    progress: ((scanned: number, total: number) => void) | null,
+  ): ReturnType<typeof recoverStore> {
+    return recoverStore({
       config: this.config,
       commitLog: this.commitLog,
       queues: this.queues,
@@ -330,10 +353,6 @@ export class StoreEngine {
       },
       progress,
     })
-    this.recovery = outcome
-    this.crashSyncFrom = syncFrom
-    if (redispatchAll) this.rebuild = true
-    this.dispatchedTo = dispatchedTo
   }
 
   /**
@@ -389,7 +408,26 @@ export class StoreEngine {
   }
 
   start(): void {
-    const replay = replayDerivedFiles({
+    // The replay's keys too are put a batch at a time; it ends before start() returns.
+    const bulkIndex = this.index.current
+    bulkIndex.beginBulk()
+    let replay: ReturnType<typeof replayDerivedFiles>
+    try {
+      replay = this.replayLog()
+    } catch (error) {
+      bulkIndex.dropBulk()
+      throw error
+    }
+    bulkIndex.endBulk()
+    this.recoveryLog(
+      'info',
+      `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
+    )
+    this.startServices()
+  }
+
+  private replayLog(): ReturnType<typeof replayDerivedFiles> {
+    return replayDerivedFiles({
       dispatchedTo: this.dispatchedTo,
       commitLog: this.commitLog,
       queues: this.queues,
@@ -399,11 +437,9 @@ export class StoreEngine {
       rebuild: this.rebuild,
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
-    this.recoveryLog(
-      'info',
-      `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
-    )
+  }
 
+  private startServices(): void {
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()
     fs.writeFileSync(this.paths.abort, abortFileContent())

@@ -42,6 +42,25 @@ const CREATE_ATTEMPTS = 3
  * synced every entry of the burst at once.
  */
 const WRITEBACK_KICK_ENTRIES = 65_536
+/** Keys a bulk pass holds back before putting them (IndexService.beginBulk). */
+const BULK_KEYS = 4096
+
+/** The keys of a bulk pass not put yet: hash, record offset and store time each. */
+class IndexBulk {
+  readonly hashes = new Int32Array(BULK_KEYS)
+  readonly phyOffsets = new Float64Array(BULK_KEYS)
+  readonly timestamps = new Float64Array(BULK_KEYS)
+  count = 0
+
+  add(hash: number, phyOffset: number, storeTimestamp: number): void {
+    const k = this.count
+    this.hashes[k] = hash
+    this.phyOffsets[k] = phyOffset
+    this.timestamps[k] = storeTimestamp
+    this.count = k + 1
+  }
+}
+
 /** Forced interval when an expired file is destroyed while something still holds it. */
 const EXPIRED_DESTROY_INTERVAL = 3000
 
@@ -120,6 +139,8 @@ export class IndexService {
   /** The key hashes of the record being indexed (one array, reused). */
   /** The key hashes of the record being indexed (most records have a few keys). */
   private readonly keyHashes = new Int32Array(16)
+  /** Keys held back during a bulk pass (beginBulk), or null. */
+  private bulk: IndexBulk | null = null
 
   constructor(indexDir: string, options: IndexServiceOptions) {
     indexFileSize(options.maxHashSlotNum, options.maxIndexNum) // validates both
@@ -237,6 +258,19 @@ export class IndexService {
     let hashes: ArrayLike<number> = this.keyHashes
     const count = indexKeyHashesInto(req, this.keyHashes)
     if (count > hashes.length) hashes = indexKeyHashesOf(req)
+    const bulk = this.bulk
+    if (bulk !== null && file !== null && count > 0 && count <= hashes.length && count < this.indexNum) {
+      // Held back and put with the keys around it (see beginBulk); the file gets them all, so a
+      // record that would not fit makes the held keys go in first and the file roll.
+      if (bulk.count + count > BULK_KEYS || file.getIndexCount() + bulk.count + count > this.indexNum) {
+        this.putBulk(file)
+        if (file.getIndexCount() + count > this.indexNum) file = this.roll()
+      }
+      for (let k = 0; k < count; k++) bulk.add(hashes[k], phyOffset, storeTimestamp)
+      this.lastIndexedOffset = phyOffset
+      return
+    }
+    if (bulk !== null) this.putBulk(file)
     if (count === 0) {
       // Nothing to index, but the index has seen the record: the newest file's end records it
       // (a full one too: no roll for a record without keys), so a reopen need not replay it.
@@ -253,6 +287,49 @@ export class IndexService {
     for (let k = 0; k < count; k++) file = this.putKeyHash(file, hashes[k], phyOffset, storeTimestamp)
     this.putsSinceKick += count
     if (this.putsSinceKick >= WRITEBACK_KICK_ENTRIES) this.kickWriteback(file)
+  }
+
+  /**
+   * From now until endBulk, buildIndex holds the keys of records back and puts them a few thousand
+   * at a time (IndexFile.putKeyHashes: their slots prefetched together, the per-key work done in one
+   * loop), for open's recovery, which indexes millions of records in one synchronous pass. Nothing
+   * reads the index in between; every other method puts the held keys first anyway.
+   */
+  beginBulk(): void {
+    this.bulk ??= new IndexBulk()
+  }
+
+  /** Puts the keys held back and ends the bulk pass. */
+  endBulk(): void {
+    if (this.bulk === null) return
+    try {
+      this.putBulk(this.lastFile())
+    } finally {
+      this.bulk = null
+    }
+  }
+
+  /** Ends the bulk pass without putting what it holds (open failed; the index is dropped with it). */
+  dropBulk(): void {
+    this.bulk = null
+  }
+
+  /** Puts the held keys into `file`, the newest one, which buildIndex made room in. */
+  private putBulk(file: IndexFile | null): void {
+    const bulk = this.bulk
+    if (bulk === null || bulk.count === 0) return
+    const count = bulk.count
+    bulk.count = 0
+    if (file === null || file.putKeyHashes(bulk.hashes, bulk.phyOffsets, bulk.timestamps, 0, count) !== count) {
+      throw new Error(`index: ${count} held keys do not fit ${file?.fileName ?? 'a missing file'}`)
+    }
+    this.putsSinceKick += count
+    if (this.putsSinceKick >= WRITEBACK_KICK_ENTRIES) this.kickWriteback(file)
+  }
+
+  /** Puts held keys (if a bulk pass holds any) before anything reads or flushes the index. */
+  private settleBulk(): void {
+    if (this.bulk !== null && this.bulk.count > 0) this.putBulk(this.lastFile())
   }
 
   /** Puts one key, rolling to a new file as long as the current one is full. */
@@ -370,6 +447,7 @@ export class IndexService {
    * building `topic#key`.
    */
   collectOffsets(topic: string, key: string, maxNum: number, begin: number, end: number, out: number[]): number {
+    this.settleBulk()
     this.assertOpen()
     const limit = Math.min(maxNum, MAX_MSGS_NUM_BATCH)
     const files = this.files
@@ -387,12 +465,14 @@ export class IndexService {
 
   /** endTimestamp of the newest file (0 without files): RocketMQ's indexLastUpdateTimestamp. */
   lastUpdateTimestamp(): number {
+    this.settleBulk()
     const files = this.files
     return files.length === 0 ? 0 : files[files.length - 1].getEndTimestamp()
   }
 
   /** endPhyOffset of the newest file (0 without files). */
   lastUpdatePhyOffset(): number {
+    this.settleBulk()
     const files = this.files
     return files.length === 0 ? 0 : files[files.length - 1].getEndPhyOffset()
   }
@@ -403,6 +483,7 @@ export class IndexService {
    * Returns the accepted offset, or -1.
    */
   findNewest(topic: string, key: string, accept: (phyOffset: number) => boolean): number {
+    this.settleBulk()
     this.assertOpen()
     const keyHash = topicKeyHash(topic, key)
     let found = -1
@@ -423,6 +504,7 @@ export class IndexService {
    * minimum), stopping at the first that does not; the newest file is always kept.
    */
   deleteExpiredFile(minPhyOffset: number, options: IndexDeleteOptions = {}): number {
+    this.settleBulk()
     this.assertOpen()
     if (this.readOnly) return 0
     const files = this.files
@@ -445,6 +527,7 @@ export class IndexService {
 
   /** Flushes every file with unflushed changes on the calling thread (at close); the others stay unmapped. */
   flush(): void {
+    this.settleBulk()
     if (this.closed || this.readOnly) return
     for (const file of this.files) file.flush()
   }
@@ -454,6 +537,7 @@ export class IndexService {
    * the periodic flush in flight, if any. Files are flushed one after another, oldest first.
    */
   async flushAsync(): Promise<void> {
+    this.settleBulk()
     await this.periodicFlush
     for (const file of [...this.files]) {
       if (this.closed || this.readOnly) return
@@ -494,6 +578,7 @@ export class IndexService {
    * for that one. Only a mapped file is flushed.
    */
   flushCurrentAsync(): Promise<void> {
+    this.settleBulk()
     if (this.periodicFlush !== null) return this.periodicFlush
     const file = this.lastFile()
     // A file the budget unmapped as idle is left to close: mapping it again only to flush it would
@@ -509,11 +594,13 @@ export class IndexService {
   }
 
   getFileCount(): number {
+    this.settleBulk()
     return this.files.length
   }
 
   /** The files, oldest first. */
   getFiles(): readonly IndexFile[] {
+    this.settleBulk()
     return this.files
   }
 
@@ -529,6 +616,7 @@ export class IndexService {
 
   /** Unmaps every file (without flushing: call flush first for durability). */
   shutdown(): void {
+    this.bulk = null
     if (this.closed) return
     this.closed = true
     for (const file of this.files) file.shutdown()
