@@ -509,6 +509,9 @@ describe('IndexService', () => {
     const lost = open({ maxIndexNum: 4 })
     lost.load(false, 0)
     expect(lost.getFileCount()).toBe(0)
+    // Gone from their names at once; deleted on the libuv pool (leftovers named .tmp until then).
+    expect(fs.readdirSync(dir).filter((name) => !name.endsWith('.tmp'))).toEqual([])
+    await lost.deletionsDone()
     expect(fs.readdirSync(dir)).toEqual([])
   })
 

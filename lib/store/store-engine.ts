@@ -105,6 +105,8 @@ export class StoreEngine {
    * until the first record.
    */
   private indexInScan: boolean | null = null
+  /** Settles once the index files load() dropped are deleted (IndexService.deletionsDone). */
+  private indexDeletions: Promise<void> = Promise.resolve()
   /** A schedule unit's due time under the store's delay levels (the parser assumes RocketMQ's). */
   private readonly dueTimes: (request: DispatchRequest) => DispatchRequest
   closed = false
@@ -298,6 +300,8 @@ export class StoreEngine {
     this.queues.list()
     this.commitLog.topicQueueTable.missing = (topic, queueId) => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0
     const indexFailure = this.index.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp, afterProcessCrash)
+    // Files the load dropped are deleted on the pool while the scan runs; open waits for them.
+    this.indexDeletions = this.index.current.deletionsDone()
     // After the index's load, which may delete files: an unlink waits behind the write-back's
     // journal commits (a second instead of milliseconds for a 1 GiB log all dirty).
     if (!this.lastExitOK) this.logSyncAhead = syncCommitLogAhead(this.commitLog.mappedFileQueue.mappedFiles.map((file) => file.fileName))
@@ -372,6 +376,7 @@ export class StoreEngine {
    * and is synced before open returns (crash-sync.ts). Nothing to do after a clean close.
    */
   async syncAfterCrash(): Promise<void> {
+    await this.indexDeletions
     const outcome = this.recovery
     if (this.lastExitOK || outcome === null) return
     const startedMs = Date.now()

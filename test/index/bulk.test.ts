@@ -163,7 +163,7 @@ describe('IndexService bulk pass', () => {
 })
 
 describe('recovery after a power cut', () => {
-  it('finds every key again when open rebuilds the index from the commit log', async () => {
+  it('finds every key again when open rebuilds the index from the commit log, the dropped files deleted', async () => {
     const dir = join(root, 'store')
     const options = { flushDiskType: 'ASYNC_FLUSH' as const, messageIndexEnable: true }
     const store = await MessageStore.open(dir, options)
@@ -188,9 +188,15 @@ describe('recovery after a power cut', () => {
     checkpoint.fill(0, 0, 24)
     fs.writeFileSync(join(dir, 'checkpoint'), checkpoint)
 
+    const dropped = fs.readdirSync(join(dir, 'index'))
+    expect(dropped.length).toBeGreaterThan(0)
+
     const reopened = await MessageStore.open(dir, options)
     try {
       expect(reopened.stats().recovery?.scannedBytes).toBeGreaterThan(0)
+      // The files the open dropped are gone once it returns (deleted in the background, awaited).
+      const now = fs.readdirSync(join(dir, 'index'))
+      expect(now.filter((name) => dropped.includes(name) || name.endsWith('.tmp'))).toEqual([])
       for (const i of [1, 2, 999, 1001, 12_345, 19_999]) {
         const found = reopened.queryMessage(`T${i % 3}`, `key${i}`, 32, 0, Number.MAX_SAFE_INTEGER)
         expect(found.messages.map((m) => m.body.toString())).toEqual([`body ${i}`])

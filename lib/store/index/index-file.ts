@@ -332,18 +332,55 @@ export class IndexFile {
    * `topic#key` without building the string.
    */
   putKeyHash(keyHash: number, phyOffset: number, storeTimestamp: number): boolean {
-    const indexCount = this.indexCount
-    if (indexCount >= this.indexNum) return false
+    if (this.indexCount >= this.indexNum) return false
     if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
     const v = this.writeView()
-    this.changes++
-    const slotPos = hashSlotPosition(keyHash, this.hashSlotNum)
+    this.reservation!.slot(0)
+    this.writeKey(v, hashSlotPosition(keyHash, this.hashSlotNum), keyHash, phyOffset, storeTimestamp)
+    return true
+  }
+
+  /**
+   * putKeyHash for keys [from, to) of a batch, in order: key k is hashes[k] for the record at
+   * phyOffsets[k], stored at timestamps[k]. Returns where it stopped: `to`, or the first key the
+   * file had no room for. The slots of each run of keys are prefetched together first, so that
+   * their cache misses overlap instead of coming one per key (a recovery's index rebuild puts
+   * millions of keys back to back).
+   */
+  putKeyHashes(hashes: Int32Array, phyOffsets: Float64Array, timestamps: Float64Array, from: number, to: number): number {
+    const stop = Math.min(to, from + Math.max(0, this.indexNum - this.indexCount))
+    if (stop <= from) return from
+    if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
+    const v = this.writeView()
+    const bytes = this.mappingBytes(v)
+    this.reservation!.slot(0)
+    const slotNum = this.hashSlotNum
+    const ranges = this.slotRanges
+    let k = from
+    while (k < stop) {
+      const runEnd = Math.min(stop, k + PREFETCH_RUN)
+      for (let j = k, r = 0; j < runEnd; j++, r += 2) {
+        ranges[r] = hashSlotPosition(hashes[j], slotNum)
+        ranges[r + 1] = HASH_SLOT_SIZE
+      }
+      native.prefetchRanges(bytes, ranges, runEnd - k)
+      for (let r = 0; k < runEnd; k++, r += 2) this.writeKey(v, ranges[r], hashes[k], phyOffsets[k], timestamps[k])
+    }
+    return k
+  }
+
+  /**
+   * Writes one key whose slot is at `slotPos`: its entry, then the slot, then the header's counts
+   * and ends (the order cutInterruptedRecord relies on). Every page written gets its blocks first
+   * (throws NO_SPACE, nothing written).
+   */
+  private writeKey(v: DataView, slotPos: number, keyHash: number, phyOffset: number, storeTimestamp: number): void {
+    const indexCount = this.indexCount
     const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
-    // Every page this put writes gets its blocks first (throws NO_SPACE, nothing written).
     const reservation = this.reservation!
-    reservation.slot(0)
     reservation.slot(slotPos)
     reservation.entry(entryPos, INDEX_ENTRY_SIZE)
+    this.changes++
     let prev = v.getInt32(slotPos)
     if (prev <= INVALID_INDEX || prev > indexCount) prev = INVALID_INDEX
 
@@ -373,84 +410,6 @@ export class IndexFile {
     v.setInt32(INDEX_COUNT_OFFSET, indexCount + 1)
     this.setEndPhyOffset(phyOffset, v)
     this.setEndTimestamp(storeTimestamp, v)
-    return true
-  }
-
-  /**
-   * putKeyHash for keys [from, to) of a batch, in order: key k is hashes[k] for the record at
-   * phyOffsets[k], stored at timestamps[k]. Writes what as many putKeyHash calls would, in the
-   * same order per key (entry, slot, then the header's counts and ends); returns where it
-   * stopped: `to`, or the first key the file had no room for. The slots of each run of keys are
-   * prefetched together first, so that their cache misses overlap instead of coming one per key
-   * (a recovery's index rebuild puts millions of keys back to back).
-   */
-  putKeyHashes(hashes: Int32Array, phyOffsets: Float64Array, timestamps: Float64Array, from: number, to: number): number {
-    const stop = Math.min(to, from + Math.max(0, this.indexNum - this.indexCount))
-    if (stop <= from) return from
-    if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
-    const v = this.writeView()
-    const bytes = this.mappingBytes(v)
-    const reservation = this.reservation!
-    reservation.slot(0)
-    const slotNum = this.hashSlotNum
-    const entriesStart = this.entriesStart
-    const ranges = this.slotRanges
-    let count = this.indexCount
-    let slotCount = this.hashSlotCount
-    let k = from
-    try {
-      while (k < stop) {
-        const runEnd = Math.min(stop, k + PREFETCH_RUN)
-        for (let j = k, r = 0; j < runEnd; j++, r += 2) {
-          ranges[r] = hashSlotPosition(hashes[j], slotNum)
-          ranges[r + 1] = HASH_SLOT_SIZE
-        }
-        native.prefetchRanges(bytes, ranges, runEnd - k)
-        for (let r = 0; k < runEnd; k++, r += 2) {
-          const keyHash = hashes[k]
-          const phyOffset = phyOffsets[k]
-          const storeTimestamp = timestamps[k]
-          const slotPos = ranges[r]
-          const entryPos = entriesStart + count * INDEX_ENTRY_SIZE
-          reservation.slot(slotPos)
-          reservation.entry(entryPos, INDEX_ENTRY_SIZE)
-          let prev = v.getInt32(slotPos)
-          if (prev <= INVALID_INDEX || prev > count) prev = INVALID_INDEX
-          let timeDiff = 0
-          const begin = this.beginTimestamp
-          if (begin > 0) {
-            timeDiff = Math.trunc((storeTimestamp - begin) / 1000)
-            if (timeDiff > INT_MAX) timeDiff = INT_MAX
-            else if (timeDiff < 0) timeDiff = 0
-          }
-          v.setInt32(entryPos + ENTRY_KEY_HASH_OFFSET, keyHash)
-          setInt64(v, entryPos + ENTRY_PHY_OFFSET_OFFSET, phyOffset)
-          v.setInt32(entryPos + ENTRY_TIME_DIFF_OFFSET, timeDiff)
-          v.setInt32(entryPos + ENTRY_PREV_INDEX_OFFSET, prev)
-          v.setInt32(slotPos, count)
-          if (count <= 1) {
-            this.setBeginPhyOffset(phyOffset, v)
-            this.setBeginTimestamp(storeTimestamp, v)
-          }
-          if (prev === INVALID_INDEX) {
-            slotCount++
-            v.setInt32(HASH_SLOT_COUNT_OFFSET, slotCount)
-          }
-          count++
-          v.setInt32(INDEX_COUNT_OFFSET, count)
-          setInt64(v, END_PHY_OFFSET_OFFSET, phyOffset)
-          setInt64(v, END_TIMESTAMP_OFFSET, storeTimestamp)
-          this.endPhyOffset = phyOffset
-          this.endTimestamp = storeTimestamp
-        }
-      }
-    } finally {
-      // Also when a reservation threw (NO_SPACE): the mirror counts what was written.
-      this.changes += count - this.indexCount
-      this.indexCount = count
-      this.hashSlotCount = slotCount
-    }
-    return k
   }
 
   /** The mapping's bytes (for prefetch hints), kept with the view they were taken from. */

@@ -139,6 +139,8 @@ export class IndexService {
   /** The key hashes of the record being indexed (one array, reused). */
   /** The key hashes of the record being indexed (most records have a few keys). */
   private readonly keyHashes = new Int32Array(16)
+  /** Deletions of dropped files on the libuv pool (deleteInBackground). */
+  private readonly deletions = new Set<Promise<void>>()
   /** Keys held back during a bulk pass (beginBulk), or null. */
   private bulk: IndexBulk | null = null
 
@@ -196,7 +198,7 @@ export class IndexService {
       for (const file of [...loaded, ...doomed]) file.shutdown()
       throw error
     }
-    for (const file of doomed) file.destroy(0)
+    for (const file of doomed) this.deleteInBackground(file)
     if (doomed.length > 0) syncDirectory(doomed[0].fileName)
     // Files must cover the commit log in order without overlapping; anything else (left by a
     // rebuild cut short) cannot be searched or extended correctly, and the store rebuilds it.
@@ -235,6 +237,37 @@ export class IndexService {
     // The file being written when the last run stopped may have pages no flush forced; every
     // older one was flushed when it rolled. Close flushes only files with changes: this one has.
     if (last !== null && !lastExitOK && !this.readOnly) last.markUnflushed()
+  }
+
+  /**
+   * Deletes a file load() dropped: renamed to a `.tmp` name now (a leftover that the next load
+   * removes, whatever happens before the deletion ends), deleted on the libuv pool. Unlinking a
+   * file whose pages are cached frees every page, tens of milliseconds for a full index file,
+   * which the recovery's scan then does not wait for.
+   */
+  private deleteInBackground(file: IndexFile): void {
+    const mapped = file.getMappedFile()
+    mapped.shutdown(0)
+    const leftover = `${file.fileName}.tmp`
+    try {
+      if (!mapped.isCleanupOver()) throw new Error('still held')
+      fs.renameSync(file.fileName, leftover)
+    } catch {
+      file.destroy(0)
+      return
+    }
+    const deletion = fs.promises
+      .rm(leftover, { force: true })
+      .catch(() => undefined)
+      .finally(() => {
+        this.deletions.delete(deletion)
+      })
+    this.deletions.add(deletion)
+  }
+
+  /** Settles once the files load() dropped are deleted. */
+  async deletionsDone(): Promise<void> {
+    while (this.deletions.size > 0) await Promise.all([...this.deletions])
   }
 
   // ---- write path ---------------------------------------------------------------------------
