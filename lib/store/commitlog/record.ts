@@ -627,7 +627,7 @@ export function checkRecordInto(
   const topicAt = bodyEnd + REL_TOPIC
   const topicEnd = topicAt + topicLength
   if (topicEnd + REL_PROPERTIES > end) return fail(out, 'BAD', -1, 'bounds: topic runs past the limit')
-  const topicText = readTopic(buf, topicAt, topicLength)
+  const topicText = readTopic(buf, topicAt, topicLength, dv)
   const topic = topicText.text
   // The body CRC does not cover the header: a damaged queue id or topic must not pass as data
   // (the topic names a directory, the queue id an index).
