@@ -247,14 +247,18 @@ export function scanRecords(
     const at = src.fileStart(index) + pos
     // The header, then (when it claims more than the window holds) the whole record it claims.
     let rel = window.hold(index, pos, MIN_RECORD_LENGTH)
-    if (rel + 8 <= window.bytes.length && window.bytes.readInt32BE(rel + 4) === MESSAGE_MAGIC_CODE) {
-      const claimed = window.bytes.readInt32BE(rel)
-      if (claimed >= MIN_RECORD_LENGTH && claimed <= fileSize - pos && rel + claimed > window.bytes.length)
+    let buf = window.bytes
+    let dv = dataViewOf(buf, views)
+    if (rel + 8 <= buf.length && dv.getInt32(rel + 4) === MESSAGE_MAGIC_CODE) {
+      const claimed = dv.getInt32(rel)
+      if (claimed >= MIN_RECORD_LENGTH && claimed <= fileSize - pos && rel + claimed > buf.length) {
         rel = window.hold(index, pos, claimed)
+        buf = window.bytes
+        dv = dataViewOf(buf, views)
+      }
     }
-    const buf = window.bytes
     const limit = fileSize - window.start
-    const bodyCrc = prefetch === null ? -1 : prefetch.crcAt(buf, rel, limit, dataViewOf(buf, views))
+    const bodyCrc = prefetch === null ? -1 : prefetch.crcAt(buf, rel, limit, dv)
     const step = scanStepInto(buf, rel, limit, at, checkCRC, views, bodyCrc, record)
     if (step === STEP_RECORD) {
       if (onRecord !== null) onRecord(record)
