@@ -45,15 +45,23 @@ const WRITEBACK_KICK_ENTRIES = 65_536
 /** Keys a bulk pass holds back before putting them (IndexService.beginBulk). */
 const BULK_KEYS = 4096
 
-/** The keys of a bulk pass not put yet: hash, record offset and store time each. */
+/**
+ * The keys of a bulk pass not put yet: hash, record offset and store time each. The arrays are
+ * made at the first key: most opens (a clean one) put none, and should not pay for them.
+ */
 class IndexBulk {
-  readonly hashes = new Int32Array(BULK_KEYS)
-  readonly phyOffsets = new Float64Array(BULK_KEYS)
-  readonly timestamps = new Float64Array(BULK_KEYS)
+  hashes = new Int32Array(0)
+  phyOffsets = new Float64Array(0)
+  timestamps = new Float64Array(0)
   count = 0
 
   add(hash: number, phyOffset: number, storeTimestamp: number): void {
     const k = this.count
+    if (k === this.hashes.length) {
+      this.hashes = new Int32Array(BULK_KEYS)
+      this.phyOffsets = new Float64Array(BULK_KEYS)
+      this.timestamps = new Float64Array(BULK_KEYS)
+    }
     this.hashes[k] = hash
     this.phyOffsets[k] = phyOffset
     this.timestamps[k] = storeTimestamp
