@@ -413,26 +413,10 @@ export class StoreEngine {
   }
 
   start(): void {
-    // The replay's keys too are put a batch at a time; it ends before start() returns.
-    const bulkIndex = this.index.current
-    bulkIndex.beginBulk()
-    let replay: ReturnType<typeof replayDerivedFiles>
-    try {
-      replay = this.replayLog()
-    } catch (error) {
-      bulkIndex.dropBulk()
-      throw error
-    }
-    bulkIndex.endBulk()
-    this.recoveryLog(
-      'info',
-      `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
-    )
-    this.startServices()
-  }
-
-  private replayLog(): ReturnType<typeof replayDerivedFiles> {
-    return replayDerivedFiles({
+    // Not in a bulk pass (IndexService.beginBulk): the replay runs through the dispatcher, which
+    // retries a record whose dispatch failed (a full disk), and a batch of held keys failing with a
+    // later record would leave the earlier records' keys out of the index for good.
+    const replay = replayDerivedFiles({
       dispatchedTo: this.dispatchedTo,
       commitLog: this.commitLog,
       queues: this.queues,
@@ -442,9 +426,11 @@ export class StoreEngine {
       rebuild: this.rebuild,
       discardQueue: (queue, reason) => this.discardConsumeQueue(queue, reason),
     })
-  }
+    this.recoveryLog(
+      'info',
+      `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
+    )
 
-  private startServices(): void {
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()
     fs.writeFileSync(this.paths.abort, abortFileContent())

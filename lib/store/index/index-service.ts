@@ -333,8 +333,10 @@ export class IndexService {
   /**
    * From now until endBulk, buildIndex holds the keys of records back and puts them a few thousand
    * at a time (IndexFile.putKeyHashes: their slots prefetched together, the per-key work done in one
-   * loop), for open's recovery, which indexes millions of records in one synchronous pass. Nothing
-   * reads the index in between; every other method puts the held keys first anyway.
+   * loop), for open's crash scan, which indexes millions of records in one synchronous pass. Nothing
+   * reads the index in between; every other method puts the held keys first anyway. Only where a
+   * failure ends the pass (the scan's fails the open): a put that fails takes the held keys of
+   * earlier records with it, which the dispatcher's retry of one record would not put again.
    */
   beginBulk(): void {
     this.bulk ??= new IndexBulk()

@@ -227,25 +227,20 @@ export class ConsumeQueue {
       const file = files[index]
       const units = new UnitWindow(file.fileName, size)
       let end = 0
-      walk: while (end < size) {
-        // Every unit the window holds, then the next window.
-        const first = units.hold(end)
-        const view = units.view
-        const held = units.bytes.length
-        for (let at = first; at + CQ_STORE_UNIT_SIZE <= held && end < size; at += CQ_STORE_UNIT_SIZE) {
-          const offset = unitOffsetIn(view, at)
-          const unitSize = unitSizeIn(view, at)
-          if (!isValidUnit(offset, unitSize)) break walk
-          if (!isBlankUnit(offset, unitSize)) {
-            if (offset + unitSize > logEnd) break walk
-            // Records do not overlap and a queue's units follow the log: each starts past the last.
-            if (offset < lastEnd && this.loadDamage === null) {
-              this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} points into the record before it`
-            }
-            lastEnd = offset + unitSize
+      while (end < size) {
+        const at = units.hold(end)
+        const offset = unitOffsetIn(units.view, at)
+        const unitSize = unitSizeIn(units.view, at)
+        if (!isValidUnit(offset, unitSize)) break
+        if (!isBlankUnit(offset, unitSize)) {
+          if (offset + unitSize > logEnd) break
+          // Records do not overlap and a queue's units follow the log: each starts past the last.
+          if (offset < lastEnd && this.loadDamage === null) {
+            this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} points into the record before it`
           }
-          end += CQ_STORE_UNIT_SIZE
+          lastEnd = offset + unitSize
         }
+        end += CQ_STORE_UNIT_SIZE
       }
       if (lastEnd >= 0) this.maxPhysicOffset = lastEnd
       processOffset = file.fileFromOffset + end
