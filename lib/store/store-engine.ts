@@ -105,8 +105,6 @@ export class StoreEngine {
    * until the first record.
    */
   private indexInScan: boolean | null = null
-  /** Settles once the index files load() dropped are deleted (IndexService.deletionsDone). */
-  private indexDeletions: Promise<void> = Promise.resolve()
   /** A schedule unit's due time under the store's delay levels (the parser assumes RocketMQ's). */
   private readonly dueTimes: (request: DispatchRequest) => DispatchRequest
   closed = false
@@ -300,8 +298,6 @@ export class StoreEngine {
     this.queues.list()
     this.commitLog.topicQueueTable.missing = (topic, queueId) => this.queues.find(topic, queueId)?.getMaxOffsetInQueue() ?? 0
     const indexFailure = this.index.load(this.lastExitOK, this.checkpoint.indexMsgTimestamp, afterProcessCrash)
-    // Files the load dropped are deleted on the pool while the scan runs; open waits for them.
-    this.indexDeletions = this.index.current.deletionsDone()
     // After the index's load, which may delete files: an unlink waits behind the write-back's
     // journal commits (a second instead of milliseconds for a 1 GiB log all dirty).
     if (!this.lastExitOK) this.logSyncAhead = syncCommitLogAhead(this.commitLog.mappedFileQueue.mappedFiles.map((file) => file.fileName))
@@ -316,30 +312,7 @@ export class StoreEngine {
       this.onProgress === null
         ? null
         : (scanned: number, total: number) => this.onProgress?.({ phase: 'recover', scannedBytes: scanned, totalBytes: total })
-    // A crash scan indexes the records it walks (when the index ends before its start): their
-    // keys are put a batch at a time (IndexService.beginBulk), ended before anything reads them.
-    const bulkIndex = this.index.current
-    bulkIndex.beginBulk()
-    let recovered: ReturnType<typeof recoverStore>
-    try {
-      recovered = this.recoverFiles(afterProcessCrash, progress)
-    } catch (error) {
-      bulkIndex.dropBulk()
-      throw error
-    }
-    bulkIndex.endBulk()
-    const { outcome, redispatchAll, dispatchedTo, syncFrom } = recovered
-    this.recovery = outcome
-    this.crashSyncFrom = syncFrom
-    if (redispatchAll) this.rebuild = true
-    this.dispatchedTo = dispatchedTo
-  }
-
-  private recoverFiles(
-    afterProcessCrash: boolean,
-    progress: ((scanned: number, total: number) => void) | null,
-  ): ReturnType<typeof recoverStore> {
-    return recoverStore({
+    const { outcome, redispatchAll, dispatchedTo, syncFrom } = recoverStore({
       config: this.config,
       commitLog: this.commitLog,
       queues: this.queues,
@@ -357,6 +330,10 @@ export class StoreEngine {
       },
       progress,
     })
+    this.recovery = outcome
+    this.crashSyncFrom = syncFrom
+    if (redispatchAll) this.rebuild = true
+    this.dispatchedTo = dispatchedTo
   }
 
   /**
@@ -376,7 +353,7 @@ export class StoreEngine {
    * and is synced before open returns (crash-sync.ts). Nothing to do after a clean close.
    */
   async syncAfterCrash(): Promise<void> {
-    await this.indexDeletions
+    await this.index.deletionsDone()
     const outcome = this.recovery
     if (this.lastExitOK || outcome === null) return
     const startedMs = Date.now()
@@ -413,9 +390,7 @@ export class StoreEngine {
   }
 
   start(): void {
-    // Not in a bulk pass (IndexService.beginBulk): the replay runs through the dispatcher, which
-    // retries a record whose dispatch failed (a full disk), and a batch of held keys failing with a
-    // later record would leave the earlier records' keys out of the index for good.
+    // No bulk index pass here (IndexService.beginBulk): a failed dispatch is retried one record at a time.
     const replay = replayDerivedFiles({
       dispatchedTo: this.dispatchedTo,
       commitLog: this.commitLog,

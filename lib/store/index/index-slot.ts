@@ -7,6 +7,7 @@ import { IndexService, type IndexServiceOptions } from './index-service.js'
 
 export class IndexSlot {
   current: IndexService
+  private deletions: Promise<void> = Promise.resolve()
 
   /** @param onRoll called with the end timestamp of each index file that fills up (the checkpoint). */
   constructor(
@@ -34,7 +35,15 @@ export class IndexSlot {
     } catch (error) {
       this.discard(false)
       return (error as Error).message
+    } finally {
+      // Also when the service loaded is replaced later: its dropped files are still being deleted.
+      this.deletions = this.current.deletionsDone()
     }
+  }
+
+  /** Settles once the index files the last load dropped are deleted (they go on the libuv pool). */
+  deletionsDone(): Promise<void> {
+    return this.deletions
   }
 
   /** Deletes every index file and starts afresh (`loaded`: the files are mapped and must be destroyed). */

@@ -122,7 +122,17 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
     const minTimestamp = minRecoveryTimestamp(host)
     syncFrom = commitLog.recoveryStartOffset(minTimestamp)
     const resumeAfter = host.afterProcessCrash ? dispatchedEnd(queues, commitLog) : null
-    outcome = commitLog.recoverAbnormally(minTimestamp, (request) => host.dispatchRecovered(request), host.progress, resumeAfter)
+    // The keys of the records the scan indexes go in a batch at a time (IndexService.beginBulk);
+    // a failure fails the open, so no key held back is lost to a retry.
+    const index = host.index()
+    index.beginBulk()
+    try {
+      outcome = commitLog.recoverAbnormally(minTimestamp, (request) => host.dispatchRecovered(request), host.progress, resumeAfter)
+    } catch (error) {
+      index.dropBulk()
+      throw error
+    }
+    index.endBulk()
   }
   const decision = judgeDamage(outcome.damage, host.config.corruptionPolicy)
   if (decision !== null && 'refuse' in decision) throw new MQStoreError('CORRUPTION', decision.refuse)
