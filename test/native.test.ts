@@ -257,6 +257,47 @@ describe('native addon', () => {
     expect(result.status).toBe(0)
     expect(result.stdout).toContain('worker exit 0')
   })
+
+  // A call whose environment is torn down under it fails inside the addon; node-addon-api could
+  // not throw that failure to JavaScript any more and aborted the process (SIGABRT), every time.
+  for (const end of ['process.exit', 'worker.terminate'] as const) {
+    it(`workers mapping and closing in a loop survive ${end}() in the middle of their calls`, () => {
+      const script = (file: string) =>
+        runNodeScript(
+          `
+        import { Worker } from 'node:worker_threads'
+        const code = \`
+          const { native } = await import(${JSON.stringify(distInternals)})
+          const fs = await import('node:fs')
+          const { workerData } = await import('node:worker_threads')
+          const fd = fs.openSync(workerData.file, 'w+')
+          native.allocate(fd, 0, 1 << 16)
+          for (let n = 1; ; n++) {
+            const handle = native.map(fd, 1 << 16, true)
+            new Uint8Array(handle.buffer)[0] = n & 0xff
+            handle.warmAsync(0, 1 << 16).catch(() => {})
+            handle.close()
+            if (n === 200) Atomics.store(workerData.started, 0, 1)
+          }
+        \`
+        const started = new Int32Array(new SharedArrayBuffer(4))
+        const workers = [0, 1].map((k) => new Worker(code, { eval: true, workerData: { file: process.argv[2] + k, started } }))
+        while (Atomics.load(started, 0) === 0) await new Promise((resolve) => setTimeout(resolve, 1))
+        console.log('looping')
+        if (${JSON.stringify(end)} === 'worker.terminate') await Promise.all(workers.map((w) => w.terminate()))
+        process.exit(0)
+      `,
+          [file],
+        )
+      for (let run = 0; run < 3; run++) {
+        const result = script(join(dir, `loop-${run}-`))
+        expect(result.stderr).not.toContain('terminate called')
+        expect(result.signal).toBeNull()
+        expect(result.status).toBe(0)
+        expect(result.stdout).toContain('looping')
+      }
+    })
+  }
 })
 
 describe('native errors and async work at the edges', () => {
