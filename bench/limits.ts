@@ -16,12 +16,19 @@
 //   in a virtual machine one costs many times what it costs on bare metal;
 // - the durable write of one group: SYNC_PRODUCERS records appended to a preallocated file with
 //   one pwrite, then fdatasync, on the file system the stores live on. A durable put that syncs
-//   once per group of waiting producers can at most make one group durable per that time.
+//   once per group of waiting producers can at most make one group durable per that time;
+// - the cost of one ArrayBuffer of a value's size, allocated in a loop that leaves garbage behind,
+//   with V8's concurrent array-buffer sweeping (the default: their memory is freed on a helper
+//   thread, whose frees meet the JS thread's mallocs on the allocator's lock) and without it
+//   (--no-concurrent-array-buffer-sweeping: freed on the JS thread in the garbage collector's
+//   pause). A read that hands out buffers of their own pays it per buffer: lmdb's getRange one per
+//   value, mqstore's getMessage one per read of 32.
 //
 //   node dist/bench/limits.js            # prints the figures as JSON
 import * as fs from 'node:fs'
 import * as os from 'node:os'
 import { join } from 'node:path'
+import * as v8 from 'node:v8'
 import { fileURLToPath } from 'node:url'
 
 import { native } from '../lib/native.js'
@@ -68,6 +75,9 @@ export interface LimitsResult {
   groupSyncMs?: number
   /** p99 microseconds of one private copy of a body (its own ArrayBuffer), each timed alone (see privateCopyP99Micros). */
   privateCopyP99Us?: number
+  /** Nanoseconds per ArrayBuffer of a body's size with V8's concurrent array-buffer sweeping, and without it (see arrayBufferNanos). */
+  arrayBufferNs?: number
+  arrayBufferUnsweptNs?: number
   /** Each pass, records/s. */
   jsEncodeRuns: number[]
   /** Each pass of the put loop with the encode-only engine, messages/s. */
@@ -241,6 +251,7 @@ export async function measureLimits(): Promise<LimitsResult> {
     pageFaultUs: pageFaultMicros(),
     groupSyncMs: groupSyncMillis(target.subarray(0, SYNC_PRODUCERS * recordBytes)),
     privateCopyP99Us: privateCopyP99Micros(source),
+    ...arrayBufferNanos(),
     jsEncodeRuns,
     putLoopEncodeRuns,
     memcpyRuns,
@@ -315,6 +326,37 @@ function privateCopyP99Micros(source: Buffer): number {
   }
   latencies.sort()
   return latencies[Math.ceil(0.99 * COPY_SAMPLES) - 1] / 1000
+}
+
+/** ArrayBuffers allocated per pass of the allocation figures (after one untimed pass), and passes. */
+const ALLOC_PASS_BUFFERS = 200_000
+const ALLOC_PASSES = 3
+
+/**
+ * Nanoseconds per ArrayBuffer of a body's size (Buffer.allocUnsafeSlow), allocated in a loop that
+ * keeps a few alive and leaves the rest to the garbage collector (as a reader that hands out
+ * buffers of their own does), median pass: with V8's concurrent array-buffer sweeping (its
+ * default), then without it (set for this child only, through v8.setFlagsFromString).
+ */
+function arrayBufferNanos(): { arrayBufferNs: number; arrayBufferUnsweptNs: number } {
+  const kept: Buffer[] = new Array(64)
+  const pass = (): number => {
+    const t0 = process.hrtime.bigint()
+    for (let k = 0; k < ALLOC_PASS_BUFFERS; k++) kept[k & 63] = Buffer.allocUnsafeSlow(BODY_BYTES)
+    return Number(process.hrtime.bigint() - t0) / ALLOC_PASS_BUFFERS
+  }
+  const passes = (): number => {
+    pass()
+    return median(Array.from({ length: ALLOC_PASSES }, pass))
+  }
+  // Whatever flags this child inherited, each figure is taken with the setting it names.
+  const unswept = '--no-concurrent-array-buffer-sweeping'
+  v8.setFlagsFromString('--concurrent-array-buffer-sweeping')
+  const arrayBufferNs = passes()
+  v8.setFlagsFromString(unswept)
+  const arrayBufferUnsweptNs = passes()
+  v8.setFlagsFromString(process.execArgv.includes(unswept) ? unswept : '--concurrent-array-buffer-sweeping')
+  return { arrayBufferNs, arrayBufferUnsweptNs }
 }
 
 /**

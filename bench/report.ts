@@ -53,10 +53,29 @@ export function figure(b: BenchRuns, engine: EngineName, pick: Pick): Spread | u
   return spreadOf(b.runs.map((run) => (run[engine] === undefined ? undefined : pick(run[engine] as EngineResult))))
 }
 
-export type LimitName = 'jsEncode' | 'putLoopEncode' | 'memcpy' | 'scatteredCopy' | 'pageFaultUs' | 'groupSyncMs' | 'privateCopyP99Us'
+export type LimitName =
+  | 'jsEncode'
+  | 'putLoopEncode'
+  | 'memcpy'
+  | 'scatteredCopy'
+  | 'pageFaultUs'
+  | 'groupSyncMs'
+  | 'privateCopyP99Us'
+  | 'arrayBufferNs'
+  | 'arrayBufferUnsweptNs'
 
 export function limitFigure(b: BenchRuns, limit: LimitName): Spread | undefined {
   return spreadOf(b.limits.map((l) => l?.[limit]))
+}
+
+/** The node flags the engines' children inherit (the bench's own profiling flags aside). */
+export function nodeFlags(): string[] {
+  return process.execArgv.filter((flag) => !flag.startsWith('--cpu-prof'))
+}
+
+function nodeFlagsText(): string {
+  const flags = nodeFlags()
+  return flags.length === 0 ? 'no node flags' : `node flags: ${flags.join(' ')}`
 }
 
 /** What every ratio carries when the machine was busy at the start. */
@@ -600,7 +619,7 @@ function tables(b: BenchRuns): Tables {
   const title = [
     `mqstore benchmark: ${fmt(config.count, 0)} messages of 256 B over 4 topics x 4 queues, unique key each; ` +
       `${fmt(config.lookups, 0)} lookups; ${fmt(config.syncCount, 0)} SYNC puts; big store ${fmt(config.bigBytes / 2 ** 20, 0)} MiB`,
-    `node ${process.version}, ${os.platform()} ${os.arch()}, ${os.cpus().length} CPUs, ${fmt(os.totalmem() / 2 ** 30, 0)} GiB RAM; ` +
+    `node ${process.version} (${nodeFlagsText()}), ${os.platform()} ${os.arch()}, ${os.cpus().length} CPUs, ${fmt(os.totalmem() / 2 ** 30, 0)} GiB RAM; ` +
       `load average at the start ${loadText(b.load.atStart)}, at the end ${loadText(os.loadavg())}`,
     `${runCount} run(s), engines alternating (${b.orders.map((o) => o.join(' > ')).join('; ')}); every figure is the median of the runs`,
     engines.map((e) => `${e} ${version(e)}`).join(', '),
@@ -639,6 +658,7 @@ function tables(b: BenchRuns): Tables {
   const recordBytes = b.limits.find((l) => l !== undefined)?.recordBytes
   const rates = (v: Spread | undefined) => [fmt(v?.median, 0), v === undefined ? '-' : `${fmtRate(v.min)} - ${fmtRate(v.max)}`]
   const times = (v: Spread | undefined) => [fmt(v?.median, 2), v === undefined ? '-' : `${fmt(v.min, 2)} - ${fmt(v.max, 2)}`]
+  const nanos = (v: Spread | undefined) => [fmt(v?.median, 0), v === undefined ? '-' : `${fmt(v.min, 0)} - ${fmt(v.max, 0)}`]
   const groupSync = limitFigure(b, 'groupSyncMs')
   // Each limit: what it is, its unit, its median and spread, and the rows read against it.
   const limitRows: string[][] = [
@@ -684,6 +704,18 @@ function tables(b: BenchRuns): Tables {
       ...times(limitFigure(b, 'privateCopyP99Us')),
       'lookup p99 (a safe read makes at least one such buffer)',
     ],
+    [
+      "one 256-byte ArrayBuffer (allocUnsafeSlow) in a loop that leaves garbage, with V8's concurrent array-buffer sweeping (the default)",
+      'ns',
+      ...nanos(limitFigure(b, 'arrayBufferNs')),
+      "scan: lmdb's getRange makes one per value, mqstore's getMessage one per read of 32",
+    ],
+    [
+      'the same with --no-concurrent-array-buffer-sweeping (in the limits child only)',
+      'ns',
+      ...nanos(limitFigure(b, 'arrayBufferUnsweptNs')),
+      `scan (the engines ran with ${nodeFlagsText()})`,
+    ],
   ]
 
   const targetRows = judgeTargets(b).map((t) => [t.phase, t.target, t.mqstore, t.lmdb, t.ratio, t.result])
@@ -696,7 +728,8 @@ function tables(b: BenchRuns): Tables {
       'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second. ' +
       "The put loop's limit runs the put phase's own loop (the same message building, batches and awaits) with an engine that does nothing but that encode and a result object per message: the put phase's figure for a store whose put is the encode alone. " +
       'The page-fault figure is the first write to a page of fresh memory; the JS-thread page-fault rows count the faults each phase took on the JS thread (Linux, /proc/thread-self/stat), so that faults x that figure is the time the phase spent in them. ' +
-      "The private-copy figure is the p99 of one body copied into a buffer of its own, each copy timed alone as the lookups are: every safe read makes at least one such buffer (its malloc on the JS thread meets the frees of V8's concurrent array-buffer sweeper on the allocator's lock), so no safe lookup's p99 is below it.",
+      "The private-copy figure is the p99 of one body copied into a buffer of its own, each copy timed alone as the lookups are: every safe read makes at least one such buffer (its malloc on the JS thread meets the frees of V8's concurrent array-buffer sweeper on the allocator's lock), so no safe lookup's p99 is below it. " +
+      "The two ArrayBuffer figures are that meeting's cost per buffer, with the sweeper on and off: where they differ widely, an engine that makes a buffer per value (lmdb's getRange) spends most of its scan there, and its scan figure moves with the flag (run the bench as node --no-concurrent-array-buffer-sweeping dist/bench/run.js to give it to every engine).",
     `put: every engine first puts ${fmt(PUT_WARMUP, 0)} messages (or the count, if smaller) into each of ${PUT_WARMUP_STORES} scratch stores of its own in turn, untimed, so that the JIT has compiled the put path ` +
       '(V8 compiles again the code it built for the first store once a second one widens the shapes it assumed); the timed put starts in a new store.',
     `scan: full passes over topic BenchTopic0 queue 0 (${fmt(mq?.scan?.count ?? lm?.scan?.count, 0)} messages): ${SCAN_WARMUP_RUNS} untimed, ${SCAN_RUNS} timed ("a fresh process's first passes"), ` +
@@ -861,6 +894,7 @@ export function jsonReport(b: BenchRuns): unknown {
     config: { ...b.config, phases: [...b.config.phases] },
     environment: {
       node: process.version,
+      nodeFlags: nodeFlags(),
       platform: os.platform(),
       arch: os.arch(),
       cpus: os.cpus().length,
@@ -879,6 +913,8 @@ export function jsonReport(b: BenchRuns): unknown {
       pageFaultUs: limitFigure(b, 'pageFaultUs') ?? null,
       groupSyncMs: limitFigure(b, 'groupSyncMs') ?? null,
       privateCopyP99Us: limitFigure(b, 'privateCopyP99Us') ?? null,
+      arrayBufferNs: limitFigure(b, 'arrayBufferNs') ?? null,
+      arrayBufferUnsweptNs: limitFigure(b, 'arrayBufferUnsweptNs') ?? null,
     },
     figures,
     runs: b.runs,

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest'
 
 import { encodeRecord, putLoopEncodeRates, recordLength, type LimitsResult } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
-import { judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
+import { jsonReport, judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
 import {
   BODY_SIZE,
   lookupResult,
@@ -281,6 +281,27 @@ describe('bench limits in the report', () => {
         .split('\n')
         .find((line) => line.includes('buffer of its own')),
     ).toMatch(/us +- +- +lookup p99/)
+  })
+
+  it('prints the cost of an ArrayBuffer with and without the concurrent sweeper, and the node flags the engines ran with', () => {
+    const b = bench(0.1, [
+      [900, 100],
+      [800, 100],
+      [700, 100],
+    ])
+    b.limits = [2100, 1900, 2400].map((ns) => limitsOf({ arrayBufferNs: ns, arrayBufferUnsweptNs: ns / 5 }))
+    const lines = textReport(b).split('\n')
+    const swept = lines.find((line) => line.includes("with V8's concurrent array-buffer sweeping (the default)"))
+    expect(swept).toContain('2,100')
+    expect(swept).toContain('1,900 - 2,400')
+    expect(swept).toContain("lmdb's getRange makes one per value")
+    const unswept = lines.find((line) => line.includes('the same with --no-concurrent-array-buffer-sweeping'))
+    expect(unswept).toContain('420')
+    expect(unswept).toContain('380 - 480')
+    // Whatever flags the test process has (vitest gives its forks --expose-gc), the header names them.
+    expect(lines.find((line) => line.startsWith('node v'))).toMatch(/^node v\S+ \((no node flags|node flags: [^)]+)\), /)
+    const json = jsonReport(b) as { environment: { nodeFlags: string[] } }
+    expect(json.environment.nodeFlags).toEqual(process.execArgv.filter((flag) => !flag.startsWith('--cpu-prof')))
   })
 })
 
