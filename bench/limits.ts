@@ -349,13 +349,12 @@ function arrayBufferNanos(): { arrayBufferNs: number; arrayBufferUnsweptNs: numb
     pass()
     return median(Array.from({ length: ALLOC_PASSES }, pass))
   }
-  // Whatever flags this child inherited, each figure is taken with the setting it names.
-  const unswept = '--no-concurrent-array-buffer-sweeping'
-  v8.setFlagsFromString('--concurrent-array-buffer-sweeping')
+  // The bench starts this child without node flags: the first figure is V8's default. The flag
+  // is turned off again after, for anything measured later in this child.
   const arrayBufferNs = passes()
-  v8.setFlagsFromString(unswept)
+  v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping')
   const arrayBufferUnsweptNs = passes()
-  v8.setFlagsFromString(process.execArgv.includes(unswept) ? unswept : '--concurrent-array-buffer-sweeping')
+  v8.setFlagsFromString('--concurrent-array-buffer-sweeping')
   return { arrayBufferNs, arrayBufferUnsweptNs }
 }
 

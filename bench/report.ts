@@ -724,7 +724,7 @@ function tables(b: BenchRuns): Tables {
   const notes = [
     `runs: ${runCount}; each engine runs in its own child process per run (unless --only), and each run starts with a different ` +
       'engine, so that none always runs first or last; the spread (min - max over the runs) is listed under the figures and in the JSON.',
-    `limits: measured in a child process of their own at the start of each run (median of ${runCount}). The JS encode limit writes ` +
+    `limits: measured in a child process of their own, without the node flags the engines run with, at the start of each run (median of ${runCount}). The JS encode limit writes ` +
       'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second. ' +
       "The put loop's limit runs the put phase's own loop (the same message building, batches and awaits) with an engine that does nothing but that encode and a result object per message: the put phase's figure for a store whose put is the encode alone. " +
       'The page-fault figure is the first write to a page of fresh memory; the JS-thread page-fault rows count the faults each phase took on the JS thread (Linux, /proc/thread-self/stat), so that faults x that figure is the time the phase spent in them. ' +

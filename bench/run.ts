@@ -228,7 +228,11 @@ function runEngineInChild(engine: EngineName, config: BenchConfig, execArgv: str
 function measureLimitsInChild(): Promise<LimitsResult> {
   return new Promise((resolve, reject) => {
     let result: LimitsResult | null = null
-    const child = fork(fileURLToPath(new URL('./limits.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    // Without the engines' node flags: the limits are the machine's, whatever the engines ran with.
+    const child = fork(fileURLToPath(new URL('./limits.js', import.meta.url)), [], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      execArgv: [],
+    })
     child.on('message', (message) => {
       result = message as LimitsResult
     })
