@@ -115,16 +115,20 @@ export function firstValidUnit(buf: Buffer, from: number, to: number): number {
 
 /** Bytes of whole units read at a time by firstValidUnitInFile. */
 const UNIT_READ_CHUNK_BYTES = CQ_STORE_UNIT_SIZE * 3276
+const ZERO_CHUNK = Buffer.alloc(UNIT_READ_CHUNK_BYTES)
 
 /**
  * firstValidUnit over bytes [from, to) of the file `fileName`, read a chunk at a time through a
- * descriptor, not a mapping (see readThroughDescriptor: holes on a tmpfs).
+ * descriptor, not a mapping (see readThroughDescriptor: holes on a tmpfs). A chunk of zeros holds
+ * no valid unit (its size would be 0): compared whole (a memcmp) instead of unit by unit, since
+ * what follows a queue's end is mostly zeros, megabytes of them in a large queue's last file.
  */
 export function firstValidUnitInFile(fileName: string, from: number, to: number): number {
   const chunk = Buffer.allocUnsafe(UNIT_READ_CHUNK_BYTES)
   for (let at = from; at < to; at += chunk.length) {
     const length = Math.min(chunk.length, to - at)
     readThroughDescriptor(fileName, at, chunk.subarray(0, length))
+    if (chunk.compare(ZERO_CHUNK, 0, length, 0, length) === 0) continue
     const found = firstValidUnit(chunk, 0, length)
     if (found >= 0) return at + found
   }

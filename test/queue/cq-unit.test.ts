@@ -1,0 +1,48 @@
+// The search for a valid unit after a queue's end (firstValidUnitInFile): chunks of zeros are
+// passed over whole, every other chunk unit by unit, so a unit anywhere in the rest of the file is
+// found, however many zeros come before it.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+
+import { CQ_STORE_UNIT_SIZE, firstValidUnitInFile, writeUnit } from '../../lib/store/queue/cq-unit.js'
+import { tempDir } from '../helpers/tmp.js'
+
+const UNITS = 20_000
+const FILE_SIZE = UNITS * CQ_STORE_UNIT_SIZE
+
+/** A file of zeros with the given units written at the given unit numbers. */
+function fileWith(units: { at: number; offset: number; size: number }[]): string {
+  const bytes = Buffer.alloc(FILE_SIZE)
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  for (const unit of units) writeUnit(view, unit.at * CQ_STORE_UNIT_SIZE, unit.offset, unit.size, 7)
+  const path = join(tempDir('mqstore-cq-unit-'), '00000000000000000000')
+  fs.writeFileSync(path, bytes)
+  return path
+}
+
+describe('firstValidUnitInFile', () => {
+  it('finds nothing in a file of zeros', () => {
+    expect(firstValidUnitInFile(fileWith([]), CQ_STORE_UNIT_SIZE, FILE_SIZE)).toBe(-1)
+  })
+
+  it('finds a unit behind chunks of zeros, in the first chunk, and in the last partial chunk', () => {
+    // 65,520 bytes a chunk: unit 7,500 lies in the third, unit 19,999 in the last, partial one.
+    for (const at of [1, 3_276, 3_277, 7_500, UNITS - 1]) {
+      const file = fileWith([{ at, offset: 4096, size: 300 }])
+      expect(firstValidUnitInFile(file, CQ_STORE_UNIT_SIZE, FILE_SIZE)).toBe(at * CQ_STORE_UNIT_SIZE)
+    }
+  })
+
+  it('passes over bytes that are not zeros but no valid unit, and finds the valid unit after them', () => {
+    // A negative size, and a negative offset: not valid, and in chunks that are not all zeros.
+    const file = fileWith([
+      { at: 100, offset: 4096, size: -1 },
+      { at: 5_000, offset: -5, size: 300 },
+      { at: 12_345, offset: 8192, size: 200 },
+    ])
+    expect(firstValidUnitInFile(file, CQ_STORE_UNIT_SIZE, FILE_SIZE)).toBe(12_345 * CQ_STORE_UNIT_SIZE)
+    // From past it, nothing.
+    expect(firstValidUnitInFile(file, 12_346 * CQ_STORE_UNIT_SIZE, FILE_SIZE)).toBe(-1)
+  })
+})
