@@ -747,4 +747,22 @@ describe('ConsumeQueue load damage (damaged, not short)', () => {
     patchFile(0, 2 * CQ_STORE_UNIT_SIZE, bytes) // unit 2 starts inside record 1
     expect(recovered(5 * MSG).loadDamage).toMatch(/queue offset 2 points into the record before it/)
   })
+
+  it('names the unit inside the record before it far into a large file (a later window of the walk)', () => {
+    const units = 2_000
+    const big = open({ size: units * CQ_STORE_UNIT_SIZE })
+    putRange(big, 0, 1_500)
+    big.flush(0)
+    big.shutdown(0)
+    const bytes = Buffer.alloc(12)
+    bytes.writeBigInt64BE(BigInt(1_233 * MSG + 10))
+    bytes.writeInt32BE(MSG, 8)
+    patchFile(0, 1_234 * CQ_STORE_UNIT_SIZE, bytes) // unit 1234 starts inside record 1233
+    const again = new ConsumeQueue('TopicA', 3, root, units * CQ_STORE_UNIT_SIZE, commitLog)
+    opened.push(again)
+    again.load()
+    again.recover(1_500 * MSG)
+    expect(again.loadDamage).toMatch(/queue offset 1234 points into the record before it/)
+    expect(again.getMaxOffsetInQueue()).toBe(1_500)
+  })
 })

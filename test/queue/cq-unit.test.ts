@@ -5,7 +5,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
-import { CQ_STORE_UNIT_SIZE, firstValidUnitInFile, writeUnit } from '../../lib/store/queue/cq-unit.js'
+import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, firstValidUnitInFile, walkUnits, writeUnit } from '../../lib/store/queue/cq-unit.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const UNITS = 20_000
@@ -44,5 +44,41 @@ describe('firstValidUnitInFile', () => {
     expect(firstValidUnitInFile(file, CQ_STORE_UNIT_SIZE, FILE_SIZE)).toBe(12_345 * CQ_STORE_UNIT_SIZE)
     // From past it, nothing.
     expect(firstValidUnitInFile(file, 12_346 * CQ_STORE_UNIT_SIZE, FILE_SIZE)).toBe(-1)
+  })
+})
+
+describe('walkUnits', () => {
+  /** Units (offset, size) end to end in a view. */
+  function viewOf(units: [number, number][]): DataView {
+    const view = new DataView(new ArrayBuffer(units.length * CQ_STORE_UNIT_SIZE))
+    units.forEach(([offset, size], k) => writeUnit(view, k * CQ_STORE_UNIT_SIZE, offset, size, 0))
+    return view
+  }
+
+  it('walks valid units past blanks, carries the last end over windows, and stops at an invalid unit', () => {
+    const view = viewOf([
+      [0, CQ_BLANK_UNIT_SIZE],
+      [100, 50],
+      [150, 50],
+      [0, 0],
+      [300, 50],
+    ])
+    const walk = { lastEnd: -1, overlapAt: -1 }
+    expect(walkUnits(view, 0, 2 * CQ_STORE_UNIT_SIZE, Number.POSITIVE_INFINITY, walk)).toBe(2 * CQ_STORE_UNIT_SIZE)
+    expect(walk).toEqual({ lastEnd: 150, overlapAt: -1 })
+    expect(walkUnits(view, 2 * CQ_STORE_UNIT_SIZE, view.byteLength, Number.POSITIVE_INFINITY, walk)).toBe(3 * CQ_STORE_UNIT_SIZE)
+    expect(walk).toEqual({ lastEnd: 200, overlapAt: -1 })
+  })
+
+  it('stops at a record past the log end, and notes the first unit inside the record before it', () => {
+    const view = viewOf([
+      [100, 50],
+      [120, 50],
+      [130, 50],
+      [400, 50],
+    ])
+    const walk = { lastEnd: -1, overlapAt: -1 }
+    expect(walkUnits(view, 0, view.byteLength, 420, walk)).toBe(3 * CQ_STORE_UNIT_SIZE)
+    expect(walk).toEqual({ lastEnd: 180, overlapAt: CQ_STORE_UNIT_SIZE })
   })
 })

@@ -25,8 +25,8 @@ import {
   STALE_UNITS_QUIET_BYTES,
   unitRunDamage,
   UnitWindow,
-  unitOffsetIn,
-  unitSizeIn,
+  type UnitWalk,
+  walkUnits,
   writeUnit,
 } from './cq-unit.js'
 import { QueueDirectories, type OwedSync } from './queue-directories.js'
@@ -222,26 +222,26 @@ export class ConsumeQueue {
     const size = this.mappedFileSize
     let index = Math.max(0, files.length - 3)
     let processOffset = 0
-    let lastEnd = -1
+    const walk: UnitWalk = { lastEnd: -1, overlapAt: -1 }
     for (;;) {
       const file = files[index]
       const units = new UnitWindow(file.fileName, size)
       let end = 0
       while (end < size) {
+        // A window of units at a time; the walk stops at the first that ends the data.
         const at = units.hold(end)
-        const offset = unitOffsetIn(units.view, at)
-        const unitSize = unitSizeIn(units.view, at)
-        if (!isValidUnit(offset, unitSize)) break
-        if (!isBlankUnit(offset, unitSize)) {
-          if (offset + unitSize > logEnd) break
-          // Records do not overlap and a queue's units follow the log: each starts past the last.
-          if (offset < lastEnd && this.loadDamage === null) {
-            this.loadDamage = `the unit at queue offset ${queueOffsetAt(file.fileFromOffset + end)} points into the record before it`
-          }
-          lastEnd = offset + unitSize
+        const to = at + Math.min(units.bytes.length - at, size - end)
+        const stop = walkUnits(units.view, at, to, logEnd, walk)
+        // Records do not overlap and a queue's units follow the log: each starts past the last.
+        if (walk.overlapAt >= 0 && this.loadDamage === null) {
+          const unitAt = file.fileFromOffset + end + walk.overlapAt - at
+          this.loadDamage = `the unit at queue offset ${queueOffsetAt(unitAt)} points into the record before it`
         }
-        end += CQ_STORE_UNIT_SIZE
+        walk.overlapAt = -1
+        end += stop - at
+        if (stop < to) break
       }
+      const lastEnd = walk.lastEnd
       if (lastEnd >= 0) this.maxPhysicOffset = lastEnd
       processOffset = file.fileFromOffset + end
       if (end < size || index + 1 >= files.length) {

@@ -186,6 +186,36 @@ export class UnitWindow {
   }
 }
 
+/** What a recovery walk carries from window to window (see walkUnits). */
+export interface UnitWalk {
+  /** End (offset + size) of the last non-blank unit walked, -1 before the first. */
+  lastEnd: number
+  /** Byte position (in the window's coordinates, when found) of the first unit that starts inside the record before it, or -1. */
+  overlapAt: number
+}
+
+/**
+ * Walks the units of `view` from byte `from` to `to` (whole units) while they are valid and
+ * their records end by `logEnd`, noting in `walk` where the records stop following each other
+ * (a unit that starts inside the record before it). Returns the position of the first unit that
+ * stops the walk, or `to`. One loop over a window: the recovery of a large queue reads millions.
+ */
+export function walkUnits(view: DataView, from: number, to: number, logEnd: number, walk: UnitWalk): number {
+  let lastEnd = walk.lastEnd
+  let at = from
+  for (; at + CQ_STORE_UNIT_SIZE <= to; at += CQ_STORE_UNIT_SIZE) {
+    const offset = getInt64(view, at + UNIT_OFFSET_COMMIT_LOG_OFFSET)
+    const size = view.getInt32(at + UNIT_OFFSET_SIZE)
+    if (!isValidUnit(offset, size)) break
+    if (isBlankUnit(offset, size)) continue
+    if (offset + size > logEnd) break
+    if (offset < lastEnd && walk.overlapAt < 0) walk.overlapAt = at
+    lastEnd = offset + size
+  }
+  walk.lastEnd = lastEnd
+  return at
+}
+
 /** True when a tags code holds an extension address rather than a tag hash. */
 export function isExtAddress(tagsCode: number): boolean {
   return tagsCode <= CQ_EXT_MAX_ADDRESS
