@@ -17,8 +17,12 @@ export interface MapHandle {
   readonly writable: boolean
   /** msync(MS_SYNC) of the pages covering [offset, offset + length), on the calling thread. */
   sync(offset: number, length: number): void
-  /** The same on the libuv pool; the mapping stays valid until it settles. */
-  syncAsync(offset: number, length: number): Promise<void>
+  /**
+   * The same on the libuv pool; the mapping stays valid until it settles. With `fd` (duplicated
+   * here), `bytes` (copied here) are written at `position` of that file once the msync has
+   * succeeded, in the same piece of pool work; a failed write rejects with syscall 'pwrite'.
+   */
+  syncAsync(offset: number, length: number, fd?: number, bytes?: Uint8Array, position?: number): Promise<void>
   /**
    * Faults the pages in on the libuv pool (MADV_POPULATE_WRITE where the kernel has it); rejects
    * with EFAULT / EHWPOISON for pages that cannot be faulted in (never touches them).

@@ -149,6 +149,11 @@ class MappingWork : public Napi::AsyncWorker {
   bool hint() const { return kind_ != Kind::kSync; }
 
   void SetOwner(MapHandle* owner) { owner_ = owner; }
+  // kSync: once the msync has succeeded, write `bytes` at `position` of the work's descriptor.
+  void SetWriteAfter(std::vector<uint8_t> bytes, uint64_t position) {
+    after_ = std::move(bytes);
+    after_at_ = position;
+  }
   // The handle was finalized before this work completed.
   void Orphan() { owner_ = nullptr; }
 
@@ -169,6 +174,8 @@ class MappingWork : public Napi::AsyncWorker {
         if (msync(base + offset_, length_, MS_SYNC) != 0) {
           err_ = errno;
           syscall_ = "msync";
+        } else if (fd_ >= 0) {
+          WriteAfter();
         }
       } else if (kind_ == Kind::kDrop) {
         Drop(base + offset_);
@@ -176,6 +183,10 @@ class MappingWork : public Napi::AsyncWorker {
         err_ = Warm(base + offset_, length_);
         if (err_ != 0) syscall_ = "madvise";
       }
+    }
+    if (kind_ == Kind::kSync && fd_ >= 0) {
+      close(fd_);
+      fd_ = -1;
     }
     EndWorkOnce();
   }
@@ -247,6 +258,21 @@ class MappingWork : public Napi::AsyncWorker {
 #endif
   }
 
+  // The write that follows a sync (see SetWriteAfter): all of it, or the errno that stopped it.
+  void WriteAfter() {
+    size_t done = 0;
+    while (done < after_.size()) {
+      ssize_t n = pwrite(fd_, after_.data() + done, after_.size() - done, static_cast<off_t>(after_at_ + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        err_ = n < 0 ? errno : EIO;
+        syscall_ = "pwrite";
+        return;
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+
   static void TouchPages(const char* start, size_t length) {
     const size_t page = PageSize();
     volatile char sink = 0;
@@ -259,6 +285,8 @@ class MappingWork : public Napi::AsyncWorker {
   size_t offset_;
   size_t length_;
   int fd_;
+  std::vector<uint8_t> after_;
+  uint64_t after_at_ = 0;
   int err_ = 0;
   const char* syscall_ = "";
   bool ended_ = false;
@@ -372,21 +400,38 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     size_t start = 0, length = 0;
     if (!CheckOpen(env) || !ReadRange(info, &start, &length)) return env.Undefined();
     int fd = -1;
-    if (kind == MappingWork::Kind::kDrop && info.Length() > 2 && !info[2].IsUndefined()) {
+    std::vector<uint8_t> after;
+    uint64_t after_at = 0;
+    if (kind == MappingWork::Kind::kSync && info.Length() > 2 && !info[2].IsUndefined()) {
+      // syncAsync(offset, length, fd, bytes, position): the write that follows a successful sync.
+      if (info.Length() < 5 || !info[3].IsTypedArray() || info[3].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+        Napi::TypeError::New(env, "bytes must be a Uint8Array").ThrowAsJavaScriptException();
+        return env.Undefined();
+      }
+      if (!ReadSize(info, 4, "position", &after_at)) return env.Undefined();
+      Napi::Uint8Array bytes = info[3].As<Napi::Uint8Array>();
+      // Copied now: the caller may reuse its array before the pool runs the work.
+      after.assign(bytes.Data(), bytes.Data() + bytes.ElementLength());
+    }
+    if (kind != MappingWork::Kind::kWarm && info.Length() > 2 && !info[2].IsUndefined()) {
       uint64_t given = 0;
       if (!ReadSize(info, 2, "fd", &given)) return env.Undefined();
       if (given > 0x7fffffff) {
         Napi::RangeError::New(env, "fd out of range").ThrowAsJavaScriptException();
         return env.Undefined();
       }
-#if defined(__linux__)
-      // The work's own descriptor: the caller may close its one before the pool runs the work.
-      fd = fcntl(static_cast<int>(given), F_DUPFD_CLOEXEC, 0);
-      if (fd < 0) {
-        ErrnoError(env, errno, "fcntl", "F_DUPFD_CLOEXEC").ThrowAsJavaScriptException();
-        return env.Undefined();
-      }
+      // The work's own descriptor: the caller may close its one before the pool runs the work. A
+      // drop uses it only on Linux (sync_file_range); a sync's write after it, everywhere.
+#if !defined(__linux__)
+      if (kind == MappingWork::Kind::kSync)
 #endif
+      {
+        fd = fcntl(static_cast<int>(given), F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+          ErrnoError(env, errno, "fcntl", "F_DUPFD_CLOEXEC").ThrowAsJavaScriptException();
+          return env.Undefined();
+        }
+      }
     }
     if (!mapping_->BeginWork()) {
       if (fd >= 0) close(fd);
@@ -396,6 +441,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     MappingWork* work = nullptr;
     try {
       work = new MappingWork(env, mapping_, kind, start, length, fd);
+      work->SetWriteAfter(std::move(after), after_at);
     } catch (...) {
       mapping_->EndWork();
       if (fd >= 0) close(fd);

@@ -121,6 +121,30 @@ describe('native addon', () => {
     expect(fs.readFileSync(join(dir, 'async'))[4096]).toBe(1)
   })
 
+  it('syncAsync writes the bytes after a successful msync, copied at the call, into its own descriptor', async () => {
+    const size = 1 << 20
+    const fd = preallocated('synced', size)
+    const handle = native.map(fd, size, true)
+    Buffer.from(handle.buffer).fill(7, 0, 8192)
+    const markFd = fs.openSync(join(dir, 'mark'), 'w+')
+    const bytes = Buffer.from('after the sync')
+    const pending = handle.syncAsync(0, 8192, markFd, bytes, 3)
+    // The caller may reuse its array and close its descriptor at once.
+    bytes.fill(0)
+    fs.closeSync(markFd)
+    await expect(pending).resolves.toBeUndefined()
+    expect(fs.readFileSync(join(dir, 'mark')).toString('latin1')).toBe('\0\0\0after the sync')
+    expect(fs.readFileSync(join(dir, 'synced'))[8191]).toBe(7)
+    // A write that fails (a descriptor opened read-only) rejects naming pwrite; the msync still ran.
+    const readOnly = fs.openSync(join(dir, 'mark'), 'r')
+    await expect(handle.syncAsync(0, 4096, readOnly, Buffer.from('x'), 0)).rejects.toMatchObject({ code: 'EBADF', syscall: 'pwrite' })
+    fs.closeSync(readOnly)
+    expect(() => handle.syncAsync(0, 4096, 1, 'x' as never, 0)).toThrow(TypeError)
+    expect(() => handle.syncAsync(0, 4096, 1, Buffer.from('x'), -1)).toThrow(RangeError)
+    handle.close()
+    fs.closeSync(fd)
+  })
+
   it('a timer keeps firing while a large msync runs on the pool', async () => {
     const size = 128 << 20
     const fd = preallocated('timer', size)

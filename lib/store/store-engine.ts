@@ -158,7 +158,8 @@ export class StoreEngine {
       this.commitLog = new CommitLog(storePath, this.config, storeHost as HostAddress, this.pool, false, budget)
       this.checkpoint = new StoreCheckpoint(this.paths.checkpoint, false, this.paths.queueEnds)
       const { maxHashSlotNum, maxIndexNum, messageIndexEnable } = this.config
-      this.index = new IndexSlot(this.paths.index, { maxHashSlotNum, maxIndexNum, messageIndexEnable, budget }, (endTimestamp) => {
+      const indexOptions = { maxHashSlotNum, maxIndexNum, messageIndexEnable, budget, markPath: this.paths.indexMark }
+      this.index = new IndexSlot(this.paths.index, indexOptions, (endTimestamp) => {
         this.checkpoint.indexMsgTimestamp = endTimestamp
         this.checkpoint.flush()
       })

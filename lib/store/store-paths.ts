@@ -12,6 +12,7 @@
 //   <root>/compaction/cleaner-offset-checkpoint
 //   <root>/writer.sock                        the writer's socket for producers in other processes (shareWrites)
 //   <root>/arrivals                           touched by the writer after dispatching, watched by readers (mqstore)
+//   <root>/indexmark                          the index entries known to be on disk (mqstore; index-durable.ts)
 import { join } from 'node:path'
 
 export const COMMITLOG_DIR = 'commitlog'
@@ -30,6 +31,7 @@ export const HA_ROLE_FILE = 'haRole.json'
 export const COMPACTION_DIR = 'compaction'
 export const SHARE_SOCKET_FILE = 'writer.sock'
 export const ARRIVALS_FILE = 'arrivals'
+export const INDEX_MARK_FILE = 'indexmark'
 
 /** The paths of one store directory. */
 export class StorePaths {
@@ -49,6 +51,7 @@ export class StorePaths {
   readonly compaction: string
   readonly shareSocket: string
   readonly arrivals: string
+  readonly indexMark: string
 
   constructor(readonly root: string) {
     this.commitLog = join(root, COMMITLOG_DIR)
@@ -67,6 +70,7 @@ export class StorePaths {
     this.compaction = join(root, COMPACTION_DIR)
     this.shareSocket = join(root, SHARE_SOCKET_FILE)
     this.arrivals = join(root, ARRIVALS_FILE)
+    this.indexMark = join(root, INDEX_MARK_FILE)
   }
 
   /** The folder of one topic's queues. */

@@ -21,7 +21,7 @@ export function wrapMapHandle(handle: MapHandle, overrides: HandleOverrides): Ma
       return handle.writable
     },
     sync: overrides.sync ?? ((offset, length) => handle.sync(offset, length)),
-    syncAsync: overrides.syncAsync ?? ((offset, length) => handle.syncAsync(offset, length)),
+    syncAsync: overrides.syncAsync ?? ((offset, length, fd, bytes, position) => handle.syncAsync(offset, length, fd, bytes, position)),
     warmAsync: overrides.warmAsync ?? ((offset, length) => handle.warmAsync(offset, length)),
     dropAsync: overrides.dropAsync ?? ((offset, length, fd) => handle.dropAsync(offset, length, fd)),
     advise: overrides.advise ?? ((offset, length, advice) => handle.advise(offset, length, advice)),

@@ -379,9 +379,12 @@ export class PowerLossDisk {
       sync(offset, length) {
         disk.around(`msync ${path}`, () => msync(offset, length))
       },
-      syncAsync(offset, length) {
+      syncAsync(offset, length, fd, bytes, position) {
         try {
           disk.around(`async msync ${path}`, () => msync(offset, length))
+          // The write after a sync (index-durable.ts's mark): a plain write, durable only if synced.
+          if (fd !== undefined && bytes !== undefined && disk.options.disableMsync !== true)
+            fs.writeSync(fd, bytes, 0, bytes.length, position ?? 0)
           return Promise.resolve()
         } catch (error) {
           return Promise.reject(error)

@@ -3,17 +3,18 @@
 // Java broker. It is full when indexCount reaches indexNum, so it holds at most indexNum - 1 entries.
 //
 // Mapping: with a budget, an opened file is not mapped until a query walks it (or a put writes it),
-// and the budget unmaps it again once idle. Everything a query or recovery needs to choose files
-// (the header) is read at open with one positioned read and kept in memory, so choosing files maps
-// nothing; a query's results are commit-log offsets, copies that outlive any unmap.
+// and the budget unmaps it again once idle. The header (all a query or recovery needs to choose
+// files) is read at open and kept in memory; a query's results are offsets, copies that outlive an unmap.
 import * as fs from 'node:fs'
+import { basename } from 'node:path'
 
 import { ioError, MQStoreError } from '../../errors.js'
 import { descriptors } from '../mapped/descriptors.js'
-import { MappedFile } from '../mapped/mapped-file.js'
+import { MappedFile, type WriteAfterSync } from '../mapped/mapped-file.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import { native } from '../../native.js'
 import { IndexReservation } from './index-reservation.js'
+import { markableEntries, rebuildFromMark, type IndexDurableMark } from './index-durable.js'
 import { getInt64, setInt64 } from '../bytes.js'
 import {
   ENTRY_KEY_HASH_OFFSET,
@@ -64,9 +65,8 @@ export class IndexFile {
   readonly readOnly: boolean
 
   private readonly mappedFile: MappedFile
-  /** Big-endian access to the whole mapping (DataView defaults to big-endian); see mapping(). */
+  /** Big-endian access to the whole mapping (see mapping()), and the mapGeneration it was taken at. */
   private view: DataView | null = null
-  /** The mapGeneration `view` was taken at: an unmap and a new map make it stale. */
   private viewGeneration = -1
   /** Where the entry table starts (after the header and the slot table). */
   readonly entriesStart: number
@@ -623,20 +623,46 @@ export class IndexFile {
 
   /**
    * Forces entry-table bytes [from, to) to disk on the libuv pool: a burst's sync behind the writer
-   * (IndexService.kickWriteback). The slot table is left alone: a sync makes the pages it cleans
-   * read-only to the writer, and the next key into each slot page would fault. The entries' pages
-   * are dropped from the mapping first (the page cache keeps them): a sync write-protects every
-   * page still mapped, one TLB shootdown each, and each stopped the writer's CPU (an index rebuilt
-   * at open paid thousands).
+   * (IndexService.kickWriteback). Not the slot table: a sync makes the pages it cleans read-only to
+   * the writer, whose next key into each would fault. The entries' pages are dropped from the
+   * mapping first (the page cache keeps them): a sync write-protects every page still mapped, one
+   * TLB shootdown each, each stopping the writer's CPU (an index rebuilt at open paid thousands).
    */
-  async syncEntriesAsync(from: number, to: number): Promise<void> {
+  async syncEntriesAsync(from: number, to: number, after: WriteAfterSync | null = null): Promise<void> {
     const mapped = this.mappedFile
     if (this.readOnly || !mapped.isAvailable() || to <= from) return
     mapped.dropPages(from, to, false)
-    mapped.flushedPosition = from
+    // With a write after it, the sync covers the table from its first page (see index-durable.ts).
+    mapped.flushedPosition = after === null ? from : Math.floor(this.entriesStart / native.pageSize) * native.pageSize
     mapped.wrotePosition = to
     mapped.committedPosition = to
-    await mapped.flushAsync(0)
+    await mapped.flushAsync(0, after)
+  }
+
+  /** The mark of the entries a sync of the entry table up to `syncedTo` makes durable (index-durable.ts), or null. */
+  durableMark(syncedTo: number): IndexDurableMark | null {
+    const v = this.writeView()
+    const entries = markableEntries(v, this.hashSlotNum, this.indexCount, syncedTo)
+    if (entries < 1) return null
+    const lastPhyOffset = getInt64(v, this.entriesStart + entries * INDEX_ENTRY_SIZE + ENTRY_PHY_OFFSET_OFFSET)
+    const { beginPhyOffset, beginTimestamp } = this
+    return { fileName: basename(this.fileName), entries, lastPhyOffset, beginPhyOffset, beginTimestamp }
+  }
+
+  /** After a power cut: keeps the entries `mark` names and rebuilds the slots from them (rebuildFromMark); false when they do not check out. */
+  keepDurablePrefix(mark: IndexDurableMark): boolean {
+    if (this.readOnly || mark.fileName !== basename(this.fileName)) return false
+    const reservation = this.reservation!
+    const kept = rebuildFromMark(this.writeView(), this.hashSlotNum, this.indexNum, mark, (pos) => reservation.slot(pos))
+    if (kept === null) return false
+    this.indexCount = kept.entries + 1
+    this.hashSlotCount = kept.slots
+    this.endPhyOffset = kept.endPhyOffset
+    this.endTimestamp = kept.endTimestamp
+    reservation.slot(0)
+    this.writeHeader()
+    this.changes++
+    return true
   }
 
   /** The same as flush, with msync on the libuv pool; the file stays mapped until it completes. */

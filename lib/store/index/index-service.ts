@@ -27,6 +27,8 @@ import {
   parseIndexFileName,
 } from './index-file.js'
 import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
+import { IndexDeletions } from './index-deletions.js'
+import { encodeMark, IndexMarkFile, readMark } from './index-durable.js'
 import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
@@ -89,6 +91,8 @@ export interface IndexServiceOptions {
   readOnly?: boolean
   /** Map files on first use within this budget, which unmaps idle ones; without it every file is mapped from load to shutdown. */
   budget?: MappingBudget | null
+  /** The mark file of the entries known to be on disk (index-durable.ts); without it, none is kept. */
+  markPath?: string
 }
 
 /** What the dispatcher hands over for one stored record. */
@@ -126,6 +130,9 @@ export class IndexService {
    */
   onRoll?: (endTimestamp: number) => void
 
+  /** Entries the last load kept of a file newer than the checkpoint (index-durable.ts). */
+  keptEntries = 0
+
   /** The last error of a background flush after a roll (onRoll is not called for that file). */
   lastFlushError: unknown = null
 
@@ -144,11 +151,10 @@ export class IndexService {
   /** The file kickWriteback last looked at, and where its next sync starts. */
   private writeBackFile: IndexFile | null = null
   private writeBackFrom = 0
-  /** The key hashes of the record being indexed (one array, reused). */
-  /** The key hashes of the record being indexed (most records have a few keys). */
+  /** The key hashes of the record being indexed (one array, reused; most records have a few keys). */
   private readonly keyHashes = new Int32Array(16)
-  /** Deletions of dropped files on the libuv pool (deleteInBackground). */
-  private readonly deletions = new Set<Promise<void>>()
+  private readonly mark: IndexMarkFile | null
+  private readonly deletions = new IndexDeletions()
   /** Keys held back during a bulk pass (beginBulk), or null. */
   private bulk: IndexBulk | null = null
 
@@ -160,6 +166,7 @@ export class IndexService {
     this.messageIndexEnable = options.messageIndexEnable
     this.readOnly = options.readOnly === true
     this.budget = options.budget ?? null
+    this.mark = options.markPath === undefined || this.readOnly ? null : new IndexMarkFile(options.markPath)
   }
 
   // ---- load ---------------------------------------------------------------------------------
@@ -184,6 +191,8 @@ export class IndexService {
     names.sort()
     const loaded: IndexFile[] = []
     const doomed: IndexFile[] = []
+    const mark = this.mark === null ? null : readMark(this.mark.path)
+    let cut = false
     try {
       for (const name of names) {
         const path = join(this.indexDir, name)
@@ -199,14 +208,20 @@ export class IndexService {
         // keeping a later file past a deleted one would leave a hole in the index.
         // A crash of this boot left every write in the page cache: the files stay (see below).
         const newer = !lastExitOK && !afterProcessCrash && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp
-        if (newer || doomed.length > 0) doomed.push(file)
+        if (doomed.length > 0 || cut) doomed.push(file)
+        else if (newer && mark !== null && file.keepDurablePrefix(mark)) {
+          // Except the entries of the first such file that the mark names as on disk (index-durable.ts).
+          loaded.push(file)
+          cut = true
+          this.keptEntries = file.getIndexCount() - 1
+        } else if (newer) doomed.push(file)
         else loaded.push(file)
       }
     } catch (error) {
       for (const file of [...loaded, ...doomed]) file.shutdown()
       throw error
     }
-    for (const file of doomed) this.deleteInBackground(file)
+    for (const file of doomed) this.deletions.delete(file)
     if (doomed.length > 0) syncDirectory(doomed[0].fileName)
     // Files must cover the commit log in order without overlapping; anything else (left by a
     // rebuild cut short) cannot be searched or extended correctly, and the store rebuilds it.
@@ -247,35 +262,9 @@ export class IndexService {
     if (last !== null && !lastExitOK && !this.readOnly) last.markUnflushed()
   }
 
-  /**
-   * Deletes a file load() dropped: renamed to a `.tmp` name now (a leftover that the next load
-   * removes, whatever happens before the deletion ends), deleted on the libuv pool. Unlinking a
-   * file whose pages are cached frees every page, tens of milliseconds for a full index file,
-   * which the recovery's scan then does not wait for.
-   */
-  private deleteInBackground(file: IndexFile): void {
-    const mapped = file.getMappedFile()
-    mapped.shutdown(0)
-    const leftover = `${file.fileName}.tmp`
-    try {
-      if (!mapped.isCleanupOver()) throw new Error('still held')
-      fs.renameSync(file.fileName, leftover)
-    } catch {
-      file.destroy(0)
-      return
-    }
-    const deletion = fs.promises
-      .rm(leftover, { force: true })
-      .catch(() => undefined)
-      .finally(() => {
-        this.deletions.delete(deletion)
-      })
-    this.deletions.add(deletion)
-  }
-
   /** Settles once the files load() dropped are deleted. */
-  async deletionsDone(): Promise<void> {
-    while (this.deletions.size > 0) await Promise.all([...this.deletions])
+  deletionsDone(): Promise<void> {
+    return this.deletions.done()
   }
 
   // ---- write path ---------------------------------------------------------------------------
@@ -608,8 +597,11 @@ export class IndexService {
     const to = Math.floor(file.entriesEnd() / OS_PAGE_SIZE) * OS_PAGE_SIZE
     if (to <= from) return
     this.writeBackFrom = to
-    file.syncEntriesAsync(from, to).catch((error: unknown) => {
+    const fd = this.mark?.descriptor() ?? null
+    const mark = fd === null ? null : file.durableMark(to)
+    file.syncEntriesAsync(from, to, mark === null ? null : { fd: fd!, bytes: encodeMark(mark) }).catch((error: unknown) => {
       this.lastFlushError ??= error
+      this.mark?.invalidate()
     })
   }
 
@@ -662,6 +654,7 @@ export class IndexService {
     this.bulk = null
     if (this.closed) return
     this.closed = true
+    this.mark?.close()
     for (const file of this.files) file.shutdown()
     this.files.length = 0
   }
@@ -676,6 +669,7 @@ export class IndexService {
       return
     }
     this.closed = true
+    this.mark?.invalidate()
     for (const file of this.files) {
       if (!file.destroy(0)) file.destroy(0)
     }

@@ -17,6 +17,7 @@ import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
 import { checkLength, createSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
+import { syncMappedRange, writeAfter, type WriteAfterSync } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
 import { assertFileSize, checkLazyLength, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
 import type { MappingBudget } from './mapping-budget.js'
@@ -33,7 +34,7 @@ import {
 import type { TransientStorePool } from './transient-store-pool.js'
 
 export { SelectMappedBufferResult }
-export type { AppendCallback, AppendOutcome, MappedFileOptions }
+export type { AppendCallback, AppendOutcome, MappedFileOptions, WriteAfterSync }
 
 /** RocketMQ's logical page for flush and commit thresholds (not the OS page size). */
 export const OS_PAGE_SIZE = 4096
@@ -402,8 +403,8 @@ export class MappedFile {
     return this.flushedPosition
   }
 
-  /** The same, with msync on the libuv pool; the file is held until it completes. */
-  async flushAsync(flushLeastPages: number): Promise<number> {
+  /** The same, with msync on the libuv pool; the file is held until it completes. `after` is written once it succeeded. */
+  async flushAsync(flushLeastPages: number, after: WriteAfterSync | null = null): Promise<number> {
     if (!this.isAbleToFlush(flushLeastPages)) return this.flushedPosition
     if (!this.hold()) {
       this.flushedPosition = this.readPosition
@@ -421,9 +422,10 @@ export class MappedFile {
         } else if (this.writeBuffer !== null || this.committedThroughWrites || this.handle === null) {
           await this.fdatasyncAsync()
         } else {
-          await this.handle.syncAsync(range.from, range.to - range.from)
-          if (native.platform === 'darwin') await this.fdatasyncAsync()
+          await syncMappedRange(this.handle, range.from, range.to, after, () => this.fdatasyncAsync())
+          after = null
         }
+        if (after !== null) writeAfter(after)
         if (range.to > this.flushedPosition) this.flushedPosition = range.to
       }
     } catch (cause) {

@@ -89,6 +89,45 @@ export function dropPages(handle: MapHandle | null, from: number, to: number, wr
   }
 }
 
+/** Bytes to write at the start of a file once a sync has succeeded (MappedFile.flushAsync). */
+export interface WriteAfterSync {
+  fd: number
+  bytes: Uint8Array
+}
+
+/** Writes `after`; best effort (a failure loses only the hint the bytes carry). */
+export function writeAfter(after: WriteAfterSync): void {
+  try {
+    fs.writeSync(after.fd, after.bytes, 0, after.bytes.length, 0)
+  } catch {
+    // See above.
+  }
+}
+
+/**
+ * msync of [from, to) on the libuv pool, then `after` written: on Linux in the same piece of pool
+ * work, so that a burst of puts that never yields to the event loop still gets the write; elsewhere
+ * once the sync has settled. macOS's msync stops short of the drive: `fullSync` goes the rest.
+ */
+export async function syncMappedRange(
+  handle: MapHandle,
+  from: number,
+  to: number,
+  after: WriteAfterSync | null,
+  fullSync: () => Promise<void>,
+): Promise<void> {
+  if (after !== null && native.platform === 'linux') {
+    await handle.syncAsync(from, to - from, after.fd, after.bytes, 0).catch((error: unknown) => {
+      // Only the sync's own failure counts (the write after it is a hint).
+      if ((error as { syscall?: string }).syscall !== 'pwrite') throw error
+    })
+    return
+  }
+  await handle.syncAsync(from, to - from)
+  if (native.platform === 'darwin') await fullSync()
+  if (after !== null) writeAfter(after)
+}
+
 export function fsyncAsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())))
 }
