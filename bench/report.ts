@@ -742,7 +742,8 @@ function tables(b: BenchRuns): Tables {
       'the recovery scan, the re-dispatch and the sync of what the dead process left unsynced. A SIGKILL of this boot keeps ' +
       'the page cache, so that open resumes where dispatch had got to; "open after a power cut" opens a copy whose abort file ' +
       'names no boot (as after a reboot; fsynced first, so that nothing of the copy is left to write back), which scans from ' +
-      'the file the checkpoint names and rebuilds the index: the scan rate ' +
+      'the file the checkpoint names and indexes again every record after the entries its index mark names as on disk ' +
+      '(docs/recovery.md, I1c; the slot table is rebuilt, as nothing in a burst syncs it): the scan rate ' +
       'is its scanned bytes / its open time, and is read against a raw read of the same commit-log files afterwards ' +
       '(1 MiB positioned reads into one buffer, from the page cache as the open found them). Logical bytes = commit-log record bytes; ' +
       'disk = allocated blocks of the whole directory (commit log, consume queues, index, checkpoint) after a clean close.',

@@ -28,7 +28,7 @@ import {
 } from './index-file.js'
 import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
 import { IndexDeletions } from './index-deletions.js'
-import { encodeMark, IndexMarkFile, readMark } from './index-durable.js'
+import { encodeMark, IndexMarkFile, readMark, type IndexDurableMark } from './index-durable.js'
 import { ensureDirectory, syncDirectory } from '../mapped/directory.js'
 import { OS_PAGE_SIZE } from '../mapped/mapped-file.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
@@ -191,7 +191,7 @@ export class IndexService {
     names.sort()
     const loaded: IndexFile[] = []
     const doomed: IndexFile[] = []
-    const mark = this.mark === null ? null : readMark(this.mark.path)
+    const mark = this.mark === null || lastExitOK || afterProcessCrash ? null : readMark(this.mark.path)
     let cut = false
     try {
       for (const name of names) {
@@ -209,7 +209,7 @@ export class IndexService {
         // A crash of this boot left every write in the page cache: the files stay (see below).
         const newer = !lastExitOK && !afterProcessCrash && !this.readOnly && file.getEndTimestamp() > indexMsgTimestamp
         if (doomed.length > 0 || cut) doomed.push(file)
-        else if (newer && mark !== null && file.keepDurablePrefix(mark)) {
+        else if (newer && mark !== null && keepsPrefix(file, mark)) {
           // Except the entries of the first such file that the mark names as on disk (index-durable.ts).
           loaded.push(file)
           cut = true
@@ -678,5 +678,14 @@ export class IndexService {
 
   private assertOpen(): void {
     if (this.closed) throw new MQStoreError('STORE_CLOSED', `index ${this.indexDir} is shut down`)
+  }
+}
+
+/** IndexFile.keepDurablePrefix; a failure (no space for a page of the slot table) means "rebuild it". */
+function keepsPrefix(file: IndexFile, mark: IndexDurableMark): boolean {
+  try {
+    return file.keepDurablePrefix(mark)
+  } catch {
+    return false
   }
 }
