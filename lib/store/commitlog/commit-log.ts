@@ -161,10 +161,12 @@ const EMPTY = Buffer.alloc(0)
 
 /**
  * Bytes a burst leaves behind the writer before writeBackBehind() starts their write-back, in
- * whole aligned steps of 2 MiB: the kernel maps large page-cache folios 2 MiB at a time, and
- * dropping such a range (dropPages) unmaps those mappings whole instead of splitting them.
+ * whole aligned steps (a multiple of 2 MiB: the kernel maps large page-cache folios 2 MiB at a
+ * time, and dropping such a range (dropPages) unmaps those mappings whole instead of splitting
+ * them). Each write-back wakes a pool thread, which in a virtual machine costs the JS thread tens
+ * to hundreds of microseconds: 8 MiB steps make a burst pay that a quarter as often as 2 MiB ones.
  */
-const WRITE_BACK_STEP = 2 * 1024 * 1024
+export const COMMIT_LOG_WRITE_BACK_STEP = 8 * 1024 * 1024
 /** Holds of one file a reader serves from the view it kept before taking a fresh one. */
 const REUSE_LIMIT = 256
 
@@ -394,9 +396,9 @@ export class CommitLog {
       this.writeBackFile = file
       this.writeBackFrom = 0
     }
-    const from = Math.floor(Math.max(this.writeBackFrom, file.flushedPosition) / WRITE_BACK_STEP) * WRITE_BACK_STEP
-    const to = Math.floor(file.wrotePosition / WRITE_BACK_STEP) * WRITE_BACK_STEP
-    if (to - from < WRITE_BACK_STEP) return
+    const from = Math.floor(Math.max(this.writeBackFrom, file.flushedPosition) / COMMIT_LOG_WRITE_BACK_STEP) * COMMIT_LOG_WRITE_BACK_STEP
+    const to = Math.floor(file.wrotePosition / COMMIT_LOG_WRITE_BACK_STEP) * COMMIT_LOG_WRITE_BACK_STEP
+    if (to - from < COMMIT_LOG_WRITE_BACK_STEP) return
     this.writeBackFrom = to
     file.dropPages(from, to, true)
   }
