@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { native } from '../lib/native.js'
 import { MappedFile } from '../lib/store/mapped/mapped-file.js'
+import { RESERVE_WIDE_CHUNKS, RESERVE_WIDEN_AFTER } from '../lib/store/mapped/mapped-file-types.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
@@ -48,6 +49,29 @@ describe('chunked reservation of a mapped file', () => {
       expect(file.reservedPosition).toBe(7 * MiB)
       expect(file.reserve(8 * MiB)).toBe(true)
       expect(file.reservedPosition).toBe(8 * MiB)
+    } finally {
+      file.shutdown(0)
+    }
+  })
+
+  it(`once ${RESERVE_WIDEN_AFTER} chunks are reserved, each step is ${RESERVE_WIDE_CHUNKS} chunks (fewer warm-ups on the pool)`, () => {
+    const chunk = 64 * 1024
+    const file = MappedFile.create(join(dir, formatOffsetName(0)), 8 * MiB, { reserveChunkBytes: chunk })
+    try {
+      const steps: number[] = []
+      for (let end = 0; end <= 4 * MiB; end += 4096) {
+        const before = file.reservedPosition
+        expect(file.reserve(end)).toBe(true)
+        if (file.reservedPosition !== before) steps.push(file.reservedPosition - before)
+      }
+      expect(RESERVE_WIDE_CHUNKS).toBeGreaterThan(1)
+      const narrow = steps.slice(0, RESERVE_WIDEN_AFTER - 1)
+      expect(narrow.every((step) => step === chunk)).toBe(true)
+      expect(steps.slice(RESERVE_WIDEN_AFTER - 1).every((step) => step === RESERVE_WIDE_CHUNKS * chunk)).toBe(true)
+      expect(steps.length).toBeGreaterThan(RESERVE_WIDEN_AFTER + 4)
+      // The reservation stays within a wide step of the writer, and blocks follow it.
+      expect(file.reservedPosition).toBeLessThanOrEqual(4 * MiB + 2 * RESERVE_WIDE_CHUNKS * chunk)
+      expect(fs.statSync(file.fileName).blocks * 512).toBeGreaterThanOrEqual(4 * MiB)
     } finally {
       file.shutdown(0)
     }

@@ -49,6 +49,10 @@ export class SelectMappedBufferResult {
   }
 }
 
+/** Reservation steps widen to RESERVE_WIDE_CHUNKS chunks once RESERVE_WIDEN_AFTER are reserved (reserveChunkBytes). */
+export const RESERVE_WIDEN_AFTER = 8
+export const RESERVE_WIDE_CHUNKS = 4
+
 export interface MappedFileOptions {
   /** Borrow a write buffer from this pool (commit log with transientStorePoolEnable). */
   transientStorePool?: TransientStorePool | null
@@ -62,7 +66,9 @@ export interface MappedFileOptions {
   /**
    * Reserve disk blocks in chunks of this many bytes ahead of the writer (see `reserve`) instead
    * of the whole file at creation. Writers of such a file must call `reserve` (or
-   * `reserveRange`) before they write a page.
+   * `reserveRange`) before they write a page. Once RESERVE_WIDEN_AFTER chunks are reserved, each
+   * step is RESERVE_WIDE_CHUNKS chunks: every step also faults its pages in on the libuv pool, and
+   * a file written that far is written in bursts, whose JS thread pays for each pool wake-up.
    */
   reserveChunkBytes?: number
   /**

@@ -3,8 +3,7 @@
 //   writer (`reserveChunkBytes`); a page is written only once reserved, so a full disk is a failed
 //   reservation (a status), never a SIGBUS.
 // - Positions: wrotePosition (appended), committedPosition (write buffer copied into the file),
-//   flushedPosition (forced to disk), readPosition (what readers may see: wrote, or committed
-//   with a write buffer).
+//   flushedPosition (forced to disk), readPosition (what readers see: wrote, or committed).
 // - Lifetime: the owner holds one reference; each reader holds one while it uses a view. After
 //   shutdown(interval), readers still holding it are overridden once `interval` ms pass. Unmapping
 //   detaches the ArrayBuffer first: a kept view is empty, never freed memory.
@@ -24,6 +23,8 @@ import type { MappingBudget } from './mapping-budget.js'
 import { parseOffsetName } from './segment-name.js'
 import { staleRanges } from './stale-tail.js'
 import {
+  RESERVE_WIDE_CHUNKS,
+  RESERVE_WIDEN_AFTER,
   reserveChunk,
   reserveFirst,
   SelectMappedBufferResult,
@@ -246,8 +247,9 @@ export class MappedFile {
   reserve(end: number): boolean {
     const reserved = this.reservedTo
     if (reserved >= this.fileSize) return true
-    const chunk = this.reserveChunkBytes
-    const step = reserved >= chunk ? chunk : Math.max(this.reserveFirstBytes, reserved)
+    const chunk =
+      reserved >= RESERVE_WIDEN_AFTER * this.reserveChunkBytes ? RESERVE_WIDE_CHUNKS * this.reserveChunkBytes : this.reserveChunkBytes
+    const step = reserved >= this.reserveChunkBytes ? chunk : Math.max(this.reserveFirstBytes, reserved)
     if (end + (step >>> 1) <= reserved) return true
     const target = Math.min(this.fileSize, Math.ceil(end / step) * step + step)
     if (!this.reserveRange(reserved, target - reserved)) return false
