@@ -130,9 +130,6 @@ export class IndexService {
    */
   onRoll?: (endTimestamp: number) => void
 
-  /** Entries the last load kept of a file newer than the checkpoint (index-durable.ts). */
-  keptEntries = 0
-
   /** The last error of a background flush after a roll (onRoll is not called for that file). */
   lastFlushError: unknown = null
 
@@ -213,7 +210,6 @@ export class IndexService {
           // Except the entries of the first such file that the mark names as on disk (index-durable.ts).
           loaded.push(file)
           cut = true
-          this.keptEntries = file.getIndexCount() - 1
         } else if (newer) doomed.push(file)
         else loaded.push(file)
       }
