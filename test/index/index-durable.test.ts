@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { decodeMark, encodeMark, MARK_SIZE, type IndexDurableMark } from '../../lib/store/index/index-durable.js'
 import { IndexFile, indexEntriesStart, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE } from '../../lib/store/index/index-file.js'
+import { IndexService } from '../../lib/store/index/index-service.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const T0 = new Date(2024, 0, 15, 10, 0, 0, 0).getTime()
@@ -41,19 +42,35 @@ function slotTable(file: IndexFile): Buffer {
   return fs.readFileSync(file.fileName).subarray(INDEX_HEADER_SIZE, indexEntriesStart(SLOTS))
 }
 
-/** The file as a power cut may leave it: entries past `keep` lost (zeros), slots and counts scrambled. */
-function cut(file: IndexFile, keep: number): void {
+/**
+ * Unmaps `file` once its warm-ups on the libuv pool are over: a file is changed behind a mapping
+ * only when nothing maps it (shrinking a mapped file would fault whatever touches the pages).
+ */
+async function release(file: IndexFile): Promise<void> {
+  await file.settle()
+  file.shutdown()
+  files.splice(files.indexOf(file), 1)
+}
+
+/** Writes `bytes` over the file in place (never truncated, never shorter). */
+function overwrite(path: string, bytes: Buffer): void {
+  const fd = fs.openSync(path, 'r+')
+  try {
+    fs.writeSync(fd, bytes, 0, bytes.length, 0)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** The file as a power cut may leave it (entries past `keep` lost, slots and counts scrambled), opened again. */
+async function cut(file: IndexFile, keep: number): Promise<IndexFile> {
   file.flush()
+  await release(file)
   const bytes = fs.readFileSync(file.fileName)
   bytes.fill(0, indexEntriesStart(SLOTS) + (keep + 1) * INDEX_ENTRY_SIZE)
   for (let pos = INDEX_HEADER_SIZE; pos < indexEntriesStart(SLOTS); pos += 4) bytes.writeInt32BE((pos * 7919) % ENTRIES, pos)
   bytes.writeInt32BE(ENTRIES - 1, 36)
-  fs.writeFileSync(file.fileName, bytes)
-}
-
-function reopen(file: IndexFile): IndexFile {
-  file.shutdown()
-  files.splice(files.indexOf(file), 1)
+  overwrite(file.fileName, bytes)
   const again = IndexFile.open(file.fileName, SLOTS, ENTRIES)
   files.push(again)
   return again
@@ -109,12 +126,11 @@ describe('the mark', () => {
 })
 
 describe('keepDurablePrefix', () => {
-  it('keeps the marked entries and rebuilds the slots a file of those records alone has, byte for byte', () => {
+  it('keeps the marked entries and rebuilds the slots a file of those records alone has, byte for byte', async () => {
     const file = build('20240115100000000', 900)
     const mark = file.durableMark(indexEntriesStart(SLOTS) + 1000 * INDEX_ENTRY_SIZE)!
     expect(mark.entries).toBeGreaterThan(900)
-    cut(file, mark.entries)
-    const after = reopen(file)
+    const after = await cut(file, mark.entries)
     expect(after.keepDurablePrefix(mark)).toBe(true)
     expect(after.getIndexCount()).toBe(mark.entries + 1)
     expect(after.getEndPhyOffset()).toBe(mark.lastPhyOffset)
@@ -137,13 +153,12 @@ describe('keepDurablePrefix', () => {
     expect(body(after).equals(body(alone))).toBe(true)
   })
 
-  it('refuses a mark the file does not bear out, whatever part of it is wrong', () => {
+  it('refuses a mark the file does not bear out, whatever part of it is wrong', async () => {
     const file = build('20240115100000000', 600)
     const mark = file.durableMark(indexEntriesStart(SLOTS) + 800 * INDEX_ENTRY_SIZE)!
     file.flush()
     const pristine = fs.readFileSync(file.fileName)
-    file.shutdown()
-    files.splice(0)
+    await release(file)
     const entryAt = (entry: number) => indexEntriesStart(SLOTS) + entry * INDEX_ENTRY_SIZE
     const cases: [string, Partial<IndexDurableMark>, (bytes: Buffer) => void][] = [
       ['another file', { fileName: '20240115100000009' }, () => {}],
@@ -159,10 +174,87 @@ describe('keepDurablePrefix', () => {
     for (const [what, change, damage] of cases) {
       const bytes = Buffer.from(pristine)
       damage(bytes)
-      fs.writeFileSync(file.fileName, bytes)
+      overwrite(file.fileName, bytes)
       const again = IndexFile.open(file.fileName, SLOTS, ENTRIES)
       files.push(again)
       expect(again.keepDurablePrefix({ ...mark, ...change }), what).toBe(false)
+      await release(again)
+    }
+  })
+})
+
+describe('IndexService.load after a power cut, with a mark', () => {
+  /** A service over `dir` whose 1,000 records of one key each fill three files of 400 entries. */
+  function written(dir: string, markPath: string): { service: IndexService; names: string[] } {
+    const service = new IndexService(dir, { maxHashSlotNum: 64, maxIndexNum: 400, messageIndexEnable: true, markPath })
+    service.load(true, 0)
+    for (let r = 0; r < 1000; r++) {
+      service.buildIndex({
+        topic: 't',
+        commitLogOffset: 1000 + 100 * r,
+        storeTimestamp: T0 + r * 10,
+        keys: `k${r}`,
+        uniqKey: undefined,
+        sysFlag: 0,
+      })
+    }
+    service.flush()
+    const names = service.getFiles().map((f) => f.fileName)
+    expect(names.length).toBe(3)
+    return { service, names }
+  }
+
+  function reopen(dir: string, markPath: string, indexMsgTimestamp: number): IndexService {
+    const service = new IndexService(dir, { maxHashSlotNum: 64, maxIndexNum: 400, messageIndexEnable: true, markPath })
+    service.load(false, indexMsgTimestamp)
+    return service
+  }
+
+  const found = (service: IndexService, r: number) => service.queryOffset('t', `k${r}`, 4, 0, Number.MAX_SAFE_INTEGER).phyOffsets
+
+  it('keeps the marked entries of the first file newer than the checkpoint and deletes the files after it', async () => {
+    const dir = join(root, 'index')
+    const markPath = join(root, 'indexmark')
+    const { service, names } = written(dir, markPath)
+    const [first, second] = service.getFiles()
+    // The checkpoint knows the first file flushed (its roll); the mark names 300 entries of the second.
+    const checkpoint = first.getEndTimestamp()
+    const mark = second.durableMark(indexEntriesStart(64) + 301 * INDEX_ENTRY_SIZE)!
+    expect(mark.entries).toBe(300)
+    fs.writeFileSync(markPath, encodeMark(mark))
+    service.shutdown()
+    const after = reopen(dir, markPath, checkpoint)
+    try {
+      await after.deletionsDone()
+      expect(after.getFiles().map((f) => f.fileName)).toEqual(names.slice(0, 2))
+      expect(after.getFiles()[1].getIndexCount()).toBe(301)
+      // Records 0-398 in the first file, 399-698 kept in the second; the rest are indexed again later.
+      for (const r of [0, 398, 399, 698]) expect(found(after, r)).toEqual([1000 + 100 * r])
+      for (const r of [699, 999]) expect(found(after, r)).toEqual([])
+      expect(fs.existsSync(names[2])).toBe(false)
+    } finally {
+      after.shutdown()
+    }
+  })
+
+  it('keeps nothing newer when the mark names a later file than the first newer one, or none at all', async () => {
+    for (const variant of ['later file', 'no mark']) {
+      const dir = join(root, variant)
+      const markPath = join(root, `${variant}.mark`)
+      const { service, names } = written(dir, markPath)
+      const [first, , third] = service.getFiles()
+      if (variant === 'later file') fs.writeFileSync(markPath, encodeMark(third.durableMark(third.entriesEnd())!))
+      service.shutdown()
+      const after = reopen(dir, markPath, first.getEndTimestamp())
+      try {
+        await after.deletionsDone()
+        expect(
+          after.getFiles().map((f) => f.fileName),
+          variant,
+        ).toEqual(names.slice(0, 1))
+      } finally {
+        after.shutdown()
+      }
     }
   })
 })
