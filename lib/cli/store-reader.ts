@@ -3,6 +3,7 @@
 // Like verify, it takes no lock and opens every file read-only with plain positioned reads (no
 // mapping, nothing created or written), so it works on a store another process has open. What it
 // reads of a live store's tail is a snapshot: the writer may have appended since.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 

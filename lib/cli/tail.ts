@@ -1,6 +1,7 @@
 // `mqstore tail <dir> --topic T [--queue N] [--from ...] [--follow]`: prints the messages of a
 // topic's queues, read-only. With --follow it follows the store through a read-only opener
 // (MessageStore.open with readOnly), which waits for the writer's new messages until stopped.
+import { Buffer } from 'node:buffer'
 import type { DecodedMessage } from '../store/commitlog/record.js'
 import { MessageStore, type MessageStoreReader } from '../store/message-store.js'
 import { CQ_STORE_UNIT_SIZE } from '../store/queue/consume-queue.js'

@@ -2,6 +2,7 @@
 // (wrong types, out-of-range numbers) throws TypeError/RangeError; what RocketMQ reports as a
 // status (an illegal message, oversized properties) comes back as a PrepareFailure for that
 // message alone.
+import { Buffer } from 'node:buffer'
 import {
   encodeProperties,
   isPlainAscii,

@@ -9,6 +9,7 @@
 // in one process would look "locked by another process": a process-wide set of held lock files
 // tells the two cases apart. It is consulted before the file is opened at all: where fcntl locks
 // belong to the process (macOS), closing any descriptor of the file would drop the holder's lock.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { hostname } from 'node:os'
 import { dirname } from 'node:path'

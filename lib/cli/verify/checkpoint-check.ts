@@ -1,4 +1,5 @@
 // The checkpoint for verify: present, 4096 bytes, and its timestamps as the store decodes them.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 

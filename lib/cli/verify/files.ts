@@ -1,5 +1,6 @@
 // File access for verify: plain positioned reads in bounded chunks, never a mapping, never a write,
 // and tolerant of a live store under it (a file may grow, appear or disappear while it is read).
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 

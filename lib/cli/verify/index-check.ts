@@ -2,6 +2,7 @@
 // entries as a pointer stream matched against the records they point at. Every offset, slot and
 // field comes from the index's own layout module, and the keys a record must be indexed under from
 // the index's own key rule.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 import { EMBEDDED_DEFAULTS, ROCKETMQ_SIZES } from '../../store/config.js'

@@ -1,5 +1,6 @@
 // The units of one consume queue as a pointer stream: each unit is decoded and judged valid by the
 // consume queue's own unit codec (cq-unit.ts), then matched against the record it points at.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 import type { DispatchRequest } from '../../store/commitlog/record.js'

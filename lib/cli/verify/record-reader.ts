@@ -1,5 +1,6 @@
 // Random access to the commit log for verify: single records anywhere (for pointers that arrive
 // out of order), and the files as a ScanSource for the store's recovery classifier.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 import { checkRecord, MIN_RECORD_LENGTH, type DispatchRequest } from '../../store/commitlog/record.js'

@@ -5,6 +5,7 @@
 // densely per (topic, queueId). A record is encoded straight into the mapping (or the transient
 // pool's write buffer); a record that does not fit with 8 bytes to spare closes the file with a
 // blank record and goes to the next file.
+import { Buffer } from 'node:buffer'
 import { join } from 'node:path'
 
 import {

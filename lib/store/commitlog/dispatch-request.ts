@@ -1,5 +1,6 @@
 // What dispatch takes from a stored record (checkRecord in record.ts decides and fills it in): a
 // plain object per record for most callers, or one CheckedRecord filled in again and again by a scan.
+import { Buffer } from 'node:buffer'
 import { readText } from './record-text.js'
 
 export type CheckStatus = 'OK' | 'BLANK' | 'BAD' | 'LENGTH_MISMATCH'

@@ -1,6 +1,7 @@
 // Text inside a stored record, read from its bytes: topics (interned, with their Java hash and
 // validity kept beside them, so a scan of millions of records decodes and checks each topic once),
 // property values, and Buffer's own decoders without toString's argument handling.
+import { Buffer } from 'node:buffer'
 import { javaStringHashCode } from '../bytes.js'
 import { validateTopic } from './record-names.js'
 

@@ -14,6 +14,7 @@
 // A bad record is torn (classifyDamage) when nothing but zeros follows its claimed extent, to the
 // end of its file and through every later file, and that extent hides no valid record: the tail
 // of an append a crash cut short. Anything else is corruption; the corruption policy decides.
+import { Buffer } from 'node:buffer'
 import {
   CheckedRecord,
   checkRecord,

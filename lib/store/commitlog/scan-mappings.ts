@@ -4,6 +4,7 @@
 // copy — go through a mapping: a private read-only one of the file, made when first asked for. Not
 // the store's writable mapping: a read through it could fault pages in for writing, marking them
 // dirty (and written back again).
+import { Buffer } from 'node:buffer'
 import fs from 'node:fs'
 import type { MapHandle } from '../../native.js'
 import { native } from '../../native.js'

@@ -8,6 +8,7 @@
 // of a record whose end it does not hold, and grown for a record larger than itself. Sources that
 // cannot copy, and records too large for a copy (a damaged TOTALSIZE may claim anything), are read
 // through read()'s views instead: the same bytes, so the scan decides the same way either way.
+import { Buffer } from 'node:buffer'
 
 /** What a window reads from: the files of a scan (recovery-scan.ts's ScanSource is one). */
 export interface WindowSource {

@@ -9,6 +9,7 @@
 // The pass runs on the event loop in short slices (DEFAULT_SLICE_MS, or CHUNK_BYTES of records,
 // whichever comes first): it yields between them, sees aborts there, and counts its bytes through
 // the shared throttler. Only the final renames of a swap run in one go.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'

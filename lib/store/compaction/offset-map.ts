@@ -5,6 +5,7 @@
 //
 // Slot layout, 24 bytes: digest (16) ‖ queue offset + 1 as a float64 (8). The +1 makes an all-zero
 // slot mean "empty" even for offset 0; float64 is exact for every safe-integer offset.
+import { Buffer } from 'node:buffer'
 import { createHash } from 'node:crypto'
 
 export const DIGEST_BYTES = 16

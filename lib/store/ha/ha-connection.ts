@@ -1,6 +1,7 @@
 // One slave's connection on a master (RocketMQ's HAConnection): reads the slave's reports and
 // sends it the commit log from where it asked, a frame at a time, each written once the socket
 // handed the one before to the kernel (backpressure: a slow slave holds at most one frame in memory).
+import { Buffer } from 'node:buffer'
 import type { Socket } from 'node:net'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { HaConfig } from './ha-options.js'

@@ -1,6 +1,7 @@
 // RocketMQ 4.9's HA wire format: the slave reports its commit-log max offset as one 8-byte
 // big-endian long; the master answers with frames of an 8-byte big-endian offset, a 4-byte
 // big-endian body size and that many raw commit-log bytes. Size 0 is a heartbeat.
+import { Buffer } from 'node:buffer'
 
 /** A slave's report: its commit-log max offset, a big-endian long, nothing else. */
 export const REPORT_BYTES = 8

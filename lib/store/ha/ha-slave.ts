@@ -3,6 +3,7 @@
 // offset against its own end and appends the bytes; reconnects with backoff when the link ends.
 // A slave whose log already holds bytes from another master (setBrokerRole) first compares its
 // tail with the new master's before it appends anything (see SlaveVerify).
+import { Buffer } from 'node:buffer'
 import * as net from 'node:net'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import type { StoreLog } from '../store-logger.js'

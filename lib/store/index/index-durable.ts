@@ -18,6 +18,7 @@
 // every chain link as a rebuild would write it) while the slot table, which is never synced in a
 // burst, is rebuilt from them. Anything that does not check out, or no mark, and the file is
 // deleted and rebuilt as before. Recovery then indexes the records after entry n's record.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import * as zlib from 'node:zlib'
 

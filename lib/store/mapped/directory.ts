@@ -1,4 +1,5 @@
 // Directory fsync: a created, renamed or unlinked file is durable only once its directory is synced.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 

@@ -2,6 +2,7 @@
 // checked at open with a stat (no descriptor, no mapping until the first use); whether a file may
 // be unmapped now is decided from a few facts about it (MappedFile.unmapIfIdle gathers them); the
 // private mapping that zero-copy reads hand out; and the file's age, read from the file system.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 import { ioError } from '../../errors.js'

@@ -1,4 +1,5 @@
 // System calls on a segment file through a descriptor, kept apart from MappedFile's bookkeeping.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { promisify } from 'node:util'
 

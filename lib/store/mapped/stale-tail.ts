@@ -2,6 +2,7 @@
 //
 // The scan reads through the descriptor, not the mapping: reading a hole of a sparse file through
 // a shared mapping allocates a page (on a full tmpfs that is a SIGBUS), read(2) returns zeros.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 /** Stale tails are read and zeroed this many bytes at a time. */

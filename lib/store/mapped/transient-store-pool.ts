@@ -4,6 +4,7 @@
 //
 // RocketMQ mlocks each buffer; JavaScript heap memory cannot be locked, so these buffers are plain
 // allocations that the pool keeps for the life of the store.
+import { Buffer } from 'node:buffer'
 
 export class TransientStorePool {
   readonly poolSize: number

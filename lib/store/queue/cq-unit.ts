@@ -10,6 +10,7 @@
 // does not have queue offset 0; it counts as valid. The queue offset of a unit is its logic byte
 // offset (file start + position) divided by 20. The consume queue, the store's checks and
 // `mqstore verify` all decode units through these functions.
+import { Buffer } from 'node:buffer'
 import { readThroughDescriptor } from '../mapped/segment-io.js'
 import { getInt64, readInt64BE, setInt64 } from '../bytes.js'
 

@@ -21,6 +21,7 @@
 // Bytes 4..55 (the seal) repeat the shutdown record's figures: the table is trusted only with the
 // record it was written with, never one left by an earlier close. It may list fewer queues than
 // the record counts (a queue whose end was not known at close); those are checked by count only.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import * as zlib from 'node:zlib'
 

@@ -16,6 +16,7 @@
 // the page, never the file; the CRC is checked on the bytes handed out, and when they differ from
 // what is stored (someone wrote through an earlier view of the page) the record is served as a
 // copy of the stored bytes instead.
+import { Buffer } from 'node:buffer'
 import type { CommitLogReader } from '../commitlog/commit-log.js'
 import {
   decodeMessage,

@@ -26,6 +26,7 @@
 // and a journal commit or drive cache flush, whatever the file's size. The syncs run on the libuv
 // pool, several at once, so that they share journal commits and drive flushes (a store with
 // thousands of queues syncs thousands of files and folders); see docs/recovery.md for figures.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 

@@ -10,6 +10,7 @@
 // far; else the durable files decide. A torn or unreadable note is ignored the same way.
 //
 //   {"logEnd":<commit-log offset>, ...the service's own non-negative integer fields}
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { basename } from 'node:path'
 

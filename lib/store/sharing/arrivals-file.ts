@@ -12,6 +12,7 @@
 // covers units dispatched inside the gap), so at most ~1,000 small page-cache writes a second under
 // a steady stream, whether or not a reader exists: a writer cannot tell readers apart without them
 // writing to the store, which they never do.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 /** The least time between two touches (ms); units dispatched in between are covered by one trailing touch. */

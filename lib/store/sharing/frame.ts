@@ -20,6 +20,7 @@
 // bornTimestamp f64, reconsumeTimes f64, preparedTransactionOffset f64, bornHost str.
 // `str` and `bytes` are a u32 length and that many bytes (UTF-8 for str). Numbers travel as f64,
 // exactly as given: the writer's checks see what the producer's caller passed.
+import { Buffer } from 'node:buffer'
 import type { PutMessageStatus } from '../commitlog/commit-log.js'
 import { latin1Slice, utf8Slice, type HostAddress } from '../commitlog/record.js'
 import type { Message } from '../types.js'

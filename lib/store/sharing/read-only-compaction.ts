@@ -5,6 +5,7 @@
 // indexed once per inode, the active one as far as it is written, and a swap is seen at the next
 // listing. A record is indexed only once whole, its body CRC checked (the writer copies records
 // into the active file while this process may read it).
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 

@@ -2,6 +2,7 @@
 // writer updates a slot and its entries in place, so a chain read while it indexes may end early
 // or hold an entry not yet whole: every candidate is checked on the record it names (topic and
 // key) before it is served, and a chain is followed only backwards and within the file.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 

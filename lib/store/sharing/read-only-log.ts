@@ -1,5 +1,6 @@
 // The commit log as a read-only opener sees it: records read by offset (checked before they are
 // served), the first offset still on disk, and where the written records end.
+import { Buffer } from 'node:buffer'
 import { native } from '../../native.js'
 import {
   BLANK_MAGIC_CODE,

@@ -2,6 +2,7 @@
 // refresh reads the units after the known end and takes those that are whole (the writer stores a
 // unit's fields one after another, so the newest unit may be half written when read; it counts
 // once the record it points at checks out). Its start moves as retention deletes files.
+import { Buffer } from 'node:buffer'
 import { join } from 'node:path'
 
 import { CQ_STORE_UNIT_SIZE, isBlankUnit, isValidUnit, queueOffsetAt, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'

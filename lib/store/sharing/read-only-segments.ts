@@ -7,6 +7,7 @@
 // read of a page the file no longer backs is a SIGBUS. read(2) past a file's end returns fewer
 // bytes instead, so no sequence of writer actions can crash a reader. A descriptor kept open on a
 // file the writer deleted still reads its (unlinked) inode until the next listing drops it.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 

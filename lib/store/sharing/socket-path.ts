@@ -1,6 +1,7 @@
 // The address a UNIX domain socket is bound or connected by. sun_path holds 108 bytes on Linux and
 // 104 on macOS, the terminating NUL included; a store deep in the file system can exceed that. The
 // path relative to the working directory then often fits: both sides use whichever form is shorter.
+import { Buffer } from 'node:buffer'
 import { relative } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'

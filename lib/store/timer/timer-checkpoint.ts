@@ -2,6 +2,7 @@
 // 0 lastReadTimeMs (slots before it are delivered), 8 lastTimerLogFlushPos (the timer log and the
 // wheel are on disk up to it), 16 lastTimerQueueOffset (the timer topic's records before it are in
 // the timer log), 24 masterTimerQueueOffset (the same here: no replicas), then a data version.
+import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 import { writeFileDurably } from '../mapped/directory.js'

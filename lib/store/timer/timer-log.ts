@@ -2,6 +2,7 @@
 // timer entry, each pointing back to the previous unit of the same slot (a chain per slot, whose
 // head the wheel holds). A unit that does not fit (with room for a blank) ends its file with a
 // 16-byte blank, as RocketMQ writes it.
+import { Buffer } from 'node:buffer'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 
 export const TIMER_LOG_UNIT_SIZE = 52

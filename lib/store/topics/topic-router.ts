@@ -2,6 +2,7 @@
 // a message with keys goes to murmur2(keys) mod the topic's write queues, so one key always lands
 // in one queue (and keeps its order there); a message without keys goes round robin. A topic the
 // table does not know has one queue, queue 0 (create it to spread its messages).
+import { Buffer } from 'node:buffer'
 import type { Message } from '../types.js'
 import type { TopicTable } from './topic-table.js'
 
