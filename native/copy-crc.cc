@@ -17,8 +17,10 @@ constexpr size_t kRow = 6;
 // Positions are exact integers in a double below 2^53.
 constexpr double kMaxPosition = 9007199254740991.0;
 
+// Through int64_t (exact below 2^53), whose conversion is one instruction on x86-64, where
+// uint64_t's takes a branch and several: this check runs a dozen times per record of a read.
 bool IsPosition(double value) {
-  return value >= 0 && value <= kMaxPosition && value == static_cast<double>(static_cast<uint64_t>(value));
+  return value >= 0 && value <= kMaxPosition && value == static_cast<double>(static_cast<int64_t>(value));
 }
 
 

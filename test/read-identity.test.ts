@@ -2,6 +2,7 @@
 // found by reads: a record is served only when its header names the commit-log offset the read
 // looked for, its properties are what a writer makes, and, read through a queue, it is that
 // queue's record at that queue offset (lib/store/read/record-identity.ts).
+import { isUtf8 } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -127,15 +128,58 @@ describe('reads serve a record only where it says it is', () => {
   }
 
   it('well-formed properties: UTF-8, a 0x01 in every non-empty pair; empty values and a trailing 0x02 pass', () => {
-    const ok = (s: string) => propertiesAreWellFormed(Buffer.from(s, 'latin1'), 0, Buffer.byteLength(s, 'latin1'))
+    const wellFormed = (b: Buffer, from = 0, to = b.length) =>
+      propertiesAreWellFormed(b, new DataView(b.buffer, b.byteOffset, b.length), from, to)
+    const ok = (s: string) => wellFormed(Buffer.from(s, 'latin1'))
     expect(ok('')).toBe(true)
     expect(ok('a\u0001b\u0002c\u0001d')).toBe(true)
     expect(ok('a\u0001b\u0002')).toBe(true)
     expect(ok('a\u0001\u0002c\u0001d')).toBe(true)
     expect(ok('a\u0001b\u0002cd')).toBe(false)
     expect(ok('ab')).toBe(false)
+    // A pair without 0x01 in the middle of a word, at the end, after a long clean run.
+    expect(ok('KEYS\u0001k1\u0002UNIQ_KEY\u0001AC1234567890\u0002TAGS\u0001a')).toBe(true)
+    expect(ok('KEYS\u0001k1\u0002UNIQ_KEYAC1234567890\u0002TAGS\u0001a')).toBe(false)
+    expect(ok('KEYS\u0001k1\u0002UNIQ_KEY\u0001AC1234567890\u0002TAGSab')).toBe(false)
     const utf8 = Buffer.from('n\u0001é', 'utf8')
-    expect(propertiesAreWellFormed(utf8, 0, utf8.length)).toBe(true)
-    expect(propertiesAreWellFormed(utf8, 0, utf8.length - 1)).toBe(false) // é cut in half
+    expect(wellFormed(utf8)).toBe(true)
+    expect(wellFormed(utf8, 0, utf8.length - 1)).toBe(false) // é cut in half
+    const high = Buffer.from('name\u0001valu\u00e9', 'latin1') // 0xe9 alone: not UTF-8, in the last word
+    expect(wellFormed(high)).toBe(false)
+  })
+
+  it('well-formed properties: four bytes at a time agrees with the byte-by-byte rule, at every offset and length', () => {
+    // The rule spelled out one byte at a time, as the reference.
+    const reference = (b: Buffer, from: number, to: number) => {
+      let pairAt = from
+      let named = false
+      for (let i = from; i < to; i++) {
+        if (b[i] === 2) {
+          if (i > pairAt && !named) return false
+          pairAt = i + 1
+          named = false
+        } else if (b[i] === 1) named = true
+      }
+      if (to > pairAt && !named) return false
+      return isUtf8(b.subarray(from, to))
+    }
+    // Bytes drawn mostly from the separators and their neighbours, some letters, and a few high ones.
+    const alphabet = [0, 1, 2, 3, 4, 0x41, 0x61, 0x7f, 0x80, 0xc3, 0xa9, 0xff]
+    let seed = 12345
+    const next = () => (seed = (seed * 1103515245 + 12345) >>> 0) >>> 16
+    const b = Buffer.alloc(64)
+    const dv = new DataView(b.buffer, b.byteOffset, b.length)
+    let disagreements = 0
+    let passed = 0
+    for (let round = 0; round < 20_000; round++) {
+      for (let i = 0; i < b.length; i++) b[i] = next() % 4 === 0 ? alphabet[next() % alphabet.length] : 0x61 + (next() % 26)
+      const from = next() % 16
+      const to = from + (next() % 48)
+      const expected = reference(b, from, to)
+      if (propertiesAreWellFormed(b, dv, from, to) !== expected) disagreements++
+      if (expected) passed++
+    }
+    expect(disagreements).toBe(0)
+    expect(passed).toBeGreaterThan(1000)
   })
 })

@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer'
 import { continueJavaBytesHash, dataViewOf, getInt64, javaStringHashCode, setInt64, type DataViewCache } from '../bytes.js'
 import {
   hex8,
@@ -702,7 +703,7 @@ export function checkRecordInto(
     if (checkCRC && suspect) {
       const nul = buf.indexOf(0, propsAt)
       if (nul >= 0 && nul < propsEnd) return fail(out, 'BAD', -1, 'properties: a NUL byte (zeros of a torn write)')
-      if (!propertiesAreWellFormed(buf, propsAt, propsEnd)) return fail(out, 'BAD', -1, 'properties: a pair without 0x01, or not UTF-8')
+      if (!propertiesAreWellFormed(buf, dv, propsAt, propsEnd)) return fail(out, 'BAD', -1, 'properties: a pair without 0x01, or not UTF-8')
     }
     if (tagsAt >= 0) {
       if (tagsAscii) {

@@ -30,6 +30,8 @@ import {
   type HostAddress,
 } from '../commitlog/record.js'
 import { SysFlag } from '../commitlog/sys-flag.js'
+import { BufferView } from '../bytes.js'
+import { Buffer } from 'node:buffer'
 
 const TWO_POW_32 = 4294967296
 /** The store host follows the born host and the 8-byte store timestamp. */
@@ -60,6 +62,10 @@ function text(bytes: Buffer, from: number, to: number): string {
 
 /** The bytes of one read, shared by its messages. */
 export class ReadBytes {
+  /** bodies' ArrayBuffer and where bodies starts in it, taken once per read rather than per body view. */
+  readonly bodiesArray: ArrayBuffer
+  readonly bodiesOffset: number
+
   /**
    * @param records the records without their bodies, private to the store's messages (never handed out)
    * @param bodies the bodies, which messages hand out views of
@@ -68,7 +74,10 @@ export class ReadBytes {
     readonly records: Buffer,
     readonly dv: DataView,
     readonly bodies: Buffer,
-  ) {}
+  ) {
+    this.bodiesArray = bodies.buffer as ArrayBuffer
+    this.bodiesOffset = bodies.byteOffset
+  }
 }
 
 export class StoredMessage implements DecodedMessage {
@@ -100,13 +109,14 @@ export class StoredMessage implements DecodedMessage {
   get body(): Buffer {
     let body = this.#body
     if (body === undefined) {
-      const bodies = this.#bytes.bodies
+      const bytes = this.#bytes
+      const bodies = bytes.bodies
       const end = this.#bodyAt + this.#bodyLength
-      // The only body of its read (a lookup) is the read's buffer itself. Otherwise Buffer.from
-      // over the ArrayBuffer: the same view as subarray, made with fewer steps. Once the consumer
+      // The only body of its read (a lookup) is the read's buffer itself. Otherwise a view of the
+      // ArrayBuffer: the same view as subarray, made with fewer steps. Once the consumer
       // transferred the buffer away (bodies.length is 0): empty, as every view of it.
       if (this.#bodyAt === 0 && end === bodies.length) body = bodies
-      else if (end <= bodies.length) body = Buffer.from(bodies.buffer as ArrayBuffer, bodies.byteOffset + this.#bodyAt, this.#bodyLength)
+      else if (end <= bodies.length) body = new BufferView(bytes.bodiesArray, bytes.bodiesOffset + this.#bodyAt, this.#bodyLength)
       else body = Buffer.alloc(0)
       this.#body = body
     }
