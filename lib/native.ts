@@ -75,20 +75,23 @@ export interface NativeBinding {
    */
   crc32Ranges(bytes: Uint8Array, ranges: Int32Array, count: number, out: Int32Array): void
   /**
-   * Six table entries per k < count: [wholeStart, wholeLength, wholeAt, partStart, partLength,
-   * partAt]. Copies src[wholeStart, +wholeLength) to `whole` at wholeAt (unless whole is null)
-   * and src[partStart, +partLength) to `part` at partAt, setting crcOut[k] (when given) to the
-   * BODYCRC (crc32 & 0x7fffffff) of those bytes, computed in the same pass: a read's records and
-   * bodies in one call. Throws, writing nothing, a TypeError for a wrong argument type and a
-   * RangeError when count runs past an array, a range lies outside src or its destination, a
-   * position is not a non-negative integer, or a destination overlaps its source.
+   * Four table entries per k < count: [start, length, innerStart, innerLength], the inner range
+   * within [start, start + length). The bytes around each inner range (before it, then after it)
+   * go end to end into `outer` from outerAt; the inner bytes end to end into `inner` from innerAt,
+   * with crcOut[k] (when given) their BODYCRC (crc32 & 0x7fffffff) from the same pass: a read's
+   * records without their bodies, and the bodies, one row each. Throws, writing nothing, a
+   * TypeError for a wrong argument type and a RangeError when count runs past an array, a range
+   * lies outside src or its inner range outside it, a position is not a non-negative integer, the
+   * bytes do not fit a destination, or a destination overlaps src.
    */
-  copyCrcRanges(
+  splitCopyCrc(
     src: Uint8Array,
     table: Float64Array,
     count: number,
-    whole: Uint8Array | null,
-    part: Uint8Array,
+    outer: Uint8Array,
+    outerAt: number,
+    inner: Uint8Array,
+    innerAt: number,
     crcOut: Int32Array | null,
   ): void
   /**
@@ -148,7 +151,7 @@ export const native: NativeBinding = {
   errnoName: binding.errnoName,
   crc32Ranges: binding.crc32Ranges,
   crc32Each: binding.crc32Each,
-  copyCrcRanges: binding.copyCrcRanges,
+  splitCopyCrc: binding.splitCopyCrc,
   prefetchRanges: binding.prefetchRanges,
   pageSize: binding.pageSize,
   platform: binding.platform,

@@ -844,10 +844,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("crc32Ranges", Napi::Value(env, crc_ranges));
   exports.Set("crc32Each", Napi::Function::New(env, Crc32Each, "crc32Each"));
   // A plain Node-API function (no wrapper): it runs once per read, often for one record.
-  napi_value copy_crc;
-  NAPI_THROW_IF_FAILED(env, napi_create_function(env, "copyCrcRanges", NAPI_AUTO_LENGTH, CopyCrcRanges, nullptr, &copy_crc),
+  napi_value split_copy;
+  NAPI_THROW_IF_FAILED(env, napi_create_function(env, "splitCopyCrc", NAPI_AUTO_LENGTH, SplitCopyCrc, nullptr, &split_copy),
                        exports);
-  exports.Set("copyCrcRanges", Napi::Value(env, copy_crc));
+  exports.Set("splitCopyCrc", Napi::Value(env, split_copy));
   napi_value prefetch;
   NAPI_THROW_IF_FAILED(env, napi_create_function(env, "prefetchRanges", NAPI_AUTO_LENGTH, PrefetchRanges, nullptr, &prefetch),
                        exports);

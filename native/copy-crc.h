@@ -6,17 +6,18 @@
 
 namespace mqnative {
 
-// copyCrcRanges(src: Uint8Array, table: Float64Array, count: number, whole: Uint8Array | null,
-//               part: Uint8Array, crcOut: Int32Array | null)
-// Six table entries per k < count: [wholeStart, wholeLength, wholeAt, partStart, partLength,
-// partAt]. Copies src[wholeStart, +wholeLength) to `whole` at wholeAt (unless whole is null), and
-// src[partStart, +partLength) to `part` at partAt, setting crcOut[k] (when given) to crc32 of
-// those bytes & 0x7fffffff (RocketMQ's BODYCRC) from the same pass over memory: a read's records
-// and their bodies in one call. Every argument is checked before anything is written: a TypeError
-// for a wrong type, a RangeError for a count past the arrays, a range outside src or its
-// destination, a position that is not a non-negative integer, or a destination overlapping its
-// source.
-napi_value CopyCrcRanges(napi_env env, napi_callback_info info);
+// splitCopyCrc(src: Uint8Array, table: Float64Array, count: number, outer: Uint8Array, outerAt: number,
+//              inner: Uint8Array, innerAt: number, crcOut: Int32Array | null)
+// Four table entries per k < count: [start, length, innerStart, innerLength], the inner range lying
+// within [start, start + length). The bytes around the inner range (those before it, then those
+// after it) go end to end into `outer` from outerAt, range after range; the inner bytes go end to
+// end into `inner` from innerAt, with crcOut[k] (when given) set to their BODYCRC from the same
+// pass: a read's records without their bodies, and the bodies, in one call with one row each.
+// Every argument is checked before anything is written: a TypeError for a wrong type, a RangeError
+// for a count past the arrays, a range outside src or an inner range outside its range, a
+// position that is not a non-negative integer, bytes that do not fit a destination, or a
+// destination overlapping src.
+napi_value SplitCopyCrc(napi_env env, napi_callback_info info);
 
 // prefetchRanges(src: Uint8Array, ranges: Float64Array, count: number)
 // Asks the CPU to load the cache lines of src[ranges[2k], ranges[2k] + ranges[2k+1]) for k < count,

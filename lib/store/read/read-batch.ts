@@ -36,22 +36,14 @@ import { ReadBytes, StoredMessage } from './stored-message.js'
 const EMPTY = Buffer.alloc(0)
 const INITIAL_RECORDS = 32
 /**
- * Entries per record in copyCrcRanges' table: two rows of six. The first copies the fields before
- * the body (start, length, place in the private buffer) and the body (start, length, place in the
- * bodies, with its CRC); the second the fields after the body, right behind the first part, with
- * an empty body part (its CRC, 0, is not looked at).
+ * Entries per record in splitCopyCrc's table: the record's start and length in the source, and its
+ * body's start and length (the inner range: it goes to the bodies, with its CRC; the fields before
+ * and after it go end to end into the private buffer).
  */
-const ROW = 12
-const ROW_HEAD_LENGTH = 1
-const ROW_RECORD_TO = 2
-const ROW_BODY_AT = 3
-const ROW_BODY_LENGTH = 4
-const ROW_BODY_TO = 5
-const ROW_TAIL_AT = 6
-const ROW_TAIL_LENGTH = 7
-const ROW_TAIL_TO = 8
-/** Table rows (and CRCs out) per record. */
-const ROWS_PER_RECORD = 2
+const ROW = 4
+const ROW_LENGTH = 1
+const ROW_BODY_AT = 2
+const ROW_BODY_LENGTH = 3
 /**
  * The private copies of records are cut from slabs of this size, so a read allocates one buffer
  * (its bodies) rather than two: an ArrayBuffer costs more than reading a record. A message kept
@@ -87,12 +79,12 @@ export class ReadBatch {
   source: Buffer = EMPTY
   private sourceAt = 0
   private taken = 0
-  // Copying mode, per record queued (k < queued): its rows of copyCrcRanges' table (see ROW), the
-  // body's stored CRC, and (two per record) the CRCs computed.
+  // Copying mode, per record queued (k < queued): its row of splitCopyCrc's table (see ROW), the
+  // body's stored CRC, and the CRC computed.
   private queued = 0
   private table = new Float64Array(ROW * INITIAL_RECORDS)
   private expected = new Int32Array(INITIAL_RECORDS)
-  private actual = new Int32Array(ROWS_PER_RECORD * INITIAL_RECORDS)
+  private actual = new Int32Array(INITIAL_RECORDS)
   private recordBytes = 0
   private bodyBytes = 0
   /** The source of each run of queued records, and where the run ends (reads rarely span two files). */
@@ -169,27 +161,15 @@ export class ReadBatch {
     }
     const fields = this.fields
     const at = this.sourceAt
-    const bodyAt = fields.bodyAt
     const bodyLength = fields.bodyLength
-    const headLength = bodyAt - at
-    const tailLength = fields.totalSize - headLength - bodyLength
-    const recordTo = this.recordBytes
     const row = this.table
     const r = ROW * k
     row[r] = at
-    row[r + ROW_HEAD_LENGTH] = headLength
-    row[r + ROW_RECORD_TO] = recordTo
-    row[r + ROW_BODY_AT] = bodyAt
+    row[r + ROW_LENGTH] = fields.totalSize
+    row[r + ROW_BODY_AT] = fields.bodyAt
     row[r + ROW_BODY_LENGTH] = bodyLength
-    row[r + ROW_BODY_TO] = this.bodyBytes
-    row[r + ROW_TAIL_AT] = bodyAt + bodyLength
-    row[r + ROW_TAIL_LENGTH] = tailLength
-    row[r + ROW_TAIL_TO] = recordTo + headLength
-    row[r + 9] = 0
-    row[r + 10] = 0
-    row[r + 11] = 0
     this.expected[k] = reader.views.of(source).getInt32(at + OFFSET_BODYCRC)
-    this.recordBytes = recordTo + headLength + tailLength
+    this.recordBytes += fields.totalSize - bodyLength
     this.bodyBytes += bodyLength
     this.queued = k + 1
   }
@@ -207,7 +187,7 @@ export class ReadBatch {
     expected.set(this.expected)
     this.table = table
     this.expected = expected
-    this.actual = new Int32Array(ROWS_PER_RECORD * n)
+    this.actual = new Int32Array(n)
   }
 
   private takeView(reader: CommitLogReader, at: number): void {
@@ -257,20 +237,29 @@ export class ReadBatch {
     const base = this.reserveRecords(this.recordBytes)
     const records = this.slab
     const table = this.table
-    if (base > 0) {
-      for (let k = 0; k < count; k++) {
-        table[ROW * k + ROW_RECORD_TO] += base
-        table[ROW * k + ROW_TAIL_TO] += base
-      }
-    }
     const crcs = this.verify ? this.actual : null
     const runs = this.runCount
     if (runs === 1) {
-      this.copyRun(this.sources[0], 0, count, records, bodies, crcs)
+      native.splitCopyCrc(this.sources[0], table, count, records, base, bodies, 0, crcs)
     } else {
+      let recordTo = base
+      let bodyTo = 0
       for (let r = 0, first = 0; r < runs; r++) {
         const end = r < runs - 1 ? this.runEnds[r] : count
-        this.copyRun(this.sources[r], first, end, records, bodies, crcs)
+        native.splitCopyCrc(
+          this.sources[r],
+          table.subarray(ROW * first),
+          end - first,
+          records,
+          recordTo,
+          bodies,
+          bodyTo,
+          crcs === null ? null : crcs.subarray(first),
+        )
+        for (let k = first; k < end; k++) {
+          recordTo += table[ROW * k + ROW_LENGTH] - table[ROW * k + ROW_BODY_LENGTH]
+          bodyTo += table[ROW * k + ROW_BODY_LENGTH]
+        }
         first = end
       }
     }
@@ -281,22 +270,28 @@ export class ReadBatch {
     const messages: MessageExt[] = new Array(Math.min(count, limit))
     let n = 0
     let served = 0
+    // Where each record's copy and body start: the copies lie end to end, as splitCopyCrc wrote them.
+    let recordAt = base
+    let bodyAt = 0
     for (let k = 0; k < count; k++) {
       const r = ROW * k
-      const bodyAt = table[r + ROW_BODY_TO]
+      const length = table[r + ROW_LENGTH]
       const bodyLength = table[r + ROW_BODY_LENGTH]
-      const recordAt = table[r + ROW_RECORD_TO]
-      if (crcs !== null && actual[ROWS_PER_RECORD * k] !== expected[k]) {
-        badBodies.push(getInt64(bytes.dv, recordAt + OFFSET_PHYSICALOFFSET))
-        bodies.fill(0, bodyAt, bodyAt + bodyLength)
+      const at = recordAt
+      const bodyFrom = bodyAt
+      recordAt += length - bodyLength
+      bodyAt += bodyLength
+      if (crcs !== null && actual[k] !== expected[k]) {
+        badBodies.push(getInt64(bytes.dv, at + OFFSET_PHYSICALOFFSET))
+        bodies.fill(0, bodyFrom, bodyFrom + bodyLength)
         continue
       }
       if (n >= limit) {
-        bodies.fill(0, bodyAt, bodyAt + bodyLength)
+        bodies.fill(0, bodyFrom, bodyFrom + bodyLength)
         continue
       }
-      messages[n++] = new StoredMessage(bytes, recordAt, bodyAt, bodyLength)
-      served += table[r + ROW_HEAD_LENGTH] + bodyLength + table[r + ROW_TAIL_LENGTH]
+      messages[n++] = new StoredMessage(bytes, at, bodyFrom, bodyLength)
+      served += length
     }
     if (n < messages.length) messages.length = n
     return this.done(messages, served)
@@ -312,17 +307,6 @@ export class ReadBatch {
     const at = this.slabUsed
     this.slabUsed = at + size
     return at
-  }
-
-  /** Copies queued records [first, end), all from `source`, and their bodies, in one native call. */
-  private copyRun(source: Buffer, first: number, end: number, records: Buffer, bodies: Buffer, crcs: Int32Array | null): void {
-    const rowCount = ROWS_PER_RECORD * (end - first)
-    if (first === 0) {
-      native.copyCrcRanges(source, this.table, rowCount, records, bodies, crcs)
-      return
-    }
-    const rows = this.table.subarray(ROW * first)
-    native.copyCrcRanges(source, rows, rowCount, records, bodies, crcs === null ? null : crcs.subarray(ROWS_PER_RECORD * first))
   }
 
   private done(messages: MessageExt[], bytes: number): BatchOutcome {
