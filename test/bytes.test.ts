@@ -1,9 +1,10 @@
 // The shared byte helpers: longs as numbers (checked against BigInt's encoding), Java's string
-// hash and its continuation, and the per-owner DataView cache.
+// hash and its continuation, the per-owner DataView cache, and the Buffer view constructor.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
 import {
+  BufferView,
   continueJavaBytesHash,
   continueJavaStringHash,
   DataViewCache,
@@ -78,5 +79,23 @@ describe('DataViewCache', () => {
     const again = cache.of(b)
     expect(again).not.toBe(viewB)
     expect(again.byteLength).toBe(16)
+  })
+})
+
+describe('BufferView', () => {
+  it("makes Buffers that view the ArrayBuffer (no copy), with Buffer.from's prototype, offset and length", () => {
+    const bytes = new ArrayBuffer(16)
+    const view = new BufferView(bytes, 4, 8)
+    const from = Buffer.from(bytes, 4, 8)
+    expect(Buffer.isBuffer(view)).toBe(true)
+    expect(Object.getPrototypeOf(view)).toBe(Object.getPrototypeOf(from))
+    expect([view.buffer === bytes, view.byteOffset, view.length]).toEqual([true, 4, 8])
+    new Uint8Array(bytes)[5] = 0x41
+    expect(view[1]).toBe(0x41)
+    view.write('zz', 2)
+    expect(from.toString('latin1', 2, 4)).toBe('zz')
+    // Buffer methods work on it as on any Buffer, subarray included (which makes a Buffer too).
+    expect(Buffer.isBuffer(view.subarray(1, 3))).toBe(true)
+    expect(view.readUInt8(1)).toBe(0x41)
   })
 })
