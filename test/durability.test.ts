@@ -13,6 +13,7 @@ import { MappedFile } from '../lib/store/mapped/mapped-file.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { repoRoot, tempDir } from './helpers/tmp.js'
 import { wrapMapHandle } from './helpers/map-handle.js'
+import { interposeFdatasync } from './helpers/fdatasync.js'
 import { mountTmpfs, tmpfs, unmountTmpfs } from './helpers/tmpfs.js'
 
 let dir: string
@@ -29,8 +30,9 @@ function eio(syscall: string): NodeJS.ErrnoException {
 }
 
 /**
- * Interposes on map() at the binding boundary: every handle's sync and syncAsync fail with EIO
- * while `failures` > 0 (one failure per call), as a writeback error is reported once by the kernel.
+ * Interposes on map() at the binding boundary and on fdatasync (SYNC_FLUSH's staged commit log
+ * syncs with it): every handle's sync and syncAsync, and every fdatasync, fail with EIO while
+ * `failures` > 0 (one failure per call), as a writeback error is reported once by the kernel.
  */
 function injectSyncErrors(): { fail(count: number): void; restore(): void } {
   let failures = 0
@@ -47,14 +49,24 @@ function injectSyncErrors(): { fail(count: number): void; restore(): void } {
       },
       syncAsync: (offset, length) => (failing() ? Promise.reject(eio('msync')) : handle.syncAsync(offset, length)),
     })
-  const restore = interposeNativeForTesting((original) => ({
+  const restoreNative = interposeNativeForTesting((original) => ({
     map: (fd, length, writable) => wrap(original.map(fd, length, writable)),
   }))
+  const restoreFs = interposeFdatasync({
+    async: (fd, callback, original) => (failing() ? queueMicrotask(() => callback(eio('fdatasync'))) : original(fd, callback)),
+    sync: (fd, original) => {
+      if (failing()) throw eio('fdatasync')
+      original(fd)
+    },
+  })
   return {
     fail(count) {
       failures = count
     },
-    restore,
+    restore() {
+      restoreFs()
+      restoreNative()
+    },
   }
 }
 

@@ -12,7 +12,7 @@
 // (with POWERCUT_MODE) replays one schedule with its full log and keeps its directories, every
 // cut image also as the cut left it; POWERCUT_SURVEY=1 runs SCHEDULES seeds from POWERCUT_SEED in
 // both modes and tallies the failures by kind; POWERCUT_BREAK_MSYNC=1 runs every schedule against
-// a store whose msync does nothing (the run fails); POWERCUT_STRICT=1 fails on known open issues
+// a store whose data syncs do nothing (the run fails); POWERCUT_STRICT=1 fails on known open issues
 // too (KNOWN_OPEN in the simulator). `npm run soak` runs a long schedule first.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
@@ -28,7 +28,7 @@ import { tempDir } from './helpers/tmp.js'
 // became steps (each step costs more now: more files to cut and recover).
 const SCHEDULES = Math.max(1, Number(process.env.POWERCUT_SCHEDULES ?? 8) || 8)
 const STEPS = Math.max(1, Number(process.env.POWERCUT_STEPS ?? 60) || 60)
-/** POWERCUT_BREAK_MSYNC=1: every schedule runs with msync a no-op (the run must then fail). */
+/** POWERCUT_BREAK_MSYNC=1: every schedule runs with data syncs (msync, fdatasync) no-ops (the run must then fail). */
 const BREAK_MSYNC = process.env.POWERCUT_BREAK_MSYNC !== undefined && process.env.POWERCUT_BREAK_MSYNC !== ''
 // npm test runs one fixed seed, so that the rare open cases (counted in KNOWN_OPEN, and those the
 // long runs still find) cannot turn a run red at random; POWERCUT_SEED=random, or `npm run soak`,
@@ -101,7 +101,7 @@ describe.skipIf(process.platform !== 'linux')(
               flushMode,
               steps: STEPS,
               dir,
-              disableMsync: BREAK_MSYNC,
+              disableDataSyncs: BREAK_MSYNC,
               advance: (ms) => vi.advanceTimersByTimeAsync(ms),
               jump,
             })
@@ -160,7 +160,7 @@ describe.skipIf(process.platform !== 'linux')(
               flushMode,
               steps: STEPS,
               dir,
-              disableMsync: BREAK_MSYNC,
+              disableDataSyncs: BREAK_MSYNC,
               advance: (ms) => vi.advanceTimersByTimeAsync(ms),
               jump,
             })
@@ -303,7 +303,7 @@ describe.skipIf(process.platform !== 'linux')(
       }
     })
 
-    it('the same schedules catch a store whose msync does nothing (SYNC_FLUSH: acknowledged puts are lost)', async () => {
+    it('the same schedules catch a store whose data syncs do nothing (SYNC_FLUSH: acknowledged puts are lost)', async () => {
       const lost: string[] = []
       for (let i = 0; i < 8 && lost.length === 0; i++) {
         const dir = join(root, `broken-${i}`)
@@ -313,7 +313,7 @@ describe.skipIf(process.platform !== 'linux')(
           flushMode: 'SYNC_FLUSH',
           steps: STEPS,
           dir,
-          disableMsync: true,
+          disableDataSyncs: true,
           advance: (ms) => vi.advanceTimersByTimeAsync(ms),
           jump,
         })

@@ -23,7 +23,7 @@ afterEach(() => {
   fs.rmSync(root, { recursive: true, force: true })
 })
 
-function arm(mode: 'power-loss' | 'lose-unsynced' | 'keep-page-cache', extra: { disableMsync?: boolean } = {}): PowerLossDisk {
+function arm(mode: 'power-loss' | 'lose-unsynced' | 'keep-page-cache', extra: { disableDataSyncs?: boolean } = {}): PowerLossDisk {
   disk = new PowerLossDisk({ root: store, seed: 7, imageRoot: join(root, 'images'), mode, ...extra }).arm()
   return disk
 }
@@ -199,8 +199,8 @@ describe.skipIf(process.platform !== 'linux')(
       }
     })
 
-    it('with msync disabled, an acknowledged SYNC_FLUSH put is lost to a power cut (the model catches a store that does not sync)', async () => {
-      const d = arm('lose-unsynced', { disableMsync: true })
+    it('with data syncs disabled, an acknowledged SYNC_FLUSH put is lost to a power cut (the model catches a store that does not sync)', async () => {
+      const d = arm('lose-unsynced', { disableDataSyncs: true })
       const s = await MessageStore.open(store, { flushDiskType: 'SYNC_FLUSH' })
       const put = await s.putMessage({ topic: 't', queueId: 0, body: 'lost', keys: 'k1' })
       expect(put.status).toBe('PUT_OK')

@@ -108,7 +108,7 @@ describe('docs that match', () => {
     expectTypeOf<'NO_MATCHED_LOGIC_QUEUE'>().toMatchTypeOf<GetMessageStatus>()
     expectTypeOf<'CREATE_MAPEDFILE_FAILED'>().toMatchTypeOf<PutMessageStatus>()
     const get = unionMembers(fs.readFileSync(`${repoRoot}lib/store/types.ts`, 'utf8'), 'GetMessageStatus')
-    const put = unionMembers(fs.readFileSync(`${repoRoot}lib/store/commitlog/commit-log.ts`, 'utf8'), 'PutMessageStatus')
+    const put = unionMembers(fs.readFileSync(`${repoRoot}lib/store/commitlog/put-message-result.ts`, 'utf8'), 'PutMessageStatus')
     expect(get).toHaveLength(9)
     expect(put).toHaveLength(10)
     const doc = apiDoc()

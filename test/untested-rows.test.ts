@@ -7,10 +7,9 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { interposeNativeForTesting } from '../lib/native.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
-import { wrapMapHandle } from './helpers/map-handle.js'
+import { interposeFdatasync } from './helpers/fdatasync.js'
 import { PowerLossDisk } from './helpers/power-loss.js'
 import { tempDir } from './helpers/tmp.js'
 
@@ -59,17 +58,11 @@ describe('put statuses', () => {
     const pending: (() => void)[] = []
     let stall = true
     restores.push(
-      interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
-          // A disk that stops answering: an async msync completes only when the test lets it.
-          const syncAsync = (offset: number, len: number): Promise<void> =>
-            stall
-              ? new Promise<void>((resolve) => pending.push(() => void handle.syncAsync(offset, len).then(resolve)))
-              : handle.syncAsync(offset, len)
-          return wrapMapHandle(handle, { syncAsync })
-        },
-      })),
+      // A disk that stops answering: the group commit's fdatasync (SYNC_FLUSH stages the commit
+      // log, write-stage.ts) completes only when the test lets it.
+      interposeFdatasync({
+        async: (fd, callback, original) => (stall ? pending.push(() => original(fd, callback)) : original(fd, callback)),
+      }),
     )
     const store = await open({ flushDiskType: 'SYNC_FLUSH', syncFlushTimeout: 50 })
     const r = await store.putMessage({ topic: 't', queueId: 0, body: 'slow disk', keys: 'k' })

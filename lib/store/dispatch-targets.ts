@@ -105,23 +105,30 @@ export class AppendedRequests {
    * tagsCode is a delivery time that only the record parser computes. Valid until the next call.
    */
   of(record: PreparedRecord, result: PutMessageResult): DispatchRequest | null {
-    if (record.topic === SCHEDULE_TOPIC) return null
-    const request = this.request
-    request.size = result.wroteBytes
-    request.topic = record.topic
-    request.queueId = record.queueId
-    request.queueOffset = result.queueOffset
-    request.commitLogOffset = result.wroteOffset
-    request.sysFlag = record.sysFlag
-    request.bornTimestamp = record.bornTimestamp
-    request.storeTimestamp = result.storeTimestamp
-    request.preparedTransactionOffset = record.preparedTransactionOffset
-    request.tagsCode = tagsCodeOf(record.tags)
-    request.keys = record.keys
-    request.uniqKey = record.uniqKey
-    request.bodyCRC = record.bodyCRC
-    return request
+    return record.topic === SCHEDULE_TOPIC ? null : fillRequest(this.request, record, result)
   }
+
+  /** The same in a new object, kept until its record is written (SYNC_FLUSH's write stage). */
+  copyOf(record: PreparedRecord, result: PutMessageResult): DispatchRequest | null {
+    return record.topic === SCHEDULE_TOPIC ? null : fillRequest(blankDispatchRequest(), record, result)
+  }
+}
+
+function fillRequest(request: DispatchRequest, record: PreparedRecord, result: PutMessageResult): DispatchRequest {
+  request.size = result.wroteBytes
+  request.topic = record.topic
+  request.queueId = record.queueId
+  request.queueOffset = result.queueOffset
+  request.commitLogOffset = result.wroteOffset
+  request.sysFlag = record.sysFlag
+  request.bornTimestamp = record.bornTimestamp
+  request.storeTimestamp = result.storeTimestamp
+  request.preparedTransactionOffset = record.preparedTransactionOffset
+  request.tagsCode = tagsCodeOf(record.tags)
+  request.keys = record.keys
+  request.uniqKey = record.uniqKey
+  request.bodyCRC = record.bodyCRC
+  return request
 }
 
 /**

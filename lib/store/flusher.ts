@@ -21,11 +21,26 @@ import type { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
 import type { StoreCheckpoint } from './store-checkpoint.js'
 
-interface FlushRequest {
-  nextOffset: number
-  deadline: number
-  settle: (status: PutMessageStatus) => void
-  settled: boolean
+/** Told once whether the commit log was flushed up to the offset it waited for. */
+export interface FlushWaiter {
+  flushed(status: PutMessageStatus): void
+}
+
+/** A waiter for the commit log to be flushed up to `nextOffset`; settled once. */
+class FlushRequest {
+  settled = false
+
+  constructor(
+    readonly nextOffset: number,
+    readonly deadline: number,
+    private readonly waiter: FlushWaiter,
+  ) {}
+
+  settle(status: PutMessageStatus): void {
+    if (this.settled) return
+    this.settled = true
+    this.waiter.flushed(status)
+  }
 }
 
 /** SYNC_FLUSH: how often bytes no put waits for are flushed (RocketMQ's group commit idle wait). */
@@ -170,23 +185,21 @@ export class CommitLogFlusher {
 
   /** SYNC_FLUSH: resolves once the commit log is flushed up to `nextOffset`, or times out. */
   awaitFlush(nextOffset: number): Promise<PutMessageStatus> {
-    if (this.commitLog.mappedFileQueue.flushedWhere >= nextOffset) return Promise.resolve('PUT_OK')
-    if (this.failure !== null) return Promise.resolve('FLUSH_DISK_TIMEOUT')
-    return new Promise((resolve) => {
-      const request: FlushRequest = {
-        nextOffset,
-        deadline: Date.now() + this.config.syncFlushTimeout,
-        settled: false,
-        settle: (status) => {
-          if (request.settled) return
-          request.settled = true
-          resolve(status)
-        },
-      }
-      this.requests.push(request)
-      this.armDeadlineWatcher()
-      if (this.groupRunning === null) this.groupRunning = this.runGroupCommits()
-    })
+    return new Promise((resolve) => this.waitFlush(nextOffset, { flushed: resolve }))
+  }
+
+  /**
+   * SYNC_FLUSH: tells `waiter` once the commit log is flushed up to `nextOffset`, or at its
+   * deadline. No promise of its own: a put waiting for a flush pays for one object here.
+   */
+  waitFlush(nextOffset: number, waiter: FlushWaiter): void {
+    if (this.commitLog.mappedFileQueue.flushedWhere >= nextOffset || this.failure !== null) {
+      waiter.flushed(this.failure === null ? 'PUT_OK' : 'FLUSH_DISK_TIMEOUT')
+      return
+    }
+    this.requests.push(new FlushRequest(nextOffset, Date.now() + this.config.syncFlushTimeout, waiter))
+    this.armDeadlineWatcher()
+    if (this.groupRunning === null) this.groupRunning = this.runGroupCommits()
   }
 
   /** SYNC_FLUSH with no group commit running: a group commit for what was appended unwaited. */
@@ -217,11 +230,13 @@ export class CommitLogFlusher {
         for (const request of this.inFlight) if (request.nextOffset > target) target = request.nextOffset
         let error: unknown = null
         try {
-          // One flush covers one file; a batch that crossed into later files needs one per file.
-          // Stop when a flush moves nothing (the data is not there, or the sync failed).
-          while (queue.flushedWhere < target) {
-            if (await queue.flushAsync(0)) break
-          }
+          // Staged appends (write-stage.ts) go into the file first, readable from then on, and are
+          // dispatched while the sync runs (a put that filled the stage wrote part of them already).
+          const staged = this.commitLog.staged
+          if (staged) this.commitLog.commitStaged()
+          const flushing = this.flushUpTo(target)
+          if (staged) this.dispatchCommitted()
+          await flushing
         } catch (e) {
           error = e
         }
@@ -234,6 +249,27 @@ export class CommitLogFlusher {
       }
     } finally {
       this.groupRunning = null
+    }
+  }
+
+  /**
+   * Flushes the commit log up to `target`. One flush covers one file; a batch that crossed into
+   * later files needs one per file. Stops when a flush moves nothing (the data is not there, or
+   * the sync failed).
+   */
+  private async flushUpTo(target: number): Promise<void> {
+    const queue = this.commitLog.mappedFileQueue
+    while (queue.flushedWhere < target) {
+      if (await queue.flushAsync(0)) break
+    }
+  }
+
+  /** onCommitted, whose failure must not abandon the sync it runs beside. */
+  private dispatchCommitted(): void {
+    try {
+      this.onCommitted()
+    } catch (error) {
+      this.onError('dispatch', error)
     }
   }
 

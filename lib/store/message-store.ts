@@ -4,15 +4,20 @@
 import { resolve } from 'node:path'
 import { MQStoreError } from '../errors.js'
 import type { CleanupPass, CleanupPlan } from './cleanup/cleanup-service.js'
-import { PutMessageResult } from './commitlog/commit-log.js'
-import { BODY_CRC_AFTER_WRITE, isPrepareFailure, type PrepareFailure, type PreparedRecord, validateTopic } from './commitlog/record.js'
+import { type CommitLog, PutMessageResult } from './commitlog/commit-log.js'
+import {
+  BODY_CRC_AFTER_WRITE,
+  type DispatchRequest,
+  isPrepareFailure,
+  type PrepareFailure,
+  type PreparedRecord,
+  validateTopic,
+} from './commitlog/record.js'
 import { RecordSlots } from './commitlog/record-slots.js'
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
-import { markUnflushed } from './flusher.js'
 import type { BrokerRole } from './ha/ha-options.js'
 import { type SetBrokerRoleOptions, setBrokerRole } from './ha/ha-role-change.js'
-import { markUnreplicated } from './ha/ha-service.js'
 import type { CompactReport, SetTopicConfigOptions, TopicConfig, TopicConfigInput } from './compaction/compacted-topics.js'
 import {
   buildRecord,
@@ -47,6 +52,7 @@ import type {
   TopicSubscription,
 } from './types.js'
 import { StoreEngine } from './store-engine.js'
+import { type PutTally, waitForPut } from './put-wait.js'
 import { withoutEviction } from './mapped/mapping-budget.js'
 import { MessageStoreReader, type ReadOnlyOpenOptions } from './sharing/read-only-store.js'
 
@@ -54,14 +60,9 @@ export * from './types.js'
 export { MessageStoreReader }
 export type { ReadOnlyOpenOptions, ReaderStats } from './sharing/read-only-store.js'
 
-/** What one put appended (see MessageStore.appendAll). */
-interface PutTally {
-  appended: number
-  bytes: number
-  lastEnd: number
-  waitForFlush: boolean
-  /** Some record was left to the dispatcher's pass over the log (not dispatched from what the put knew). */
-  leftToDispatch: boolean
+/** Keeps a staged record's request (null: the schedule topic's, left to the dispatcher's pass). */
+function stageRequest(commitLog: CommitLog, request: DispatchRequest | null): void {
+  if (request !== null) commitLog.stageRequest(request, commitLog.lastBlankOffset)
 }
 
 /** Records a put appends, completes and dispatches at a time (a batch's records stay in the cache). */
@@ -136,65 +137,90 @@ export class MessageStore implements AsyncDisposable {
   // ---- put ----------------------------------------------------------------------------------
 
   /** Appends one message. With SYNC_FLUSH, resolves once it is on disk (or FLUSH_DISK_TIMEOUT). */
-  async putMessage(message: Message): Promise<PutMessageResult> {
-    const [result] = await this.putMessages([message])
-    return result
+  putMessage(message: Message): Promise<PutMessageResult> {
+    return this.put([message], true) as Promise<PutMessageResult>
   }
 
   /**
    * Appends many messages in one go (one append pass, one dispatch, one flush wait). Each gets its
    * own result; an illegal message fails alone.
    */
-  async putMessages(given: readonly Message[]): Promise<PutMessageResult[]> {
-    if (!Array.isArray(given)) throw new TypeError('messages must be an array')
-    // Messages without a queueId get one from their topic: by key hash, else round robin.
-    const messages = given.map((message) => this.e.router.route(message))
-    // A message with a delay level is parked in the schedule topic (schedule/delay-levels.ts).
-    const refusals = this.e.schedule.rewrite(messages)
-    const began = Date.now()
-    const unavailable = this.e.checkWritable()
-    if (unavailable !== null) return messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
-    const results: PutMessageResult[] = new Array(messages.length)
-    for (let i = 0; i < messages.length; i++) checkMessageShape(messages[i])
-    const { appended, bytes, lastEnd, waitForFlush, leftToDispatch } = this.appendAll(messages, results, refusals, began)
-    if (appended > 0 && this.e.config.flushDiskType === 'ASYNC_FLUSH') {
-      this.e.commitLog.writeBackBehind()
-      this.e.queues.writeBackBehind(appended)
-    }
-    if (appended > 0) {
-      // Records the put could not dispatch itself (the schedule topic's, say) are readable now
-      // without a write buffer: dispatched here, so that a wait for a new queue's file is known.
-      if (leftToDispatch && this.e.pool === null) this.e.dispatcher.doReput()
-      // Most puts dispatch their own records: a pass (a microtask per put) only for what is left.
-      if (this.e.dispatcher.behindBytes() > 0) this.e.dispatcher.schedule()
-      if (this.e.config.flushDiskType === 'SYNC_FLUSH' && waitForFlush) {
-        const status = await this.e.flusher.awaitFlush(lastEnd)
-        if (status !== 'PUT_OK') {
-          const failedSync = this.e.flags.list().find((flag) => flag.name === 'NOT_WRITEABLE')?.reason ?? null
-          markUnflushed(results, status, this.e.config.syncFlushTimeout, failedSync)
-        }
-      } else {
-        this.e.flusher.wakeup()
-      }
-      this.e.ha.notifyAppended()
-      // SYNC_MASTER: one wait for the batch's end, once it is flushed as flushDiskType says.
-      if (this.e.ha.role === 'SYNC_MASTER' && waitForFlush) {
-        const status = await this.e.ha.awaitSlave(lastEnd)
-        if (status !== 'PUT_OK') markUnreplicated(results, status, this.e.config.syncFlushTimeout)
-      }
-      this.e.statsService.recordPut(appended, bytes, Date.now() - began)
-    }
-    // Dispatch waits for a new queue's first file, made off the JS thread: the put resolves once
-    // its records are dispatched, so that the next read sees them.
-    if (this.e.dispatcher.waiting !== null) await this.e.dispatcher.settle()
-    return results
+  putMessages(given: readonly Message[]): Promise<PutMessageResult[]> {
+    if (!Array.isArray(given)) return Promise.reject(new TypeError('messages must be an array'))
+    return this.put(given, false) as Promise<PutMessageResult[]>
   }
 
   /**
-   * The put's synchronous part, out of the async function so that the JIT optimises it as a plain
-   * function. Records are built (and so validated, each failing alone) a slice at a time, so that
-   * only a slice of them is alive at once; their body CRCs are computed on the written bytes, a
-   * slice in one native call (CommitLog.finishAppends). The shapes were checked before: a
+   * The put path, resolving with the first result (`single`) or all of them. Not an async function:
+   * a put that waits for nothing (ASYNC_FLUSH) resolves without one, and one that waits (a flush, a
+   * slave) pays a single async frame for the wait, since a put's own allocations are most of what
+   * a stream of single puts gives the garbage collector. What throws still becomes a rejection.
+   */
+  private put(given: readonly Message[], single: boolean): Promise<PutMessageResult | PutMessageResult[]> {
+    let results: PutMessageResult[]
+    let tally: PutTally
+    let began: number
+    try {
+      // Messages without a queueId get one from their topic: by key hash, else round robin.
+      const messages = this.routeAll(given)
+      // A message with a delay level is parked in the schedule topic (schedule/delay-levels.ts).
+      const refusals = this.e.schedule.rewrite(messages)
+      began = Date.now()
+      const unavailable = this.e.checkWritable()
+      if (unavailable !== null) {
+        results = messages.map(() => PutMessageResult.failed('SERVICE_NOT_AVAILABLE', unavailable))
+        return Promise.resolve(single ? results[0] : results)
+      }
+      results = new Array(messages.length)
+      for (let i = 0; i < messages.length; i++) checkMessageShape(messages[i])
+      tally = this.appendAll(messages, results, refusals, began)
+      if (tally.appended > 0) {
+        if (this.e.config.flushDiskType === 'ASYNC_FLUSH') {
+          this.e.commitLog.writeBackBehind()
+          this.e.queues.writeBackBehind(tally.appended)
+        }
+        // Records the put could not dispatch itself (the schedule topic's, say) are readable now
+        // without a write buffer: dispatched here, so that a wait for a new queue's file is known.
+        if (tally.leftToDispatch && this.e.pool === null && !this.e.commitLog.staged) this.e.dispatcher.doReput()
+        // Most puts dispatch their own records: a pass (a microtask per put) only for what is left.
+        if (this.e.dispatcher.behindBytes() > 0) this.e.dispatcher.schedule()
+        const waits = tally.waitForFlush && (this.e.config.flushDiskType === 'SYNC_FLUSH' || this.e.ha.role === 'SYNC_MASTER')
+        if (waits) return waitForPut(this.e, results, tally, began, single)
+        // Staged records that no group commit waits for are written into the file now (readable).
+        if (this.e.commitLog.staged) {
+          this.e.commitLog.commitStaged()
+          this.e.dispatchStaged()
+        }
+        this.e.flusher.wakeup()
+        this.e.ha.notifyAppended()
+        this.e.statsService.recordPut(tally.appended, tally.bytes, Date.now() - began)
+      }
+      // Dispatch waits for a new queue's first file: the put resolves once its records are
+      // dispatched, so that the next read sees them.
+      if (this.e.dispatcher.waiting !== null) return this.settleDispatch(results, single)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return Promise.resolve(single ? results[0] : results)
+  }
+
+  /** Messages routed to their queues (TopicRouter.route), in a new array the put may rewrite. */
+  private routeAll(given: readonly Message[]): Message[] {
+    const router = this.e.router
+    const messages: Message[] = new Array(given.length)
+    for (let i = 0; i < given.length; i++) messages[i] = router.route(given[i])
+    return messages
+  }
+
+  private async settleDispatch(results: PutMessageResult[], single: boolean): Promise<PutMessageResult | PutMessageResult[]> {
+    await this.e.dispatcher.settle()
+    return single ? results[0] : results
+  }
+
+  /**
+   * The put's appends, apart from the waits. Records are built (and so validated, each failing
+   * alone) a slice at a time, so that only a slice of them is alive at once; their body CRCs are
+   * computed on the written bytes, a slice in one native call (CommitLog.finishAppends). The shapes were checked before: a
    * TypeError for one message must not leave the earlier ones stored behind the caller's back.
    * `now` (the put's start) is every record's store time.
    */
@@ -213,7 +239,8 @@ export class MessageStore implements AsyncDisposable {
     // from what we know here instead of being parsed back out of the commit log; the first that
     // cannot be leaves the rest to the dispatcher's next pass. Slices of the batch are appended,
     // completed (body CRCs) and dispatched in turn, while their records are still in the cache.
-    let directDispatch = this.e.pool === null
+    const staged = commitLog.staged
+    let directDispatch = this.e.pool === null && !staged
     const slots = this.recordSlots
     this.recordSlots = null
     try {
@@ -250,6 +277,8 @@ export class MessageStore implements AsyncDisposable {
           if (result.wroteBytes <= 0) continue
           const record = records[i - from] as PreparedRecord
           if (directDispatch) directDispatch = this.dispatchAppended(record, result)
+          // Staged (SYNC_FLUSH): dispatched from what the put knew once a commit writes it.
+          else if (staged) stageRequest(commitLog, this.appendedRequests.copyOf(record, result))
           // Dispatch waits for a new queue's first file: the next new queues start making theirs.
           else if (this.e.dispatcher.waiting !== null) this.e.targets.prepareAhead(record, result.queueOffset)
         }

@@ -32,6 +32,9 @@ export class ServiceLoop {
       this.wakeupPending = true
       return
     }
+    // A timer already due runs the task soon: a stream of puts each waking the loop would
+    // otherwise replace it with a new one per put.
+    if (this.timer !== null && this.dueAt <= performance.now()) return
     this.schedule(0)
   }
 

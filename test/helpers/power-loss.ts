@@ -115,10 +115,11 @@ export interface PowerLossOptions {
    */
   mode?: 'power-loss' | 'lose-unsynced' | 'keep-page-cache'
   /**
-   * Break the store on purpose: its msync calls do nothing (neither the real msync nor a
-   * durable record). Used to show that the power-cut tests catch a store that never syncs.
+   * Break the store on purpose: its data syncs (msync, and fdatasync, which SYNC_FLUSH's staged
+   * commit log uses) do nothing, neither the real call nor a durable record. Used to show that the
+   * power-cut tests catch a store that never syncs.
    */
-  disableMsync?: boolean
+  disableDataSyncs?: boolean
   /** Called synchronously at the cut, before the store runs on (to read what it claimed then). */
   onCut?: (cut: PowerCut) => void
   /**
@@ -371,7 +372,7 @@ export class PowerLossDisk {
       id = null
     }
     const msync = (offset: number, length: number): void => {
-      if (disk.options.disableMsync === true) return
+      if (disk.options.disableDataSyncs === true) return
       handle.sync(offset, length)
       if (id !== null) disk.syncRange(id, handle.length, handle.buffer, offset, length)
     }
@@ -383,7 +384,7 @@ export class PowerLossDisk {
         try {
           disk.around(`async msync ${path}`, () => msync(offset, length))
           // The write after a sync (index-durable.ts's mark): a plain write, durable only if synced.
-          if (fd !== undefined && bytes !== undefined && disk.options.disableMsync !== true)
+          if (fd !== undefined && bytes !== undefined && disk.options.disableDataSyncs !== true)
             fs.writeSync(fd, bytes, 0, bytes.length, position ?? 0)
           return Promise.resolve()
         } catch (error) {
@@ -425,6 +426,7 @@ export class PowerLossDisk {
       },
       fdatasyncSync(fd) {
         return disk.around('fdatasync', () => {
+          if (disk.options.disableDataSyncs === true) return undefined
           const r = orig.fdatasyncSync(fd)
           disk.syncFd(fd as number)
           return r
@@ -439,6 +441,7 @@ export class PowerLossDisk {
       },
       fdatasync(fd, callback) {
         disk.around('fdatasync', () => {
+          if (disk.options.disableDataSyncs === true) return
           orig.fdatasyncSync(fd)
           disk.syncFd(fd as number)
         })

@@ -52,8 +52,8 @@ export interface SimulationOptions {
   jump?: (ms: number) => void
   /** Relative weights of the failure steps (default: power cuts dominate). */
   failures?: { powerCut?: number; crash?: number; cleanReopen?: number; damage?: number; cutInClose?: number }
-  /** Make the store's msync a no-op (to show the oracle catches a store that does not sync). */
-  disableMsync?: boolean
+  /** Make the store's data syncs no-ops (to show the oracle catches a store that does not sync). */
+  disableDataSyncs?: boolean
   /** Keep a copy of every cut image as the cut left it (`<image>-as-cut`), for replays. */
   keepImages?: boolean
 }
@@ -227,7 +227,7 @@ class Simulation implements SimHost {
       seed: (this.o.seed ^ Math.imul(++this.generation, 0x9e3779b1)) >>> 0,
       cutAtEvent,
       imageRoot: join(this.o.dir, `images-${this.generation}`),
-      disableMsync: this.o.disableMsync,
+      disableDataSyncs: this.o.disableDataSyncs,
       onCut: () => {
         // What the store claimed durable when the power went.
         this.flushedAtCut = this.store === null ? -1 : this.store.stats().commitLogFlushedOffset

@@ -3,14 +3,13 @@
 // Appends are synchronous and run on the JavaScript thread, which is what RocketMQ's put lock
 // guarantees: exactly one appender, store timestamps taken in append order, queue offsets assigned
 // densely per (topic, queueId). A record is encoded straight into the mapping (or the transient
-// pool's write buffer); a record that does not fit with 8 bytes to spare closes the file with a
-// blank record and goes to the next file.
+// pool's write buffer, or SYNC_FLUSH's write stage); a record that does not fit with 8 bytes to
+// spare closes the file with a blank record and goes to the next file.
 import { Buffer } from 'node:buffer'
 import { join } from 'node:path'
 
 import {
   checkRecord,
-  createMsgId,
   END_FILE_MIN_BLANK_LENGTH,
   MESSAGE_MAGIC_CODE,
   OFFSET_BODYCRC,
@@ -19,6 +18,7 @@ import {
   storeTimestampOffset,
   writeBlank,
   writeRecord,
+  type DispatchRequest,
   type HostAddress,
   type PreparedRecord,
 } from './record.js'
@@ -31,6 +31,7 @@ import {
   type ScanSource,
 } from './recovery-scan.js'
 import { isQueuedRecord } from './sys-flag.js'
+import { PutMessageResult } from './put-message-result.js'
 import { DataViewCache, readUInt64BE } from '../bytes.js'
 import { WrittenBodyCrcs, type PendingBodyCrc } from './body-crc.js'
 import type { MessageStoreConfig } from '../config.js'
@@ -38,87 +39,14 @@ import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import { readSegmentBytes } from '../mapped/segment-io.js'
+import { WriteStage } from '../mapped/write-stage.js'
 import { ScanMappings } from './scan-mappings.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
 export type { RecoveredRecordHandler, RecoveryDamage, RecoveryOutcome, RecoveryProgress } from './recovery-scan.js'
 
-export type PutMessageStatus =
-  | 'PUT_OK'
-  | 'FLUSH_DISK_TIMEOUT'
-  | 'SERVICE_NOT_AVAILABLE'
-  | 'CREATE_MAPEDFILE_FAILED'
-  | 'MESSAGE_ILLEGAL'
-  | 'PROPERTIES_SIZE_EXCEEDED'
-  | 'OS_PAGECACHE_BUSY'
-  | 'UNKNOWN_ERROR'
-  /** SYNC_MASTER: appended (and flushed), but no slave acknowledged it within syncFlushTimeout. */
-  | 'FLUSH_SLAVE_TIMEOUT'
-  /** SYNC_MASTER: appended (and flushed), but no slave is connected or the best is too far behind. */
-  | 'SLAVE_NOT_AVAILABLE'
-
-/**
- * The outcome of one put. `msgId` is computed on first access (it is a 32-character string).
- * A put that failed says why in `reason` (which check refused the message, or what the store
- * could not do); it is undefined for PUT_OK.
- */
-export class PutMessageResult {
-  readonly status: PutMessageStatus
-  readonly reason: string | undefined
-  readonly wroteOffset: number
-  readonly wroteBytes: number
-  readonly queueOffset: number
-  readonly storeTimestamp: number
-  private readonly storeHost: HostAddress | null
-  private id: string | null = null
-
-  constructor(
-    status: PutMessageStatus,
-    wroteOffset = -1,
-    wroteBytes = 0,
-    queueOffset = -1,
-    storeTimestamp = 0,
-    storeHost: HostAddress | null = null,
-    reason?: string,
-  ) {
-    this.status = status
-    this.reason = reason
-    this.wroteOffset = wroteOffset
-    this.wroteBytes = wroteBytes
-    this.queueOffset = queueOffset
-    this.storeTimestamp = storeTimestamp
-    this.storeHost = storeHost
-  }
-
-  get msgId(): string {
-    if (this.id === null) this.id = this.storeHost === null ? '' : createMsgId(this.storeHost, this.wroteOffset)
-    return this.id
-  }
-
-  /** True when the message was appended (even if a flush or slave wait then failed). */
-  isOk(): boolean {
-    const status = this.status
-    return status === 'PUT_OK' || status === 'FLUSH_DISK_TIMEOUT' || status === 'FLUSH_SLAVE_TIMEOUT' || status === 'SLAVE_NOT_AVAILABLE'
-  }
-
-  /** A failed put: no offsets, a status and why. */
-  static failed(status: PutMessageStatus, reason: string): PutMessageResult {
-    return new PutMessageResult(status, -1, 0, -1, 0, null, reason)
-  }
-
-  toJSON(): Record<string, unknown> {
-    return {
-      status: this.status,
-      ...(this.reason === undefined ? {} : { reason: this.reason }),
-      wroteOffset: this.wroteOffset,
-      wroteBytes: this.wroteBytes,
-      queueOffset: this.queueOffset,
-      msgId: this.msgId,
-      storeTimestamp: this.storeTimestamp,
-    }
-  }
-}
+export { PutMessageResult, type PutMessageStatus } from './put-message-result.js'
 
 /**
  * Commit-log blocks are reserved this far ahead of the writer, not a whole file at a time: a new
@@ -268,6 +196,14 @@ export class CommitLog {
   /** The file writeBackBehind() last looked at, and where in it the next write-back starts. */
   private writeBackFile: MappedFile | null = null
   private writeBackFrom = 0
+  /** SYNC_FLUSH: appends are staged and written into the file by each group commit (write-stage.ts). */
+  private readonly stage: WriteStage | null
+  /**
+   * Dispatch requests of staged records, in log order, with the blank each append wrote before
+   * its record (or -1): the put's own dispatch, made once the record is in the file.
+   */
+  private stagedRequests: DispatchRequest[] = []
+  private stagedBlanks: number[] = []
 
   /**
    * With `budget`, files older than the one being written are mapped on first use within it and
@@ -283,11 +219,14 @@ export class CommitLog {
   ) {
     this.config = config
     this.storeHost = storeHost
+    this.stage = config.flushDiskType === 'SYNC_FLUSH' && !readOnly && pool === null ? new WriteStage() : null
     this.mappedFileQueue = new MappedFileQueue(join(storeRoot, COMMITLOG_DIR), config.mappedFileSizeCommitLog, {
       preallocateNext: !readOnly,
       // Fault new files in off the JS thread, so appends never take a first-touch page fault
       // (about 20 times the cost of encoding a 256-byte record); warmMapedFileEnable adds mlock.
-      warmMappedFiles: !readOnly,
+      // Not with a write stage: nothing writes through the mapping, and a warm-up would dirty
+      // pages of zeros ahead for the group commit's fdatasync to write.
+      warmMappedFiles: !readOnly && this.stage === null,
       lockWarmedFiles: config.warmMapedFileEnable,
       reserveChunkBytes: COMMIT_LOG_RESERVE_CHUNK_BYTES,
       transientStorePool: pool,
@@ -320,17 +259,22 @@ export class CommitLog {
     if (!this.reserveFor(file, record)) return this.reserveFailed(file)
 
     this.lastBlankOffset = -1
+    const room = record.length + END_FILE_MIN_BLANK_LENGTH
+    if (this.stage?.needsRoom(file, room)) this.prepareStage(file, room)
     let pos = file.wrotePosition
-    if (record.length + END_FILE_MIN_BLANK_LENGTH > file.fileSize - pos) {
+    if (room > file.fileSize - pos) {
       // No room: a blank closes this file and the record goes at the start of the next one.
-      writeBlank(file.appendTarget(), pos, file.fileSize - pos, this.views)
+      writeBlank(file.appendTarget(), pos - file.appendBase, file.fileSize - pos, this.views)
       this.lastBlankOffset = file.fileFromOffset + pos
       file.wrotePosition = file.fileSize
+      // The full file's staged bytes go into it now, so the next file can take the stage.
+      if (this.stage !== null) this.prepareStage(file, room)
       file = this.mappedFileQueue.getLastMappedFile(0)
       if (file === null) return this.createFailed()
       if (!this.reserveFor(file, record)) return this.reserveFailed(file)
+      if (this.stage?.needsRoom(file, room)) this.prepareStage(file, room)
       pos = file.wrotePosition
-      if (record.length + END_FILE_MIN_BLANK_LENGTH > file.fileSize - pos) {
+      if (room > file.fileSize - pos) {
         // A record larger than a whole file: prepareRecord's limits make this unreachable unless
         // mappedFileSizeCommitLog is smaller than maxMessageSize.
         return PutMessageResult.failed(
@@ -341,15 +285,53 @@ export class CommitLog {
     }
     const wroteOffset = file.fileFromOffset + pos
     const target = file.appendTarget()
-    const bodyAt = writeRecord(target, pos, record, queueOffset, wroteOffset, now, this.views)
+    const at = pos - file.appendBase
+    const bodyAt = writeRecord(target, at, record, queueOffset, wroteOffset, now, this.views)
     if (record.bodyCRC < 0) {
-      this.writtenCrcs.add(target, this.views.of(target), pos + OFFSET_BODYCRC, bodyAt, record.body.length, record as PendingBodyCrc)
+      this.writtenCrcs.add(target, this.views.of(target), at + OFFSET_BODYCRC, bodyAt, record.body.length, record as PendingBodyCrc)
     }
     file.wrotePosition = pos + record.length
     this.lastRecordOffset = wroteOffset
     file.storeTimestamp = now
     if (counted) this.topicQueueTable.set(record.topic, record.queueId, queueOffset + 1)
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
+  }
+
+  /** True when appends are staged (SYNC_FLUSH): readable and dispatched once commitStaged() wrote them. */
+  get staged(): boolean {
+    return this.stage !== null
+  }
+
+  /** Writes the staged records into their file (a group commit, a put that does not wait); false when there were none. */
+  commitStaged(): boolean {
+    return this.stage?.commit() === true
+  }
+
+  private dropStagedRequests(): void {
+    this.stagedRequests = []
+    this.stagedBlanks = []
+  }
+
+  /** Keeps a staged record's dispatch request until takeStagedRequests(), after its commit. */
+  stageRequest(request: DispatchRequest, blankOffset: number): void {
+    this.stagedRequests.push(request)
+    this.stagedBlanks.push(blankOffset)
+  }
+
+  /** Hands over the requests kept so far (with their blanks); call after commitStaged(). */
+  takeStagedRequests(take: (requests: DispatchRequest[], blanks: number[]) => void): void {
+    if (this.stagedRequests.length === 0) return
+    const requests = this.stagedRequests
+    const blanks = this.stagedBlanks
+    this.stagedRequests = []
+    this.stagedBlanks = []
+    take(requests, blanks)
+  }
+
+  /** Writes out the stage (its records completed first: see WriteStage.prepare) and lends it again. */
+  private prepareStage(file: MappedFile, room: number): void {
+    this.finishAppends()
+    this.stage?.prepare(file, room)
   }
 
   /**
@@ -363,6 +345,10 @@ export class CommitLog {
     if (last === null && startOffset % fileSize !== 0) return `an empty commit log starts on a file boundary, not at ${startOffset}`
     const end = last === null ? startOffset : last.fileFromOffset + last.wrotePosition
     if (startOffset !== end) return `the bytes start at ${startOffset}, the commit log ends at ${end}`
+    // Raw bytes go through the mapping: what the stage holds goes into the file first (and its
+    // records to the dispatcher's pass, which reads them there).
+    this.stage?.release()
+    this.dropStagedRequests()
     let done = 0
     while (done < bytes.length) {
       if (last === null || last.isFull()) last = this.mappedFileQueue.getLastMappedFile(startOffset + done)
@@ -630,6 +616,8 @@ export class CommitLog {
    * false only where nothing is cut: a clean open at the end the last clean close recorded (C1).
    */
   truncateTo(offset: number, erase = true): void {
+    // Requests of records the truncation may remove: newer records could take their offsets.
+    this.dropStagedRequests()
     this.mappedFileQueue.flushedWhere = offset
     this.mappedFileQueue.committedWhere = offset
     // Records past the end are erased for good: after a power cut, a page of new appends that was
@@ -646,6 +634,7 @@ export class CommitLog {
    * of its records never forced to disk, under a shutdown record that vouches for them.
    */
   flushAll(): void {
+    this.commitStaged()
     const rounds = this.mappedFileQueue.mappedFiles.length + 10
     for (let i = 0; i < rounds && !this.mappedFileQueue.commit(0); i++);
     for (let i = 0; i < rounds && !this.mappedFileQueue.flush(0); i++);
@@ -656,6 +645,7 @@ export class CommitLog {
    * when nothing else flushes the log: the flusher's loops and group commits have stopped.
    */
   async flushAllAsync(): Promise<void> {
+    this.commitStaged()
     const rounds = this.mappedFileQueue.mappedFiles.length + 10
     for (let i = 0; i < rounds && !this.mappedFileQueue.commit(0); i++);
     for (let i = 0; i < rounds && !(await this.mappedFileQueue.flushAsync(0)); i++);

@@ -33,6 +33,7 @@ import {
   type MappedFileOptions,
 } from './mapped-file-types.js'
 import type { TransientStorePool } from './transient-store-pool.js'
+import { HeldWork } from './held-work.js'
 
 export { SelectMappedBufferResult }
 export type { AppendCallback, AppendOutcome, MappedFileOptions, WriteAfterSync }
@@ -61,6 +62,8 @@ export class MappedFile {
   /** A Buffer over the whole mapping; empty while unmapped. */
   private mapped: Buffer = EMPTY
   private writeBuffer: Buffer | null = null
+  /** The file position of writeBuffer[0]: 0 for a pool buffer; where a write stage starts. */
+  private writeBase = 0
   /** A second, private copy-on-write mapping whose views may be handed to users; made on demand. */
   private readonly sharedOut = new PrivateMapping()
   private readonly pool: TransientStorePool | null
@@ -82,7 +85,7 @@ export class MappedFile {
   /** Fault newly reserved chunks in, unheld (the native mapping outlives a warm-up); unlike `warmed`, not kept mapped (queues). */
   warmChunks = false
   /** Warm-ups of `warmed` files' new chunks in flight (each holds the file until it ends). */
-  private readonly warming = new Set<Promise<unknown>>()
+  private readonly warming = new HeldWork()
 
   /** Blocks of [0, reservedPosition) are reserved on disk; nothing is written past it. */
   private reservedTo: number
@@ -280,20 +283,12 @@ export class MappedFile {
   /** Faults reserved [from, to) in off the JS thread (best effort), so the writer takes no page faults there. */
   warmRange(from: number, to: number): void {
     const handle = this.handle
-    if (handle === null || !this.hold()) return
-    const warming: Promise<unknown> = handle
-      .warmAsync(from, to - from)
-      .catch(() => undefined)
-      .finally(() => {
-        this.warming.delete(warming)
-        this.release()
-      })
-    this.warming.add(warming)
+    if (handle !== null) this.warming.run(this, () => handle.warmAsync(from, to - from))
   }
 
   /** Waits for warm-ups of reserved chunks, so that a shutdown can unmap at once. */
-  async settle(): Promise<void> {
-    while (this.warming.size > 0) await Promise.all([...this.warming])
+  settle(): Promise<void> {
+    return this.warming.settle()
   }
 
   // ---- positions ----------------------------------------------------------------------------
@@ -339,6 +334,18 @@ export class MappedFile {
     return outcome
   }
 
+  /** Where appendTarget() starts in the file: an appender writes position p at p - appendBase. */
+  get appendBase(): number {
+    return this.writeBuffer === null ? 0 : this.writeBase
+  }
+
+  /** Appends go to `buffer`, holding the file from `base` (write-stage.ts), or to the mapping (null); all so far is committed. */
+  setWriteBuffer(buffer: Buffer | null, base: number): void {
+    this.committedPosition = this.wrotePosition
+    this.writeBuffer = buffer
+    this.writeBase = buffer === null ? 0 : base
+  }
+
   /** For an in-place appender (the commit log): the write buffer or mapping; it then moves wrotePosition itself. */
   appendTarget(): Buffer {
     this.assertWritable()
@@ -373,13 +380,13 @@ export class MappedFile {
   // ---- commit and flush ---------------------------------------------------------------------
 
   private isAbleToFlush(flushLeastPages: number): boolean {
-    const flushed = this.flushedPosition
-    const write = this.readPosition
-    if (this.isFull()) return write > flushed
-    if (flushLeastPages > 0) {
-      return Math.floor(write / OS_PAGE_SIZE) - Math.floor(flushed / OS_PAGE_SIZE) >= flushLeastPages
-    }
-    return write > flushed
+    return this.hasPagesBetween(this.flushedPosition, this.readPosition, flushLeastPages)
+  }
+
+  /** True when [from, to) holds bytes, and at least `leastPages` pages of them unless the file is full. */
+  private hasPagesBetween(from: number, to: number, leastPages: number): boolean {
+    if (leastPages > 0 && !this.isFull()) return Math.floor(to / OS_PAGE_SIZE) - Math.floor(from / OS_PAGE_SIZE) >= leastPages
+    return to > from
   }
 
   private flushRange(): { from: number; to: number } | null {
@@ -491,27 +498,18 @@ export class MappedFile {
     this.needsCreateSync = false
   }
 
-  private isAbleToCommit(commitLeastPages: number): boolean {
-    const committed = this.committedPosition
-    const write = this.wrotePosition
-    if (this.isFull()) return write > committed
-    if (commitLeastPages > 0) {
-      return Math.floor(write / OS_PAGE_SIZE) - Math.floor(committed / OS_PAGE_SIZE) >= commitLeastPages
-    }
-    return write > committed
-  }
-
   /** Copies [committed, wrote) of the write buffer into the file; returns committedPosition. */
   commit(commitLeastPages: number): number {
     const buffer = this.writeBuffer
     if (buffer === null) return this.wrotePosition
-    if (this.isAbleToCommit(commitLeastPages) && this.hold()) {
+    if (this.hasPagesBetween(this.committedPosition, this.wrotePosition, commitLeastPages) && this.hold()) {
       try {
         const from = this.committedPosition
         const to = this.wrotePosition
         let done = 0
         descriptors.use(this.fileName, true, (fd) => {
-          while (done < to - from) done += fs.writeSync(fd, buffer, from + done, to - from - done, from + done)
+          const at = from - this.writeBase
+          while (done < to - from) done += fs.writeSync(fd, buffer, at + done, to - from - done, from + done)
         })
         this.committedThroughWrites = true
         this.committedPosition = to
@@ -524,6 +522,7 @@ export class MappedFile {
     if (this.committedPosition === this.fileSize) {
       this.pool?.returnBuffer(buffer)
       this.writeBuffer = null
+      this.writeBase = 0
     }
     return this.committedPosition
   }
