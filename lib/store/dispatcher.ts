@@ -92,6 +92,20 @@ export class Dispatcher {
     return true
   }
 
+  /**
+   * After a commit wrote staged records into the commit log (SYNC_FLUSH, write-stage.ts): each is
+   * dispatched from its put's request, in order, until one is refused (a pass then reads that one
+   * and the rest from the log).
+   */
+  dispatchStaged(): void {
+    this.commitLog.takeStagedRequests((requests, blanks) => {
+      for (let i = 0; i < requests.length; i++) {
+        if (!this.dispatchAppended(requests[i], requests[i].commitLogOffset, blanks[i])) break
+      }
+    })
+    if (this.behindBytes() > 0) this.schedule()
+  }
+
   /** Dispatches everything readable; returns the number of records dispatched. */
   doReput(): number {
     const commitLog = this.commitLog

@@ -189,7 +189,7 @@ export class MessageStore implements AsyncDisposable {
         // Staged records that no group commit waits for are written into the file now (readable).
         if (this.e.commitLog.staged) {
           this.e.commitLog.commitStaged()
-          this.e.dispatchStaged()
+          this.e.dispatcher.dispatchStaged()
         }
         this.e.flusher.wakeup()
         this.e.ha.notifyAppended()

@@ -28,8 +28,8 @@ export function waitForPut(
   began: number,
   single: boolean,
 ): Promise<PutAnswer> {
-  if (e.config.flushDiskType !== 'SYNC_FLUSH' || e.ha.role === 'SYNC_MASTER') return waitInTurn(e, results, tally, began, single)
-  const put = new FlushedPut(e, results, tally, began, single)
+  const put = new PendingPut(e, results, tally, began, single)
+  if (e.config.flushDiskType !== 'SYNC_FLUSH' || e.ha.role === 'SYNC_MASTER') return put.waitInTurn()
   opening = put
   const answer = new Promise<PutAnswer>(adoptSettlers)
   opening = null
@@ -41,18 +41,18 @@ export function waitForPut(
  * The put whose promise is being made: its executor runs synchronously inside the constructor,
  * so it reaches the put through this instead of a closure per put.
  */
-let opening: FlushedPut | null = null
+let opening: PendingPut | null = null
 
 function adoptSettlers(resolve: (answer: PutAnswer) => void, reject: (error: unknown) => void): void {
-  const put = opening as FlushedPut
+  const put = opening as PendingPut
   put.resolve = resolve
   put.reject = reject
 }
 
 function ignore(): void {}
 
-/** A SYNC_FLUSH put without a slave to wait for: the flusher's answer completes it. */
-class FlushedPut implements FlushWaiter {
+/** A put whose records are appended, waiting for what makes it answerable. */
+class PendingPut implements FlushWaiter {
   resolve: (answer: PutAnswer) => void = ignore
   reject: (error: unknown) => void = ignore
 
@@ -64,7 +64,10 @@ class FlushedPut implements FlushWaiter {
     private readonly single: boolean,
   ) {}
 
-  /** Called by the flusher, which must not see a throw (it answers a whole group in a loop). */
+  /**
+   * SYNC_FLUSH without a slave to wait for: the flusher's answer completes the put. Called by the
+   * flusher, which must not see a throw (it answers a whole group in a loop).
+   */
   flushed(status: PutMessageStatus): void {
     const { e, results } = this
     try {
@@ -78,32 +81,26 @@ class FlushedPut implements FlushWaiter {
       this.reject(error)
     }
   }
-}
 
-/** Every other wait, one after the other: the flush (or a flush loop's wake-up), then the slave. */
-async function waitInTurn(
-  e: StoreEngine,
-  results: PutMessageResult[],
-  tally: PutTally,
-  began: number,
-  single: boolean,
-): Promise<PutAnswer> {
-  const { lastEnd } = tally
-  if (e.config.flushDiskType === 'SYNC_FLUSH') {
-    const status = await e.flusher.awaitFlush(lastEnd)
-    if (status !== 'PUT_OK') markFlushFailed(e, results, status)
-  } else {
-    e.flusher.wakeup()
+  /** Every other wait, one after the other: the flush (or a flush loop's wake-up), then the slave. */
+  async waitInTurn(): Promise<PutAnswer> {
+    const { e, results, tally } = this
+    if (e.config.flushDiskType === 'SYNC_FLUSH') {
+      const status = await e.flusher.awaitFlush(tally.lastEnd)
+      if (status !== 'PUT_OK') markFlushFailed(e, results, status)
+    } else {
+      e.flusher.wakeup()
+    }
+    e.ha.notifyAppended()
+    // SYNC_MASTER: one wait for the batch's end, once it is flushed as flushDiskType says.
+    if (e.ha.role === 'SYNC_MASTER') {
+      const status = await e.ha.awaitSlave(tally.lastEnd)
+      if (status !== 'PUT_OK') markUnreplicated(results, status, e.config.syncFlushTimeout)
+    }
+    e.statsService.recordPut(tally.appended, tally.bytes, Date.now() - this.began)
+    if (e.dispatcher.waiting !== null) await e.dispatcher.settle()
+    return this.single ? results[0] : results
   }
-  e.ha.notifyAppended()
-  // SYNC_MASTER: one wait for the batch's end, once it is flushed as flushDiskType says.
-  if (e.ha.role === 'SYNC_MASTER') {
-    const status = await e.ha.awaitSlave(lastEnd)
-    if (status !== 'PUT_OK') markUnreplicated(results, status, e.config.syncFlushTimeout)
-  }
-  e.statsService.recordPut(tally.appended, tally.bytes, Date.now() - began)
-  if (e.dispatcher.waiting !== null) await e.dispatcher.settle()
-  return single ? results[0] : results
 }
 
 function markFlushFailed(e: StoreEngine, results: PutMessageResult[], status: PutMessageStatus): void {

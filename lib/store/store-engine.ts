@@ -257,7 +257,7 @@ export class StoreEngine {
       this.config,
       this.checkpoint,
       this.flags,
-      () => (this.commitLog.staged ? this.dispatchStaged() : this.dispatcher.schedule()),
+      () => (this.commitLog.staged ? this.dispatcher.dispatchStaged() : this.dispatcher.schedule()),
       logError(this.logger.child('flush')),
     )
     const dispatchSoon = () => this.dispatcher.schedule()
@@ -444,27 +444,6 @@ export class StoreEngine {
     this.compacted.start()
   }
 
-  /** Bytes appended and not yet in the files: write buffers (transient store pool) or the write stage (SYNC_FLUSH). */
-  private commitBehindBytes(): number {
-    const queue = this.commitLog.mappedFileQueue
-    if (this.pool !== null) return queue.remainHowManyDataToCommit()
-    return this.commitLog.staged ? queue.getMaxWrotePosition() - queue.getMaxOffset() : 0
-  }
-
-  /**
-   * After a commit wrote staged records into the commit log (SYNC_FLUSH, write-stage.ts): each is
-   * dispatched from its put's request, in order, until one is refused (the dispatcher's pass then
-   * reads that one and the rest from the log).
-   */
-  dispatchStaged(): void {
-    this.commitLog.takeStagedRequests((requests, blanks) => {
-      for (let i = 0; i < requests.length; i++) {
-        if (!this.dispatcher.dispatchAppended(requests[i], requests[i].commitLogOffset, blanks[i])) break
-      }
-    })
-    if (this.dispatcher.behindBytes() > 0) this.dispatcher.schedule()
-  }
-
   /** Listens for producers in other processes (shareWrites); their puts run through `put`. */
   async shareWrites(put: (messages: Message[]) => Promise<PutMessageResult[]>): Promise<void> {
     this.sharing = await ForwardingServer.listen({
@@ -544,7 +523,7 @@ export class StoreEngine {
       commitLogMaxOffset: this.commitLog.getMaxOffset(),
       commitLogFlushedOffset: this.commitLog.mappedFileQueue.flushedWhere,
       // Without write buffers every append lands in the mapping: nothing waits to be committed.
-      commitBehindBytes: this.commitBehindBytes(),
+      commitBehindBytes: this.commitLog.commitBehindBytes(),
       flushBehindBytes: this.commitLog.mappedFileQueue.remainHowManyDataToFlush(),
       dispatchBehindBytes: this.dispatcher.behindBytes(),
       dispatchStuck: this.dispatcher.failed,

@@ -130,12 +130,16 @@ describe('the SYNC_FLUSH write stage', () => {
     await new Promise((resolve) => setTimeout(resolve, 20))
     expect(logBytes(dir).includes(Buffer.from('b-body'))).toBe(false)
     expect(store.getMessage('g', 't', 0, 2, 8).status).not.toBe('FOUND')
+    // b's record is staged: counted as not yet in the files.
+    const staged = store.stats().commitBehindBytes
+    expect(staged).toBeGreaterThan(Buffer.byteLength('b-body'))
     held.shift()?.()
     await vi.waitFor(() => expect(held).toHaveLength(1), { timeout: 10_000, interval: 5 })
     expect(a?.status).toBe('PUT_OK')
     expect(b).toBeUndefined()
     expect(logBytes(dir).includes(Buffer.from('b-body'))).toBe(true)
     expect(store.getMessage('g', 't', 0, 2, 8).messages.map((m) => m.body.toString())).toEqual(['b-body'])
+    expect(store.stats().commitBehindBytes).toBe(0)
     holding = false
     held.shift()?.()
     await vi.waitFor(() => expect(b?.status).toBe('PUT_OK'), { timeout: 10_000, interval: 5 })

@@ -198,6 +198,8 @@ export class CommitLog {
   private writeBackFrom = 0
   /** SYNC_FLUSH: appends are staged and written into the file by each group commit (write-stage.ts). */
   private readonly stage: WriteStage | null
+  /** Appends go to the transient store pool's write buffers (ASYNC_FLUSH with transientStorePoolEnable). */
+  private readonly pooled: boolean
   /**
    * Dispatch requests of staged records, in log order, with the blank each append wrote before
    * its record (or -1): the put's own dispatch, made once the record is in the file.
@@ -219,6 +221,7 @@ export class CommitLog {
   ) {
     this.config = config
     this.storeHost = storeHost
+    this.pooled = pool !== null
     this.stage = config.flushDiskType === 'SYNC_FLUSH' && !readOnly && pool === null ? new WriteStage() : null
     this.mappedFileQueue = new MappedFileQueue(join(storeRoot, COMMITLOG_DIR), config.mappedFileSizeCommitLog, {
       preallocateNext: !readOnly,
@@ -295,6 +298,13 @@ export class CommitLog {
     file.storeTimestamp = now
     if (counted) this.topicQueueTable.set(record.topic, record.queueId, queueOffset + 1)
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
+  }
+
+  /** Bytes appended and not yet in the files: the transient store pool's write buffers, or the write stage. */
+  commitBehindBytes(): number {
+    const queue = this.mappedFileQueue
+    if (this.pooled) return queue.remainHowManyDataToCommit()
+    return this.stage === null ? 0 : queue.getMaxWrotePosition() - queue.getMaxOffset()
   }
 
   /** True when appends are staged (SYNC_FLUSH): readable and dispatched once commitStaged() wrote them. */
