@@ -56,7 +56,8 @@ export function closeStore(store: ClosingStore): Promise<void> {
   return closeInSteps({
     log: (message) => store.logger('error', message),
     stopServices: async () => {
-      commitLog.mappedFileQueue.cancelPreallocation()
+      // The commit log's next file, made ahead and empty, goes while the syncs run.
+      const prepared = commitLog.mappedFileQueue.dropPrepared().catch(() => undefined)
       await store.cleanup.stop()
       for (const loop of store.loops) await loop.stop()
       store.statsService.shutdown()
@@ -74,6 +75,7 @@ export function closeStore(store: ClosingStore): Promise<void> {
       await commitLog.mappedFileQueue.settle()
       await derived
       await store.index.current.settle()
+      await prepared
     },
     durable: () => !store.flags.isSet('NOT_WRITEABLE'),
     flush: async () => {

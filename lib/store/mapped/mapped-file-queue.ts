@@ -296,6 +296,21 @@ export class MappedFileQueue {
     this.preallocating = null
   }
 
+  /**
+   * For a clean close: the file made ahead of need goes, unlinked on the libuv pool while close
+   * syncs. Left on disk it would be deleted by the next open (it lies past the end the shutdown
+   * record names), on the open's time; a crash before the unlink leaves exactly that case.
+   */
+  async dropPrepared(): Promise<void> {
+    this.cancelPreallocation()
+    const file = this.preallocated
+    if (file === null) return
+    this.preallocated = null
+    await file.settle()
+    file.shutdown(0)
+    await fs.promises.unlink(file.fileName).catch(() => undefined)
+  }
+
   /** True while a file made ahead waits for its append. */
   get hasPrepared(): boolean {
     return this.preallocated !== null

@@ -1,0 +1,88 @@
+// The commit log makes its next file ahead of need (empty, its first chunk reserved). A clean close
+// deletes it while the syncs run, so that the next open has nothing past the end to delete; a
+// store that was not closed leaves it, and the next open deletes it.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+
+import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
+import { formatOffsetName } from '../../lib/store/mapped/segment-name.js'
+import { distEntry, runNodeScript, tempDir } from '../helpers/tmp.js'
+
+const LOG_FILE = 1 << 20
+const OPTIONS: OpenOptions = { flushDiskType: 'ASYNC_FLUSH', mappedFileSizeCommitLog: LOG_FILE, messageIndexEnable: false }
+const BODY = 1000
+
+function body(n: number): Buffer {
+  const b = Buffer.alloc(BODY, n & 0xff)
+  b.writeUInt32BE(n, 0)
+  return b
+}
+
+async function putRange(store: MessageStore, from: number, to: number): Promise<void> {
+  for (let n = from; n < to; n++) expect((await store.putMessage({ topic: 'log', queueId: 0, body: body(n) })).status).toBe('PUT_OK')
+}
+
+function logFiles(dir: string): string[] {
+  return fs.readdirSync(join(dir, 'commitlog')).sort()
+}
+
+function expectAllBack(store: MessageStore, count: number): void {
+  let seen = 0
+  for (let offset = 0; offset < count; ) {
+    const got = store.getMessage('g', 'log', 0, offset, 32)
+    expect(got.status).toBe('FOUND')
+    for (const m of got.messages) expect(Buffer.from(m.body).equals(body(seen++))).toBe(true)
+    offset = got.nextBeginOffset
+  }
+  expect(seen).toBe(count)
+}
+
+const stores: MessageStore[] = []
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close()
+})
+
+describe("the commit log's next file, made ahead of need", () => {
+  it('is deleted by a clean close; the reopened store makes its next file again when it fills the last', async () => {
+    const dir = tempDir('next-file')
+    let store = await MessageStore.open(dir, OPTIONS)
+    await putRange(store, 0, 100)
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(logFiles(dir)).toEqual([formatOffsetName(0), formatOffsetName(LOG_FILE)])
+    await store.close()
+    expect(logFiles(dir)).toEqual([formatOffsetName(0)])
+
+    store = await MessageStore.open(dir, OPTIONS)
+    stores.push(store)
+    expect(store.stats().lastExitOK).toBe(true)
+    // About 1,060 records fill the first file: the put that rolls makes the second, and the next turn the third.
+    await putRange(store, 100, 2000)
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(logFiles(dir)).toEqual([0, 1, 2].map((k) => formatOffsetName(k * LOG_FILE)))
+    expectAllBack(store, 2000)
+  })
+
+  it('stays when the writer is killed, and the next open deletes it (it lies past the end)', async () => {
+    const dir = tempDir('next-file-kill')
+    const script = `
+      const { MessageStore } = await import(${JSON.stringify(distEntry)})
+      const store = await MessageStore.open(${JSON.stringify(dir)}, ${JSON.stringify(OPTIONS)})
+      for (let n = 0; n < 100; n++) {
+        const b = Buffer.alloc(${BODY}, n & 0xff); b.writeUInt32BE(n, 0)
+        const r = await store.putMessage({ topic: 'log', queueId: 0, body: b })
+        if (r.status !== 'PUT_OK') throw new Error(r.status)
+      }
+      await new Promise((resolve) => setImmediate(resolve))
+      process.kill(process.pid, 'SIGKILL')
+    `
+    const run = runNodeScript(script)
+    expect(run.signal).toBe('SIGKILL')
+    expect(logFiles(dir)).toEqual([formatOffsetName(0), formatOffsetName(LOG_FILE)])
+    const store = await MessageStore.open(dir, OPTIONS)
+    stores.push(store)
+    expect(store.stats().lastExitOK).toBe(false)
+    expect(logFiles(dir)).toEqual([formatOffsetName(0)])
+    expectAllBack(store, 100)
+  })
+})
