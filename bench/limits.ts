@@ -22,7 +22,10 @@
 //   thread, whose frees meet the JS thread's mallocs on the allocator's lock) and without it
 //   (--no-concurrent-array-buffer-sweeping: freed on the JS thread in the garbage collector's
 //   pause). A read that hands out buffers of their own pays it per buffer: lmdb's getRange one per
-//   value, mqstore's getMessage one per read of 32.
+//   value, mqstore's getMessage one per read of 32;
+// - the lookup-touch limit: a lookup's dependent memory touches (hash slot, index entry, record
+//   head, record properties) in regions of the put phase's store's sizes, and the body's private
+//   copy, and nothing else: what a lookup of a random key can reach.
 //
 //   node dist/bench/limits.js            # prints the figures as JSON
 import * as fs from 'node:fs'
@@ -73,6 +76,8 @@ export interface LimitsResult {
   pageFaultUs?: number
   /** Milliseconds to make one group of SYNC_PRODUCERS records durable (pwrite + fdatasync; median of SYNC_ROUNDS). */
   groupSyncMs?: number
+  /** Lookups/s of a lookup's dependent memory touches and its private copy alone (median pass; see lookupTouchRate). */
+  lookupTouches?: number
   /** p99 microseconds of one private copy of a body (its own ArrayBuffer), each timed alone (see privateCopyP99Micros). */
   privateCopyP99Us?: number
   /** Nanoseconds per ArrayBuffer of a body's size with V8's concurrent array-buffer sweeping, and without it (see arrayBufferNanos). */
@@ -251,6 +256,7 @@ export async function measureLimits(): Promise<LimitsResult> {
     pageFaultUs: pageFaultMicros(),
     groupSyncMs: groupSyncMillis(target.subarray(0, SYNC_PRODUCERS * recordBytes)),
     privateCopyP99Us: privateCopyP99Micros(source),
+    lookupTouches: lookupTouchRate(recordBytes),
     ...arrayBufferNanos(),
     jsEncodeRuns,
     putLoopEncodeRuns,
@@ -296,6 +302,57 @@ function scatteredCopyRate(recordBytes: number): number {
     }
   }
   return median(timePasses(pass, count))
+}
+
+/** Hash slots of the bench's index files (bench/mqstore.ts: the embedded defaults). */
+const INDEX_SLOTS = 1_000_000
+/** Index entry and slot sizes, and where an entry's commit-log offset lies (RocketMQ's index file). */
+const INDEX_ENTRY_BYTES = 20
+const SLOT_BYTES = 4
+const ENTRY_PHY_OFFSET = 4
+/** Lookups per pass of the lookup-touch figure. */
+const TOUCH_LOOKUPS = 100_000
+
+/**
+ * Lookups per second if a lookup were nothing but its memory touches and its private copy: a
+ * hash slot, the index entry it names, the record the entry points at (its head, then its
+ * properties after the body), each read depending on the one before, then the body copied into a
+ * buffer of its own. In pre-faulted regions sized as the put phase's store (INDEX_SLOTS slots,
+ * an entry per record, LOG_RECORDS records), each touch lands on a page of its own: a cache and
+ * a TLB miss each, as in a lookup of a random key. Each lookup's slot depends on what the one
+ * before read, so lookups do not overlap (nor do the bench's, timed one by one). Median pass.
+ */
+function lookupTouchRate(recordBytes: number): number {
+  const slots = prefaulted(INDEX_SLOTS * SLOT_BYTES)
+  const entries = prefaulted(LOG_RECORDS * INDEX_ENTRY_BYTES)
+  const log = prefaulted(LOG_RECORDS * recordBytes)
+  const slotView = new DataView(slots.buffer, slots.byteOffset, slots.byteLength)
+  const entryView = new DataView(entries.buffer, entries.byteOffset, entries.byteLength)
+  const logView = new DataView(log.buffer, log.byteOffset, log.byteLength)
+  // Slot s names entry (s * a large odd number) mod LOG_RECORDS; entry e, record e.
+  for (let s = 0; s < INDEX_SLOTS; s++) slotView.setInt32(s * SLOT_BYTES, (Math.imul(s, 0x9e3779b1) >>> 0) % LOG_RECORDS)
+  for (let e = 0; e < LOG_RECORDS; e++) entryView.setInt32(e * INDEX_ENTRY_BYTES + ENTRY_PHY_OFFSET + 4, e * recordBytes)
+  for (let e = 0; e < LOG_RECORDS; e++) {
+    logView.setInt32(e * recordBytes, recordBytes)
+    logView.setInt32(e * recordBytes + RECORD_HEAD_BYTES - 4, BODY_SIZE)
+  }
+  const kept: Buffer[] = new Array(64)
+  let last = 0
+  const pass = () => {
+    for (let k = 0; k < TOUCH_LOOKUPS; k++) {
+      const slot = (Math.imul(k ^ last, 0x85ebca6b) >>> 0) % INDEX_SLOTS
+      const entry = slotView.getInt32(slot * SLOT_BYTES)
+      const at = entryView.getInt32(entry * INDEX_ENTRY_BYTES + ENTRY_PHY_OFFSET + 4)
+      const size = logView.getInt32(at)
+      const bodyLength = logView.getInt32(at + RECORD_HEAD_BYTES - 4)
+      const properties = at + RECORD_HEAD_BYTES + bodyLength
+      last = log[Math.min(at + size - 1, properties + 16)] & 1
+      const copy = Buffer.allocUnsafeSlow(bodyLength)
+      log.copy(copy, 0, at + RECORD_HEAD_BYTES, properties)
+      kept[k & 63] = copy
+    }
+  }
+  return median(timePasses(pass, TOUCH_LOOKUPS))
 }
 
 /** Private copies timed for the copy-latency figure, after as many untimed. */

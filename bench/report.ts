@@ -61,6 +61,7 @@ export type LimitName =
   | 'pageFaultUs'
   | 'groupSyncMs'
   | 'privateCopyP99Us'
+  | 'lookupTouches'
   | 'arrayBufferNs'
   | 'arrayBufferUnsweptNs'
 
@@ -168,7 +169,7 @@ const ROWS: Row[] = [
     value: (r) => r.scanConsume?.first?.rate,
     limit: 'memcpy',
   },
-  { phase: 'lookup by key', unit: 'lookups/s', direction: 'higher', digits: 0, value: (r) => r.lookup?.rate },
+  { phase: 'lookup by key', unit: 'lookups/s', direction: 'higher', digits: 0, value: (r) => r.lookup?.rate, limit: 'lookupTouches' },
   { phase: 'lookup latency p50', unit: 'us', direction: 'lower', digits: 2, value: (r) => r.lookup?.latencyUs.p50 },
   { phase: 'lookup latency p99', unit: 'us', direction: 'lower', digits: 2, value: (r) => r.lookup?.latencyUs.p99 },
   { phase: 'lookup latency p99.9', unit: 'us', direction: 'lower', digits: 2, value: (r) => r.lookup?.latencyUs.p999 },
@@ -699,6 +700,12 @@ function tables(b: BenchRuns): Tables {
       `SYNC put: at most ${SYNC_PRODUCERS} / that = ${groupSync === undefined ? '-' : fmt((SYNC_PRODUCERS * 1000) / groupSync.median, 0)} msg/s`,
     ],
     [
+      "a lookup's memory touches alone (hash slot, index entry, record head, then its properties, each read depending on the one before, in regions of the put phase's store's sizes) and the body's private copy",
+      'lookups/s',
+      ...rates(limitFigure(b, 'lookupTouches')),
+      'lookup (each touch a cache and a TLB miss, as for a random key)',
+    ],
+    [
       'one 256-byte body copied into a buffer of its own (allocUnsafeSlow + copy), p99, each timed alone',
       'us',
       ...times(limitFigure(b, 'privateCopyP99Us')),
@@ -914,6 +921,7 @@ export function jsonReport(b: BenchRuns): unknown {
       pageFaultUs: limitFigure(b, 'pageFaultUs') ?? null,
       groupSyncMs: limitFigure(b, 'groupSyncMs') ?? null,
       privateCopyP99Us: limitFigure(b, 'privateCopyP99Us') ?? null,
+      lookupTouches: limitFigure(b, 'lookupTouches') ?? null,
       arrayBufferNs: limitFigure(b, 'arrayBufferNs') ?? null,
       arrayBufferUnsweptNs: limitFigure(b, 'arrayBufferUnsweptNs') ?? null,
     },

@@ -283,6 +283,23 @@ describe('bench limits in the report', () => {
     ).toMatch(/us +- +- +lookup p99/)
   })
 
+  it("prints the lookup-touch limit as lookups/s, and mqstore's lookups as a fraction of it", () => {
+    const b = bench(0.1, [
+      [900, 100],
+      [800, 100],
+      [700, 100],
+    ])
+    b.limits = [360_000, 300_000, 400_000].map((lookupTouches) => limitsOf({ lookupTouches }))
+    for (const run of b.runs) {
+      run.mqstore!.lookup = { count: 10, found: 10, seconds: 1, rate: 180_000, latencyUs: { p50: 2, p99: 9, p999: 20, max: 30 } }
+    }
+    const lines = textReport(b).split('\n')
+    const limit = lines.find((line) => line.includes("a lookup's memory touches alone"))
+    expect(limit).toContain('360,000')
+    expect(limit).toContain('300 k - 400 k')
+    expect(lines.find((line) => line.startsWith('lookup by key ') && line.includes('lookups/s'))).toMatch(/ 0\.50$/)
+  })
+
   it('prints the cost of an ArrayBuffer with and without the concurrent sweeper, and the node flags the engines ran with', () => {
     const b = bench(0.1, [
       [900, 100],
