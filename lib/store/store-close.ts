@@ -14,6 +14,7 @@ import type { CommitLogFlusher } from './flusher.js'
 import type { IndexSlot } from './index/index-slot.js'
 import { descriptors } from './mapped/descriptors.js'
 import { syncDirectory } from './mapped/directory.js'
+import { OS_PAGE_SIZE } from './mapped/mapped-file.js'
 import type { TransientStorePool } from './mapped/transient-store-pool.js'
 import type { ConsumeQueueTable } from './queue/queue-table.js'
 import type { RunningFlags } from './running-flags.js'
@@ -121,15 +122,21 @@ export function closeStore(store: ClosingStore): Promise<void> {
 }
 
 /**
- * Drops every page of the files close syncs and then unmaps from their mappings (the bytes stay in
- * the page cache, dirty ones dirty): the syncs then clean them without write-protecting each
- * mapped page, a TLB shootdown per page (see dropPages). Nothing writes them any more.
+ * Drops the pages close syncs from their mappings (the bytes stay in the page cache, dirty ones
+ * dirty): the syncs then clean them without write-protecting each mapped page, a TLB shootdown
+ * per page (see dropPages). Nothing writes them any more. Only what may be dirty: below its
+ * flushed position a file is clean (the log and the queues are written in order), and an index
+ * file without unflushed changes is clean; the unmap takes their pages out anyway, and dropping
+ * them first only did that work twice (after a read phase, most of every file is mapped).
  */
 function dropMappedPages(store: ClosingStore): void {
   const files = [...store.commitLog.mappedFileQueue.mappedFiles]
   for (const queue of store.queues.all()) files.push(...queue.mappedFileQueue.mappedFiles)
-  for (const file of files) file.dropPages(0, file.fileSize, false)
-  for (const file of store.index.current.getFiles()) file.dropPages()
+  for (const file of files) {
+    const from = Math.floor(file.flushedPosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
+    if (from < file.fileSize) file.dropPages(from, file.fileSize, false)
+  }
+  for (const file of store.index.current.getFiles()) if (file.hasUnflushedChanges()) file.dropPages()
 }
 
 /**
