@@ -15,7 +15,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
-import { interposeNativeForTesting } from '../lib/native.js'
+import { interposeNativeForTesting, native } from '../lib/native.js'
 import { indexFileSize } from '../lib/store/index/index-file.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
@@ -196,85 +196,92 @@ describe('a burst that never yields to the event loop', () => {
     },
   )
 
-  it('close drops every page of the files it syncs from their mappings before it syncs them', async () => {
-    const dir = tempDir('mqstore-quiet-')
-    let closing = false
-    // Per mapping, what close did to it in order: 'drop' (the whole file) or 'sync'.
-    const steps = new Map<number, string[]>()
-    let next = 0
-    restores.push(
-      interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
-          if (!writable) return handle
-          const id = next++
-          const note = (step: string) => {
-            if (closing) steps.set(id, [...(steps.get(id) ?? []), step])
-          }
-          return wrapMapHandle(handle, {
-            advise: (offset, bytes, advice) => {
-              if (advice === 'dontneed' && offset === 0 && bytes === length) note('drop')
-              return handle.advise(offset, bytes, advice)
-            },
-            syncAsync: (offset, bytes) => {
-              note('sync')
-              return handle.syncAsync(offset, bytes)
-            },
-            sync: (offset, bytes) => {
-              note('sync')
-              return handle.sync(offset, bytes)
-            },
-          })
-        },
-      })),
-    )
-    const store = await MessageStore.open(dir, { ...BASE, messageIndexEnable: true, maxHashSlotNum: 1000, maxIndexNum: 4000 })
-    stores.push(store)
-    const batch = messages(2000).map((m, k) => ({ ...m, queueId: k % 2, keys: `key-${k}` }))
-    for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
-    closing = true
-    await stores.pop()?.close()
-    // The commit log, two queues and the index were synced, each after its pages were dropped
-    // (the checkpoint, which close writes last, is the one file synced without).
-    // The commit log, the two queues and the index were dropped whole; whatever close synced
-    // through a mapping was dropped first, but for the checkpoint, which close writes last.
-    const all = [...steps.values()]
-    expect(all.filter((s) => s[0] === 'drop').length).toBeGreaterThanOrEqual(4)
-    expect(all.filter((s) => s.includes('sync') && s[0] !== 'drop').length).toBeLessThanOrEqual(1)
-    expect(all.filter((s) => s.includes('sync') && s[0] === 'drop').length).toBeGreaterThanOrEqual(1)
-  })
+  it.skipIf(process.platform !== 'linux')(
+    'close drops every page of the files it syncs from their mappings before it syncs them (Linux only: the drop is a Linux madvise)',
+    async () => {
+      const dir = tempDir('mqstore-quiet-')
+      let closing = false
+      // Per mapping, what close did to it in order: 'drop' (the whole file) or 'sync'.
+      const steps = new Map<number, string[]>()
+      let next = 0
+      restores.push(
+        interposeNativeForTesting((original) => ({
+          map: (fd, length, writable) => {
+            const handle = original.map(fd, length, writable)
+            if (!writable) return handle
+            const id = next++
+            const note = (step: string) => {
+              if (closing) steps.set(id, [...(steps.get(id) ?? []), step])
+            }
+            return wrapMapHandle(handle, {
+              advise: (offset, bytes, advice) => {
+                if (advice === 'dontneed' && offset === 0 && bytes === length) note('drop')
+                return handle.advise(offset, bytes, advice)
+              },
+              syncAsync: (offset, bytes) => {
+                note('sync')
+                return handle.syncAsync(offset, bytes)
+              },
+              sync: (offset, bytes) => {
+                note('sync')
+                return handle.sync(offset, bytes)
+              },
+            })
+          },
+        })),
+      )
+      const store = await MessageStore.open(dir, { ...BASE, messageIndexEnable: true, maxHashSlotNum: 1000, maxIndexNum: 4000 })
+      stores.push(store)
+      const batch = messages(2000).map((m, k) => ({ ...m, queueId: k % 2, keys: `key-${k}` }))
+      for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+      closing = true
+      await stores.pop()?.close()
+      // The commit log, two queues and the index were synced, each after its pages were dropped
+      // (the checkpoint, which close writes last, is the one file synced without).
+      // The commit log, the two queues and the index were dropped whole; whatever close synced
+      // through a mapping was dropped first, but for the checkpoint, which close writes last.
+      const all = [...steps.values()]
+      expect(all.filter((s) => s[0] === 'drop').length).toBeGreaterThanOrEqual(4)
+      expect(all.filter((s) => s.includes('sync') && s[0] !== 'drop').length).toBeLessThanOrEqual(1)
+      expect(all.filter((s) => s.includes('sync') && s[0] === 'drop').length).toBeGreaterThanOrEqual(1)
+    },
+  )
 
-  it('close drops only what may be dirty: a file below its flushed position is clean, and keeps its pages mapped until the unmap', async () => {
-    const dir = tempDir('mqstore-quiet-')
-    let closing = false
-    // The ranges close dropped from the commit log's mapping (its files are 1 MiB, no other file is).
-    const dropped: [number, number][] = []
-    restores.push(
-      interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
-          if (!writable || length !== 1 << 20) return handle
-          return wrapMapHandle(handle, {
-            advise: (offset, bytes, advice) => {
-              if (closing && advice === 'dontneed') dropped.push([offset, bytes])
-              return handle.advise(offset, bytes, advice)
-            },
-          })
-        },
-      })),
-    )
-    const store = await MessageStore.open(dir, BASE)
-    stores.push(store)
-    for (const r of await store.putMessages(messages(1000))) expect(r.status).toBe('PUT_OK')
-    // The periodic flush makes all of it durable, then a few more records stay unflushed.
-    await vi.waitFor(() => expect(store.stats().flushBehindBytes).toBe(0), { timeout: 10_000, interval: 20 })
-    const flushed = store.stats().commitLogFlushedOffset
-    expect(flushed).toBeGreaterThan(3 * 4096)
-    for (const r of await store.putMessages(messages(3))) expect(r.status).toBe('PUT_OK')
-    closing = true
-    await stores.pop()?.close()
-    expect(dropped).toEqual([[Math.floor(flushed / 4096) * 4096, (1 << 20) - Math.floor(flushed / 4096) * 4096]])
-  })
+  it.skipIf(process.platform !== 'linux')(
+    'close drops only what may be dirty: a file below its flushed position is clean, and keeps its pages mapped until the unmap (Linux only: the drop is a Linux madvise)',
+    async () => {
+      const dir = tempDir('mqstore-quiet-')
+      let closing = false
+      // The ranges close dropped from the commit log's mapping (its files are 1 MiB, no other file is).
+      const dropped: [number, number][] = []
+      restores.push(
+        interposeNativeForTesting((original) => ({
+          map: (fd, length, writable) => {
+            const handle = original.map(fd, length, writable)
+            if (!writable || length !== 1 << 20) return handle
+            return wrapMapHandle(handle, {
+              advise: (offset, bytes, advice) => {
+                if (closing && advice === 'dontneed') dropped.push([offset, bytes])
+                return handle.advise(offset, bytes, advice)
+              },
+            })
+          },
+        })),
+      )
+      const store = await MessageStore.open(dir, BASE)
+      stores.push(store)
+      for (const r of await store.putMessages(messages(1000))) expect(r.status).toBe('PUT_OK')
+      // The periodic flush makes all of it durable, then a few more records stay unflushed.
+      await vi.waitFor(() => expect(store.stats().flushBehindBytes).toBe(0), { timeout: 10_000, interval: 20 })
+      const flushed = store.stats().commitLogFlushedOffset
+      const page = native.pageSize
+      expect(flushed).toBeGreaterThan(3 * page)
+      for (const r of await store.putMessages(messages(3))) expect(r.status).toBe('PUT_OK')
+      closing = true
+      await stores.pop()?.close()
+      expect(dropped).toEqual([[Math.floor(flushed / page) * page, (1 << 20) - Math.floor(flushed / page) * page]])
+    },
+  )
 
   it('a close does not make the next commit-log file the last append scheduled', async () => {
     const dir = tempDir('mqstore-quiet-')

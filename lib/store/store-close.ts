@@ -12,9 +12,9 @@ import type { ConsumerOffsets } from './consumer-offsets.js'
 import type { Dispatcher } from './dispatcher.js'
 import type { CommitLogFlusher } from './flusher.js'
 import type { IndexSlot } from './index/index-slot.js'
+import { native } from '../native.js'
 import { descriptors } from './mapped/descriptors.js'
 import { syncDirectory } from './mapped/directory.js'
-import { OS_PAGE_SIZE } from './mapped/mapped-file.js'
 import type { TransientStorePool } from './mapped/transient-store-pool.js'
 import type { ConsumeQueueTable } from './queue/queue-table.js'
 import type { RunningFlags } from './running-flags.js'
@@ -133,7 +133,7 @@ function dropMappedPages(store: ClosingStore): void {
   const files = [...store.commitLog.mappedFileQueue.mappedFiles]
   for (const queue of store.queues.all()) files.push(...queue.mappedFileQueue.mappedFiles)
   for (const file of files) {
-    const from = Math.floor(file.flushedPosition / OS_PAGE_SIZE) * OS_PAGE_SIZE
+    const from = Math.floor(file.flushedPosition / native.pageSize) * native.pageSize
     if (from < file.fileSize) file.dropPages(from, file.fileSize, false)
   }
   for (const file of store.index.current.getFiles()) if (file.hasUnflushedChanges()) file.dropPages()
