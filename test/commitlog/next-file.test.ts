@@ -56,7 +56,8 @@ describe("the commit log's next file, made ahead of need", () => {
     store = await MessageStore.open(dir, OPTIONS)
     stores.push(store)
     expect(store.stats().lastExitOK).toBe(true)
-    // About 1,060 records fill the first file: the put that rolls makes the second, and the next turn the third.
+    // 2,000 records of 1,094 bytes reach into the third file. Nothing between these puts turns the
+    // event loop, so each roll makes its file itself, and the one after it is not made ahead.
     await putRange(store, 100, 2000)
     await new Promise((resolve) => setImmediate(resolve))
     expect(logFiles(dir)).toEqual([0, 1, 2].map((k) => formatOffsetName(k * LOG_FILE)))
