@@ -73,6 +73,7 @@ export function closeStore(store: ClosingStore): Promise<void> {
       const derived = flushDerived(store)
       derivedFlushed = derived
       await store.flusher.shutdown()
+      await commitLog.closeZeroAhead()
       await commitLog.mappedFileQueue.settle()
       await derived
       await store.index.current.settle()

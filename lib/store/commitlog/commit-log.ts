@@ -661,7 +661,13 @@ export class CommitLog {
     for (let i = 0; i < rounds && !(await this.mappedFileQueue.flushAsync(0)); i++);
   }
 
+  /** Waits for the sync of the zeros written ahead (if one runs) and lets go of their descriptor. */
+  closeZeroAhead(): Promise<void> {
+    return this.stage?.zeroAhead?.close() ?? Promise.resolve()
+  }
+
   shutdown(): void {
+    this.stage?.zeroAhead?.stop()
     this.views.clear()
     this.mappedFileQueue.shutdown(this.config.destroyMapedFileIntervalForcibly)
   }

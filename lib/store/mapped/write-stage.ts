@@ -9,6 +9,7 @@
 // One stage per commit log, lent to the file being appended to from its write position; the file
 // writes it out and gives it back when it fills (CommitLog.append) or the stage runs out of room.
 import { Buffer } from 'node:buffer'
+import { ZeroAhead, type ZeroedFile } from './zero-ahead.js'
 
 /**
  * Bytes staged at most: many group commits' records (a full stage is written out and started
@@ -17,7 +18,7 @@ import { Buffer } from 'node:buffer'
 export const WRITE_STAGE_BYTES = 1 << 20
 
 /** The file side (MappedFile). */
-export interface StagedFile {
+export interface StagedFile extends ZeroedFile {
   readonly wrotePosition: number
   readonly committedPosition: number
   readonly appendBase: number
@@ -30,10 +31,16 @@ export class WriteStage {
   readonly buffer: Buffer
   /** The file the buffer is lent to, or null. */
   private holder: StagedFile | null = null
+  /**
+   * Keeps the blocks ahead of the writer written (zero-ahead.ts): on Linux, where fallocate leaves
+   * reserved blocks for the first sync to convert; null elsewhere.
+   */
+  readonly zeroAhead: ZeroAhead | null
 
-  constructor(bytes: number = WRITE_STAGE_BYTES) {
+  constructor(bytes: number = WRITE_STAGE_BYTES, zeroAhead = process.platform === 'linux') {
     // Touched now, at open: the writer takes no first-touch page faults on it later.
     this.buffer = Buffer.allocUnsafeSlow(bytes).fill(0)
+    this.zeroAhead = zeroAhead ? new ZeroAhead() : null
   }
 
   /** True when appending `length` bytes to `file` needs prepare() first. */
@@ -54,6 +61,7 @@ export class WriteStage {
     if (length > this.buffer.length || file.isFull()) return
     file.setWriteBuffer(this.buffer, file.wrotePosition)
     this.holder = file
+    this.zeroAhead?.after(file)
   }
 
   /** Writes the staged bytes into their file; false when nothing was staged. */
@@ -61,7 +69,9 @@ export class WriteStage {
     const file = this.holder
     if (file === null) return false
     const before = file.committedPosition
-    return file.commit(0) > before
+    const wrote = file.commit(0) > before
+    this.zeroAhead?.after(file)
+    return wrote
   }
 
   /** Writes the staged bytes into their file and takes the stage back (the mapping takes the appends). */
