@@ -18,7 +18,9 @@ import * as fs from 'node:fs'
 export const ZERO_LEAD_BYTES = 4 * 1024 * 1024
 /** Zeros are written in runs of at least this many bytes (one background sync each). */
 export const ZERO_STEP_BYTES = 1024 * 1024
-const ZEROS = Buffer.alloc(256 * 1024)
+const ZERO_PIECE_BYTES = 256 * 1024
+/** Made on first use: a process whose stores never zero ahead (ASYNC_FLUSH, read-only openers, the CLI) keeps none. */
+let zeros: Buffer | null = null
 
 /** What ZeroAhead reads of the file being written (a MappedFile). */
 export interface ZeroedFile {
@@ -52,7 +54,8 @@ export class ZeroAhead {
     if (to <= from || (to - from < ZERO_STEP_BYTES && to < limit)) return
     try {
       if (this.fd < 0) this.fd = fs.openSync(file.fileName, 'r+')
-      for (let at = from; at < to; ) at += fs.writeSync(this.fd, ZEROS, 0, Math.min(ZEROS.length, to - at), at)
+      zeros ??= Buffer.alloc(ZERO_PIECE_BYTES)
+      for (let at = from; at < to; ) at += fs.writeSync(this.fd, zeros, 0, Math.min(zeros.length, to - at), at)
     } catch {
       this.stop()
       return
