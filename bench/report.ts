@@ -42,8 +42,8 @@ export interface BenchRuns {
   /** The load averages (1, 5, 15 min) at the start, and whether ratios are valid. */
   load: { atStart: number[]; valid: boolean }
   errors: string[]
-  /** Per-run CPU profile summaries of mqstore (--cpu-prof). */
-  profiles: { run: number; file: string; summaries: ProfileSummary[] }[]
+  /** CPU profile summaries of mqstore (--cpu-prof): one extra run after the measured ones. */
+  profiles: { run: 'profiled'; file: string; summaries: ProfileSummary[] }[]
 }
 
 type Pick = (r: EngineResult) => number | undefined
@@ -817,7 +817,7 @@ function tables(b: BenchRuns): Tables {
 
   const profiles: string[] = []
   for (const p of b.profiles) {
-    profiles.push(`mqstore, run ${p.run} (${p.file}), top self time per phase:`)
+    profiles.push(`mqstore, a run of its own after the measured ones (${p.file}), top self time per phase:`)
     for (const summary of p.summaries) profiles.push(...formatProfileSummary(summary).map((l) => `  ${l}`))
   }
 
