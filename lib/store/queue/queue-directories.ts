@@ -63,13 +63,15 @@ export class QueueDirectories {
     const made = await mkdirAsync(queueDir)
     if (made === 'exists') return []
     if (made === 'made') return [this.changed(topicDir)]
+    // The new queues of a new topic run this side by side: each of their mkdirs may find the
+    // folder made by another meanwhile, which is as good as making it.
     const root = dirname(topicDir)
     if ((await mkdirAsync(topicDir)) === 'missing') {
       ensureDirectory(root)
-      await fs.promises.mkdir(topicDir)
+      if ((await mkdirAsync(topicDir)) === 'missing') throw new Error(`cannot create ${topicDir}: its parent is missing`)
     }
     const owed = [this.changed(root)]
-    await fs.promises.mkdir(queueDir)
+    if ((await mkdirAsync(queueDir)) === 'missing') throw new Error(`cannot create ${queueDir}: its parent is missing`)
     owed.push(this.changed(topicDir))
     return owed
   }

@@ -5,10 +5,10 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { MessageStore } from '../lib/store/message-store.js'
-import { QueueDirectories } from '../lib/store/queue/queue-directories.js'
-import { PowerLossDisk } from './helpers/power-loss.js'
-import { tempDir } from './helpers/tmp.js'
+import { MessageStore } from '../../lib/store/message-store.js'
+import { QueueDirectories } from '../../lib/store/queue/queue-directories.js'
+import { PowerLossDisk } from '../helpers/power-loss.js'
+import { tempDir } from '../helpers/tmp.js'
 
 let root: string
 let store: string
@@ -32,6 +32,19 @@ describe('queue folders', () => {
     expect(fs.statSync(join(cq, 'a', '0')).isDirectory()).toBe(true)
     expect(dirs.create(join(cq, 'a', '1')).map((o) => o.dir)).toEqual([join(cq, 'a')])
     expect(dirs.create(join(cq, 'a', '1'))).toEqual([])
+  })
+
+  it('the queues of a new topic made side by side off the JS thread all get their folders, though each finds folders the others made', async () => {
+    const dirs = new QueueDirectories()
+    const cq = join(store, 'consumequeue')
+    // Neither the root nor the topic folder exists: every queue starts by finding them missing.
+    const queues = Array.from({ length: 16 }, (_, q) => join(cq, 'fresh', String(q)))
+    const owed = await Promise.all(queues.map((q) => dirs.createAsync(q)))
+    for (const q of queues) expect(fs.statSync(q).isDirectory()).toBe(true)
+    // Every queue owes the sync of the topic folder that holds its entry, and of the root above it.
+    for (const o of owed) expect(o.map((x) => x.dir)).toContain(join(cq, 'fresh'))
+    await dirs.syncAsync(owed.flat())
+    expect(await dirs.createAsync(queues[0])).toEqual([])
   })
 
   it('syncs of a folder are counted: each owed change is newer than the last, and paying them leaves nothing owed twice', async () => {
