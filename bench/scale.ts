@@ -1,8 +1,8 @@
 // How the store scales with the number of queues and files: for each size, a child process writes
 // 4 messages of 100 B to every queue (spread over 100 topics) and closes, timing the first round
-// (each put creates its queue) apart as the cost of a new queue; a second child reopens
-// the store and reports the reopen time, its open descriptors, mapped bytes and RSS, and the disk
-// the store takes, then reads every queue once (a clean reopen defers each queue's work to its first
+// (each put creates its queue) apart as the cost of a new queue (and the JS thread's share of it);
+// a second child reopens the store and reports the reopen time, its open descriptors, mapped bytes
+// and RSS, and the disk the store takes, then reads every queue once (a clean reopen defers each queue's work to its first
 // use, so this is where that work shows). A last row writes a commit log of 1,000 small files,
 // reopens it, and reads it all under a 16 MiB mapping budget (old commit-log files are mapped on
 // first use and unmapped past the budget): mapped bytes after the reopen, and after the reads.
@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
-import { diskUsage, makeTempDir, removeDir } from './workload.js'
+import { diskUsage, makeTempDir, removeDir, threadClock, threadTimesSince } from './workload.js'
 
 const TOPICS = 100
 const MESSAGES_PER_QUEUE = 4
@@ -38,6 +38,11 @@ export interface ScaleRow {
   writeMsgPerSec: number
   /** Put time per queue of the round that creates every queue (µs; -1: not measured). */
   newQueueUs: number
+  /**
+   * The JS thread's CPU time per queue in that round (µs; -1: not measured, or not Linux): the
+   * put path's own cost, apart from the waits for the files made on the libuv pool.
+   */
+  newQueueJsUs: number
   reopenMs: number
   /** Reading the first messages of every queue after the reopen (-1: not measured). */
   readAllMs: number
@@ -151,13 +156,16 @@ async function childStep(request: ChildRequest): Promise<Record<string, number>>
     }
   }
   const start = process.hrtime.bigint()
+  const clock = threadClock()
   await put(0, firstRound)
   const created = process.hrtime.bigint()
+  const jsRunNs = threadTimesSince(clock)?.jsRunNs
   await put(firstRound, messages.length)
   const seconds = Number(process.hrtime.bigint() - start) / 1e9
   await store.close()
   const newQueueUs = firstRound > 0 ? Number(created - start) / 1e3 / firstRound : -1
-  return { writeMsgPerSec: messages.length / seconds, newQueueUs }
+  const newQueueJsUs = firstRound > 0 && jsRunNs !== undefined ? jsRunNs / 1e3 / firstRound : -1
+  return { writeMsgPerSec: messages.length / seconds, newQueueUs, newQueueJsUs }
 }
 
 function inChild(request: ChildRequest): Promise<Record<string, number>> {
@@ -184,6 +192,7 @@ async function measure(name: string, queues: number, options: OpenOptions, messa
       commitLogFiles,
       writeMsgPerSec: Math.round(written.writeMsgPerSec),
       newQueueUs: Math.round(written.newQueueUs),
+      newQueueJsUs: Math.round(written.newQueueJsUs),
       reopenMs: Math.round(reopened.reopenMs * 10) / 10,
       readAllMs: Math.round(reopened.readAllMs * 10) / 10,
       openFiles: reopened.openFiles,
@@ -206,6 +215,7 @@ export function formatScaleTable(rows: ScaleRow[]): string {
     'log files',
     'write msg/s',
     'new queue µs',
+    'of it JS µs',
     'reopen ms',
     'read all ms',
     'open files',
@@ -220,6 +230,7 @@ export function formatScaleTable(rows: ScaleRow[]): string {
     String(r.commitLogFiles),
     r.writeMsgPerSec.toLocaleString('en-US'),
     r.newQueueUs < 0 ? '—' : r.newQueueUs.toLocaleString('en-US'),
+    r.newQueueJsUs < 0 ? '—' : r.newQueueJsUs.toLocaleString('en-US'),
     String(r.reopenMs),
     r.readAllMs < 0 ? '—' : String(r.readAllMs),
     String(r.openFiles),
