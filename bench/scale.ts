@@ -2,10 +2,11 @@
 // 4 messages of 100 B to every queue (spread over 100 topics) and closes, timing the first round
 // (each put creates its queue) apart as the cost of a new queue (and the JS thread's share of it);
 // a second child reopens the store and reports the reopen time, its open descriptors, mapped bytes
-// and RSS, and the disk the store takes, then reads every queue once (a clean reopen defers each queue's work to its first
-// use, so this is where that work shows). A last row writes a commit log of 1,000 small files,
-// reopens it, and reads it all under a 16 MiB mapping budget (old commit-log files are mapped on
-// first use and unmapped past the budget): mapped bytes after the reopen, and after the reads.
+// and RSS, and the disk the store takes, then reads every queue once (a clean reopen defers each
+// queue's work to its first use, so this is where that work shows). A last row writes a commit log
+// of 1,000 small files, reopens it, and reads it all under a 16 MiB mapping budget (old commit-log
+// files are mapped on first use and unmapped past the budget): mapped bytes after the reopen, and
+// after the reads.
 // Another writes 100 index files (small entry tables, 1 MB slot tables) and reopens them: index
 // files are mapped by the first query that needs them, not at open (its log is read back too).
 //
