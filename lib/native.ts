@@ -52,6 +52,12 @@ export interface NativeBinding {
   /** Reserves disk blocks for [offset, offset + length): posix_fallocate / F_PREALLOCATE. */
   allocate(fd: number, offset: number, length: number): void
   /**
+   * On the libuv pool: creates the file `path` (which must not exist) of `size` bytes, reserves the
+   * blocks of [0, reserve), maps it (as `map` does, writable) and faults [0, min(warm, reserve)) in;
+   * the directory entry is not synced. Rejects with the failing call's errno, the file removed.
+   */
+  createMapped(path: string, size: number, reserve: number, warm: number): Promise<MapHandle>
+  /**
    * Starts write-back of the dirty pages of [offset, offset + length) on the libuv pool (with its
    * own duplicate of `fd`) and returns at once (sync_file_range SYNC_FILE_RANGE_WRITE): not
    * durable, but a later sync finds them written. True where the system does it (Linux), false
@@ -145,6 +151,7 @@ const binding = load()
 export const native: NativeBinding = {
   map: binding.map,
   allocate: binding.allocate,
+  createMapped: binding.createMapped,
   writeBack: binding.writeBack,
   lockFile: binding.lockFile,
   unlockFile: binding.unlockFile,
@@ -157,7 +164,7 @@ export const native: NativeBinding = {
   platform: binding.platform,
 }
 
-type Interposable = Pick<NativeBinding, 'map' | 'allocate' | 'writeBack' | 'lockFile' | 'unlockFile'>
+type Interposable = Pick<NativeBinding, 'map' | 'allocate' | 'createMapped' | 'writeBack' | 'lockFile' | 'unlockFile'>
 
 /**
  * Test-only seam: replaces some of the binding's functions (a wrapper may call `original`), and
@@ -167,6 +174,7 @@ export function interposeNativeForTesting(wrap: (original: Readonly<Interposable
   const original: Interposable = {
     map: native.map,
     allocate: native.allocate,
+    createMapped: native.createMapped,
     writeBack: native.writeBack,
     lockFile: native.lockFile,
     unlockFile: native.unlockFile,

@@ -116,6 +116,49 @@ struct AddonData {
 #endif
 #endif
 
+namespace {
+
+// Reads one byte a page of [start, start + length).
+void TouchPages(const char* start, size_t length) {
+  const size_t page = PageSize();
+  volatile char sink = 0;
+  for (size_t at = 0; at < length; at += page) sink ^= start[at];
+  (void)sink;
+}
+
+// Faults the pages of [start, start + length) of a mapping in (for writing when `writable`);
+// returns 0 or the errno that stopped it. For the libuv pool: it may wait for the disk.
+int WarmPages(char* start, size_t length, bool writable) {
+#if defined(__linux__)
+  int advice = writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+  int rc;
+  do {
+    rc = madvise(start, length, advice);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) {
+    // Populating maps the pages but, in virtual machines, the first access to each page from any
+    // CPU can still trap to the hypervisor (about 1.5 us a page measured), which would then land
+    // on the writer. Reading one byte per page here takes that trap on this pool thread. A read
+    // cannot race the writer: it changes nothing.
+    TouchPages(start, length);
+    return 0;
+  }
+  // Only EINVAL (a kernel before 5.14) means "touch instead". EFAULT or EHWPOISON mean a page
+  // cannot be faulted in (beyond the end of the file, memory failure): touching it would raise
+  // SIGBUS on this pool thread and kill the process.
+  if (errno != EINVAL) return errno;
+#elif defined(MADV_WILLNEED)
+  (void)writable;
+  madvise(start, length, MADV_WILLNEED);
+#else
+  (void)writable;
+#endif
+  TouchPages(start, length);
+  return 0;
+}
+
+}  // namespace
+
 class MapHandle;
 
 // Async work on the libuv pool that holds an in-flight count on the mapping from the moment it is
@@ -180,7 +223,7 @@ class MappingWork : public Napi::AsyncWorker {
       } else if (kind_ == Kind::kDrop) {
         Drop(base + offset_);
       } else {
-        err_ = Warm(base + offset_, length_);
+        err_ = WarmPages(base + offset_, length_, mapping_->writable);
         if (err_ != 0) syscall_ = "madvise";
       }
     }
@@ -209,33 +252,6 @@ class MappingWork : public Napi::AsyncWorker {
     if (ended_) return;
     ended_ = true;
     mapping_->EndWork();
-  }
-
-  // Returns 0 or the errno that stopped the warm-up.
-  int Warm(char* start, size_t length) {
-#if defined(__linux__)
-    int advice = mapping_->writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
-    int rc;
-    do {
-      rc = madvise(start, length, advice);
-    } while (rc != 0 && errno == EINTR);
-    if (rc == 0) {
-      // Populating maps the pages but, in virtual machines, the first access to each page from any
-      // CPU can still trap to the hypervisor (about 1.5 us a page measured), which would then land
-      // on the writer. Reading one byte per page here takes that trap on this pool thread. A read
-      // cannot race the writer: it changes nothing.
-      TouchPages(start, length);
-      return 0;
-    }
-    // Only EINVAL (a kernel before 5.14) means "touch instead". EFAULT or EHWPOISON mean a page
-    // cannot be faulted in (beyond the end of the file, memory failure): touching it would raise
-    // SIGBUS on this pool thread and kill the process.
-    if (errno != EINVAL) return errno;
-#elif defined(MADV_WILLNEED)
-    madvise(start, length, MADV_WILLNEED);
-#endif
-    TouchPages(start, length);
-    return 0;
   }
 
   // A hint both ways: mlocked pages refuse the drop (EINVAL) and the write-back goes ahead; a
@@ -271,13 +287,6 @@ class MappingWork : public Napi::AsyncWorker {
       }
       done += static_cast<size_t>(n);
     }
-  }
-
-  static void TouchPages(const char* start, size_t length) {
-    const size_t page = PageSize();
-    volatile char sink = 0;
-    for (size_t at = 0; at < length; at += page) sink ^= start[at];
-    (void)sink;
   }
 
   std::shared_ptr<Mapping> mapping_;
@@ -561,6 +570,20 @@ void MappingWork::OnWorkComplete(Napi::Env env, napi_status status) {
 
 namespace {
 
+// The MapHandle that owns the mapping [addr, addr + length) from now on (it unmaps it, also when
+// making the handle throws).
+Napi::Value NewMapHandle(Napi::Env env, void* addr, size_t length, bool writable) {
+  std::shared_ptr<Mapping> mapping(new Mapping());
+  mapping->addr = addr;
+  mapping->length = length;
+  mapping->writable = writable;
+
+  AddonData* data = env.GetInstanceData<AddonData>();
+  data->Track(mapping);
+  Napi::External<std::shared_ptr<Mapping>> external = Napi::External<std::shared_ptr<Mapping>>::New(env, &mapping);
+  return data->map_handle_ctor.New({external});
+}
+
 // map(fd, length, writable): MAP_SHARED over [0, length) of fd. A read-only map is MAP_PRIVATE
 // with write permission, so a stray JavaScript write changes a private copy instead of faulting;
 // it never reaches the file.
@@ -594,15 +617,7 @@ Napi::Value Map(const Napi::CallbackInfo& info) {
     ErrnoError(env, errno, "mmap").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  std::shared_ptr<Mapping> mapping(new Mapping());
-  mapping->addr = addr;
-  mapping->length = static_cast<size_t>(length);
-  mapping->writable = writable;
-
-  AddonData* data = env.GetInstanceData<AddonData>();
-  data->Track(mapping);
-  Napi::External<std::shared_ptr<Mapping>> external = Napi::External<std::shared_ptr<Mapping>>::New(env, &mapping);
-  return data->map_handle_ctor.New({external});
+  return NewMapHandle(env, addr, static_cast<size_t>(length), writable);
 }
 
 #if defined(__APPLE__)
@@ -636,30 +651,25 @@ int FillHoles(int fd, off_t from, off_t to) {
 }
 #endif
 
-// allocate(fd, offset, length): reserve disk blocks so a later page fault cannot hit a full disk.
-// Safe on a file that already holds data: only unreserved space (holes, or past the end) changes.
-Napi::Value Allocate(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  int fd = -1;
-  uint64_t offset = 0, length = 0;
-  if (!ReadFd(info, &fd) || !ReadSize(info, 1, "offset", &offset) || !ReadSize(info, 2, "length", &length)) {
-    return env.Undefined();
-  }
-  if (length == 0) return env.Undefined();
+// Reserves disk blocks for [offset, offset + length) of fd so a later page fault cannot hit a full
+// disk; returns 0 or the errno, with the failing call in *syscall. Safe on a file that already holds
+// data: only unreserved space (holes, or past the end) changes. Runs on any thread.
+int AllocateRange(int fd, uint64_t offset, uint64_t length, const char** syscall) {
+  if (length == 0) return 0;
 #if defined(__APPLE__)
   const off_t end = static_cast<off_t>(offset + length);
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    ErrnoError(env, errno, "fstat").ThrowAsJavaScriptException();
-    return env.Undefined();
+    *syscall = "fstat";
+    return errno;
   }
   // F_PREALLOCATE only reserves space past the file's physical end; it cannot fill the holes of a
   // sparse file (a copy, a restore). Those are filled with written zeros; data is never touched.
   const off_t existing = st.st_size < end ? st.st_size : end;
   int err = FillHoles(fd, static_cast<off_t>(offset), existing);
   if (err != 0) {
-    ErrnoError(env, err, "pwrite", "filling a hole").ThrowAsJavaScriptException();
-    return env.Undefined();
+    *syscall = "pwrite";
+    return err;
   }
   if (st.st_size < end) {
     // fst_length counts from the physical end: reserve what the file does not have yet.
@@ -669,20 +679,151 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
       if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
         store.fst_flags = F_ALLOCATEALL;
         if (fcntl(fd, F_PREALLOCATE, &store) == -1) {
-          ErrnoError(env, errno, "fcntl(F_PREALLOCATE)").ThrowAsJavaScriptException();
-          return env.Undefined();
+          *syscall = "fcntl(F_PREALLOCATE)";
+          return errno;
         }
       }
     }
     if (ftruncate(fd, end) != 0) {
-      ErrnoError(env, errno, "ftruncate").ThrowAsJavaScriptException();
+      *syscall = "ftruncate";
+      return errno;
     }
   }
+  return 0;
 #else
-  int err = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(length));
-  if (err != 0) ErrnoError(env, err, "posix_fallocate").ThrowAsJavaScriptException();
+  *syscall = "posix_fallocate";
+  return posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(length));
 #endif
+}
+
+// allocate(fd, offset, length): AllocateRange on the calling thread; throws its errno.
+Napi::Value Allocate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd = -1;
+  uint64_t offset = 0, length = 0;
+  if (!ReadFd(info, &fd) || !ReadSize(info, 1, "offset", &offset) || !ReadSize(info, 2, "length", &length)) {
+    return env.Undefined();
+  }
+  const char* syscall = "";
+  int err = AllocateRange(fd, offset, length, &syscall);
+  if (err != 0) ErrnoError(env, err, syscall, strcmp(syscall, "pwrite") == 0 ? "filling a hole" : nullptr).ThrowAsJavaScriptException();
   return env.Undefined();
+}
+
+// A new file made, sized, reserved, mapped and faulted in on the libuv pool: the five to seven
+// system calls of a new segment, each of which may wait for the file system's journal, as one
+// piece of work. Whatever fails, the file is removed and nothing stays mapped or open.
+class CreateMapWork : public Napi::AsyncWorker {
+ public:
+  CreateMapWork(Napi::Env env, std::string path, size_t size, size_t reserve, size_t warm)
+      : Napi::AsyncWorker(env),
+        path_(std::move(path)),
+        size_(size),
+        reserve_(reserve < size ? reserve : size),
+        warm_(warm < size ? warm : size),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
+
+  // A mapping never handed to a handle (the environment went away first) is unmapped here.
+  ~CreateMapWork() override {
+    if (addr_ != nullptr) munmap(addr_, size_);
+  }
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    int fd;
+    do {
+      fd = open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      Fail(errno, "open");
+      return;
+    }
+    int err = 0;
+    // A file reserved in part gets its full length first; one reserved whole gets it from the
+    // reservation (posix_fallocate extends it).
+    if (reserve_ < size_ && ftruncate(fd, static_cast<off_t>(size_)) != 0) {
+      err = errno;
+      syscall_ = "ftruncate";
+    }
+    if (err == 0) err = AllocateRange(fd, 0, reserve_, &syscall_);
+    if (err == 0) {
+      void* addr = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (addr == MAP_FAILED) {
+        err = errno;
+        syscall_ = "mmap";
+      } else {
+        addr_ = addr;
+        // Only the reserved prefix is faulted in: populating a hole would allocate its blocks
+        // behind the reservation's back. A warm-up is a hint: its failure fails nothing.
+        if (warm_ > 0) WarmPages(static_cast<char*>(addr), warm_ < reserve_ ? warm_ : reserve_, true);
+      }
+    }
+    close(fd);
+    if (err != 0) {
+      unlink(path_.c_str());
+      Fail(err, syscall_);
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (err_ != 0) {
+      deferred_.Reject(ErrnoError(env, err_, syscall_).Value());
+      return;
+    }
+    void* addr = addr_;
+    addr_ = nullptr;  // the handle owns it from here, also if making it throws
+    deferred_.Resolve(NewMapHandle(env, addr, size_, true));
+  }
+
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  void Fail(int err, const char* syscall) {
+    err_ = err;
+    syscall_ = syscall;
+  }
+
+  std::string path_;
+  size_t size_;
+  size_t reserve_;
+  size_t warm_;
+  void* addr_ = nullptr;
+  int err_ = 0;
+  const char* syscall_ = "";
+  Napi::Promise::Deferred deferred_;
+};
+
+// createMapped(path, size, reserve, warm): a promise of the MapHandle (writable, MAP_SHARED) of a
+// file created at `path` (which must not exist) of `size` bytes with [0, reserve) reserved on disk
+// and [0, min(warm, reserve)) faulted in; the file's directory entry is not synced. Rejects with
+// the errno of the call that failed, the file removed.
+Napi::Value CreateMapped(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) {
+    Napi::TypeError::New(env, "path must be a string").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  uint64_t size = 0, reserve = 0, warm = 0;
+  if (!ReadSize(info, 1, "size", &size) || !ReadSize(info, 2, "reserve", &reserve) || !ReadSize(info, 3, "warm", &warm)) {
+    return env.Undefined();
+  }
+  if (size == 0) {
+    Napi::RangeError::New(env, "size must be positive").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto* work = new CreateMapWork(env, info[0].As<Napi::String>().Utf8Value(), static_cast<size_t>(size),
+                                 static_cast<size_t>(reserve), static_cast<size_t>(warm));
+  Napi::Promise promise = work->Promise();
+  try {
+    work->Queue();
+  } catch (...) {
+    delete work;
+    throw;
+  }
+  return promise;
 }
 
 #if defined(__linux__)
@@ -834,6 +975,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
   exports.Set("map", Napi::Function::New(env, Map, "map"));
   exports.Set("allocate", Napi::Function::New(env, Allocate, "allocate"));
+  exports.Set("createMapped", Napi::Function::New(env, CreateMapped, "createMapped"));
   exports.Set("writeBack", Napi::Function::New(env, WriteBack, "writeBack"));
   exports.Set("lockFile", Napi::Function::New(env, LockFile, "lockFile"));
   exports.Set("unlockFile", Napi::Function::New(env, UnlockFile, "unlockFile"));

@@ -1,0 +1,100 @@
+// The addon's createMapped (a new segment made, reserved, mapped and faulted in on the libuv pool)
+// on real files.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+import { native } from '../../lib/native.js'
+import { tempDir } from '../helpers/tmp.js'
+import { mountTmpfs, tmpfs, unmountTmpfs } from '../helpers/tmpfs.js'
+
+let dir: string
+beforeEach(() => {
+  dir = tempDir('mqstore-create-mapped-')
+})
+afterEach(() => {
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+async function rejection(promise: Promise<unknown>): Promise<NodeJS.ErrnoException> {
+  try {
+    await promise
+  } catch (error) {
+    return error as NodeJS.ErrnoException
+  }
+  throw new Error('expected a rejection')
+}
+
+describe('createMapped', () => {
+  it('makes the file at full size with its first part reserved, and maps it for writing', async () => {
+    const name = join(dir, 'seg')
+    const handle = await native.createMapped(name, 1 << 20, 64 << 10, 64 << 10)
+    try {
+      const st = fs.statSync(name)
+      expect(st.size).toBe(1 << 20)
+      // Reserved: at least the first part has blocks; the rest is a hole.
+      expect(st.blocks * 512).toBeGreaterThanOrEqual(64 << 10)
+      expect(st.blocks * 512).toBeLessThan(1 << 20)
+      expect(handle.length).toBe(1 << 20)
+      expect(handle.writable).toBe(true)
+      Buffer.from(handle.buffer, 1000, 5).write('hello')
+      handle.sync(0, 4096)
+      expect(fs.readFileSync(name).subarray(1000, 1005).toString()).toBe('hello')
+    } finally {
+      handle.close()
+    }
+  })
+
+  it('a reservation of the whole file (or more) makes it whole', async () => {
+    const name = join(dir, 'whole')
+    const handle = await native.createMapped(name, 256 << 10, 1 << 20, 1 << 20)
+    handle.close()
+    const st = fs.statSync(name)
+    expect(st.size).toBe(256 << 10)
+    expect(st.blocks * 512).toBeGreaterThanOrEqual(256 << 10)
+  })
+
+  it('never replaces a file: an existing name rejects with EEXIST and keeps its content', async () => {
+    const name = join(dir, 'taken')
+    fs.writeFileSync(name, 'kept')
+    const error = await rejection(native.createMapped(name, 65536, 65536, 0))
+    expect(error.code).toBe('EEXIST')
+    expect(error.syscall).toBe('open')
+    expect(fs.readFileSync(name, 'utf8')).toBe('kept')
+  })
+
+  it('a missing folder rejects with ENOENT and leaves nothing', async () => {
+    const error = await rejection(native.createMapped(join(dir, 'no', 'seg'), 65536, 65536, 65536))
+    expect(error.code).toBe('ENOENT')
+    expect(fs.existsSync(join(dir, 'no'))).toBe(false)
+  })
+
+  it('checks its arguments before any work', () => {
+    expect(() => native.createMapped(42 as unknown as string, 65536, 0, 0)).toThrow(TypeError)
+    expect(() => native.createMapped(join(dir, 'a'), 0, 0, 0)).toThrow(RangeError)
+    expect(() => native.createMapped(join(dir, 'a'), -1, 0, 0)).toThrow(RangeError)
+    expect(() => native.createMapped(join(dir, 'a'), 65536, 0.5, 0)).toThrow(RangeError)
+    expect(() => native.createMapped(join(dir, 'a'), 65536, 0, Number.NaN)).toThrow(RangeError)
+    expect(fs.existsSync(join(dir, 'a'))).toBe(false)
+  })
+})
+
+describe.runIf(tmpfs.ok)('createMapped on a full disk (tmpfs)', () => {
+  it('a reservation past the free space rejects with ENOSPC and removes the file', async () => {
+    const mount = tempDir('mqstore-tmpfs-')
+    mountTmpfs(mount, '1m')
+    try {
+      const error = await rejection(native.createMapped(join(mount, 'seg'), 16 << 20, 8 << 20, 8 << 20))
+      expect(error.code).toBe('ENOSPC')
+      expect(fs.readdirSync(mount)).toEqual([])
+    } finally {
+      unmountTmpfs(mount)
+      fs.rmSync(mount, { recursive: true, force: true })
+    }
+  })
+})
+describe.runIf(!tmpfs.ok)(`createMapped on a full disk (skipped: ${tmpfs.reason})`, () => {
+  it(`is skipped because ${tmpfs.reason}`, () => {
+    expect(tmpfs.ok).toBe(false)
+  })
+})
