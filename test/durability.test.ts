@@ -7,12 +7,12 @@ import { spawnSync } from 'node:child_process'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { MQStoreError } from '../lib/errors.js'
-import { interposeNativeForTesting, type MapHandle } from '../lib/native.js'
+import type { MapHandle } from '../lib/native.js'
 import { syncDirectory } from '../lib/store/mapped/directory.js'
 import { MappedFile } from '../lib/store/mapped/mapped-file.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { repoRoot, tempDir } from './helpers/tmp.js'
-import { wrapMapHandle } from './helpers/map-handle.js'
+import { interposeMappings, wrapMapHandle } from './helpers/map-handle.js'
 import { interposeFdatasync } from './helpers/fdatasync.js'
 import { mountTmpfs, tmpfs, unmountTmpfs } from './helpers/tmpfs.js'
 
@@ -49,9 +49,7 @@ function injectSyncErrors(): { fail(count: number): void; restore(): void } {
       },
       syncAsync: (offset, length) => (failing() ? Promise.reject(eio('msync')) : handle.syncAsync(offset, length)),
     })
-  const restoreNative = interposeNativeForTesting((original) => ({
-    map: (fd, length, writable) => wrap(original.map(fd, length, writable)),
-  }))
+  const restoreNative = interposeMappings((handle) => wrap(handle))
   const restoreFs = interposeFdatasync({
     async: (fd, callback, original) => (failing() ? queueMicrotask(() => callback(eio('fdatasync'))) : original(fd, callback)),
     sync: (fd, original) => {

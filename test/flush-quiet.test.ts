@@ -20,7 +20,7 @@ import { indexFileSize } from '../lib/store/index/index-file.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import { QUEUE_WRITE_BACK_STEP, WRITE_BACK_EVERY_UNITS } from '../lib/store/queue/queue-write-back.js'
-import { recordWriteBacks, wrapMapHandle } from './helpers/map-handle.js'
+import { interposeMappings, recordWriteBacks, wrapMapHandle } from './helpers/map-handle.js'
 import { tempDir } from './helpers/tmp.js'
 
 const QUEUE_FILE = 100_000 * 20
@@ -205,30 +205,27 @@ describe('a burst that never yields to the event loop', () => {
       const steps = new Map<number, string[]>()
       let next = 0
       restores.push(
-        interposeNativeForTesting((original) => ({
-          map: (fd, length, writable) => {
-            const handle = original.map(fd, length, writable)
-            if (!writable) return handle
-            const id = next++
-            const note = (step: string) => {
-              if (closing) steps.set(id, [...(steps.get(id) ?? []), step])
-            }
-            return wrapMapHandle(handle, {
-              advise: (offset, bytes, advice) => {
-                if (advice === 'dontneed' && offset === 0 && bytes === length) note('drop')
-                return handle.advise(offset, bytes, advice)
-              },
-              syncAsync: (offset, bytes) => {
-                note('sync')
-                return handle.syncAsync(offset, bytes)
-              },
-              sync: (offset, bytes) => {
-                note('sync')
-                return handle.sync(offset, bytes)
-              },
-            })
-          },
-        })),
+        interposeMappings((handle, length, writable) => {
+          if (!writable) return handle
+          const id = next++
+          const note = (step: string) => {
+            if (closing) steps.set(id, [...(steps.get(id) ?? []), step])
+          }
+          return wrapMapHandle(handle, {
+            advise: (offset, bytes, advice) => {
+              if (advice === 'dontneed' && offset === 0 && bytes === length) note('drop')
+              return handle.advise(offset, bytes, advice)
+            },
+            syncAsync: (offset, bytes) => {
+              note('sync')
+              return handle.syncAsync(offset, bytes)
+            },
+            sync: (offset, bytes) => {
+              note('sync')
+              return handle.sync(offset, bytes)
+            },
+          })
+        }),
       )
       const store = await MessageStore.open(dir, { ...BASE, messageIndexEnable: true, maxHashSlotNum: 1000, maxIndexNum: 4000 })
       stores.push(store)

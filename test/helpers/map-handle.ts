@@ -37,19 +37,32 @@ export function wrapMapHandle(handle: MapHandle, overrides: HandleOverrides): Ma
  * Returns the function that undoes the interposition.
  */
 export function recordWriteBacks(record: (fd: number, offset: number, length: number) => void): () => void {
+  const recordDrops = (handle: MapHandle): MapHandle =>
+    wrapMapHandle(handle, {
+      dropAsync: (offset, bytes, own) => {
+        if (own !== undefined) record(own, offset, bytes)
+        return handle.dropAsync(offset, bytes, own)
+      },
+    })
   return interposeNativeForTesting((original) => ({
     writeBack: (fd, offset, length) => {
       record(fd, offset, length)
       return original.writeBack(fd, offset, length)
     },
-    map: (fd, length, writable) => {
-      const handle = original.map(fd, length, writable)
-      return wrapMapHandle(handle, {
-        dropAsync: (offset, bytes, own) => {
-          if (own !== undefined) record(own, offset, bytes)
-          return handle.dropAsync(offset, bytes, own)
-        },
-      })
-    },
+    map: (fd, length, writable) => recordDrops(original.map(fd, length, writable)),
+    // A new queue's file is made and mapped in one call.
+    createMapped: async (path, size, reserve, warm) => recordDrops(await original.createMapped(path, size, reserve, warm)),
+  }))
+}
+
+/**
+ * Interposes both ways the store gets a mapping: map(), and createMapped() for the first file of a
+ * new queue (mapped writable). `wrap` sees every handle with its length and returns what the store
+ * gets. Returns the function that undoes the interposition.
+ */
+export function interposeMappings(wrap: (handle: MapHandle, length: number, writable: boolean) => MapHandle): () => void {
+  return interposeNativeForTesting((original) => ({
+    map: (fd, length, writable) => wrap(original.map(fd, length, writable), length, writable),
+    createMapped: async (path, size, reserve, warm) => wrap(await original.createMapped(path, size, reserve, warm), size, true),
   }))
 }

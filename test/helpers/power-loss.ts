@@ -198,6 +198,17 @@ export class PowerLossDisk {
     this.restoreNative = interposeNativeForTesting((original) => ({
       map: (fd, length, writable) => this.wrapHandle(original.map(fd, length, writable), fd),
       allocate: (fd, offset, length) => this.around('allocate', () => original.allocate(fd, offset, length)),
+      // A file made and mapped in one call on the pool: a new inode (no durable content, its name
+      // not synced), then a handle like map's.
+      createMapped: async (path, size, reserve, warm) => {
+        if (this.recording()) this.tick(`before createMapped ${path}`)
+        const handle = await original.createMapped(path, size, reserve, warm)
+        if (this.recording()) {
+          this.born(fs.statSync(path).ino)
+          this.tick(`after createMapped ${path}`)
+        }
+        return this.wrapHandle(handle, path)
+      },
     }))
     this.patchFs()
     return this
@@ -361,13 +372,14 @@ export class PowerLossDisk {
     this.images.set(k, image)
   }
 
-  private wrapHandle(handle: MapHandle, fd: number): MapHandle {
+  /** `file`: the descriptor the handle was mapped from, or the path of a file createMapped made. */
+  private wrapHandle(handle: MapHandle, file: number | string): MapHandle {
     const disk = this
     let id: FileId | null = null
     let path = ''
     try {
-      path = fs.readlinkSync(`/proc/self/fd/${fd}`)
-      if (this.inTree(path)) id = this.idOf(fs.fstatSync(fd).ino)
+      path = typeof file === 'string' ? file : fs.readlinkSync(`/proc/self/fd/${file}`)
+      if (this.inTree(path)) id = this.idOf(typeof file === 'string' ? fs.statSync(file).ino : fs.fstatSync(file).ino)
     } catch {
       id = null
     }

@@ -3,7 +3,7 @@
 // put path) then writes into pages that are already mapped.
 import { afterEach, describe, expect, it } from 'vitest'
 
-import { interposeNativeForTesting } from '../../lib/native.js'
+import { interposeNativeForTesting, type MapHandle } from '../../lib/native.js'
 import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
 import { CQ_RESERVE_CHUNK_BYTES } from '../../lib/store/queue/consume-queue.js'
 import { wrapMapHandle } from '../helpers/map-handle.js'
@@ -40,18 +40,28 @@ describe("a consume queue's pages are faulted in ahead of the writer", () => {
     let writtenPastWarm = 0
     let unitsWritten = 0
     restores.push(
-      interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
-          if (length !== QUEUE_FILE || !writable) return handle
-          return wrapMapHandle(handle, {
+      interposeNativeForTesting((original) => {
+        const recordWarmUps = (handle: MapHandle): MapHandle =>
+          wrapMapHandle(handle, {
             warmAsync: (offset, bytes) => {
               warmed.push({ offset, length: bytes })
               return handle.warmAsync(offset, bytes)
             },
           })
-        },
-      })),
+        return {
+          map: (fd, length, writable) => {
+            const handle = original.map(fd, length, writable)
+            return length !== QUEUE_FILE || !writable ? handle : recordWarmUps(handle)
+          },
+          // A new queue's file is made, mapped and its first part faulted in by one call.
+          createMapped: async (path, size, reserve, warm) => {
+            const handle = await original.createMapped(path, size, reserve, warm)
+            if (size !== QUEUE_FILE) return handle
+            warmed.push({ offset: 0, length: Math.min(warm, reserve) })
+            return recordWarmUps(handle)
+          },
+        }
+      }),
     )
     const store = await MessageStore.open(tempDir('mqstore-queue-warm-'), OPTIONS)
     stores.push(store)

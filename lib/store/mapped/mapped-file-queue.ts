@@ -12,7 +12,7 @@ import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssu
 import { ensureDirectory, syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import { reserveChunk, reserveFirst } from './mapped-file-types.js'
-import { createSegmentAsync } from './segment-io.js'
+import { createMappedSegmentAsync } from './segment-io.js'
 import type { MappingBudget } from './mapping-budget.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 import { readInt64BE } from '../bytes.js'
@@ -277,10 +277,9 @@ export class MappedFileQueue {
     const options = this.fileOptions()
     const name = join(this.storePath, formatOffsetName(start))
     const first = reserveFirst(options, reserveChunk(options, this.mappedFileSize))
-    const file = MappedFile.create(name, this.mappedFileSize, options, await createSegmentAsync(name, this.mappedFileSize, first))
+    const handle = await createMappedSegmentAsync(name, this.mappedFileSize, first, first)
+    const file = MappedFile.create(name, this.mappedFileSize, options, handle)
     file.warmChunks = this.options.warmChunks === true
-    file.warmRange(0, file.reservedPosition)
-    await file.settle()
     // Closed meanwhile: the file stays as an empty tail, which a load accepts (see shutdown).
     if (this.closed || this.preallocated !== null || this.mappedFiles.length > 0) file.shutdown(0)
     else this.preallocated = file

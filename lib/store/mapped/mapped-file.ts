@@ -15,7 +15,7 @@ import { basename } from 'node:path'
 import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
-import { checkLength, createSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
+import { checkLength, createMappedSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
 import { syncMappedRange, writeAfter, type WriteAfterSync } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
 import { assertFileSize, checkLazyLength, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
@@ -125,7 +125,10 @@ export class MappedFile {
 
   /** Maps the file now (eager files at open; lazy ones on first use). */
   private mapWith(fd: number): void {
-    const handle = mapSegment(fd, this.fileName, this.fileSize, !this.readOnly)
+    this.adopt(mapSegment(fd, this.fileName, this.fileSize, !this.readOnly))
+  }
+
+  private adopt(handle: MapHandle): void {
     this.handle = handle
     this.mapped = Buffer.from(handle.buffer, 0, this.fileSize)
     this.mapGeneration++
@@ -173,23 +176,15 @@ export class MappedFile {
    * Creates a new segment at full size. Its first chunk of blocks (the whole file without
    * `reserveChunkBytes`) is reserved before the file appears under its name (`<name>.tmp`, sized,
    * preallocated, synced, renamed), so a full disk is an error here, never a SIGBUS on a later page
-   * fault, and a crash never leaves a short segment behind. `madeFd`: made so off the JS thread.
+   * fault, and a crash never leaves a short segment behind. `made`: the file made and mapped so off
+   * the JS thread, without syncs (createMappedSegmentAsync).
    */
-  static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, madeFd?: number): MappedFile {
+  static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, made?: MapHandle): MappedFile {
     assertFileSize(fileSize)
     const first = reserveFirst(options, reserveChunk(options, fileSize))
     const file = new MappedFile(fileName, fileSize, options, first)
-    const cheap = options.syncOnFirstFlush === true
-    const fd = madeFd ?? createSegment(fileName, fileSize, first, cheap)
-    try {
-      if (!cheap) syncDirectory(fileName)
-      file.mapWith(fd)
-    } catch (error) {
-      fs.rmSync(fileName, { force: true })
-      throw error
-    } finally {
-      fs.closeSync(fd)
-    }
+    const cheap = options.syncOnFirstFlush === true || made !== undefined
+    file.adopt(made ?? createMappedSegment(fileName, fileSize, first, cheap))
     file.needsCreateSync = cheap
     file.blocksReserved = true
     if (file.pool !== null) file.writeBuffer = file.pool.borrowBuffer()

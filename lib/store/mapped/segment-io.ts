@@ -1,11 +1,11 @@
 // System calls on a segment file through a descriptor, kept apart from MappedFile's bookkeeping.
 import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
-import { promisify } from 'node:util'
 
 import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
+import { syncDirectory } from './directory.js'
 
 /**
  * Reserves the blocks of an existing file that has holes, keeping its modification time: retention
@@ -164,28 +164,35 @@ export function createSegment(fileName: string, fileSize: number, reserveBytes: 
   }
 }
 
-const openAsync = promisify(fs.open)
-const ftruncateAsync = promisify(fs.ftruncate)
+/** createSegment, then the new file's entry synced (unless `cheap`) and the file mapped; nothing is left if that fails. */
+export function createMappedSegment(fileName: string, fileSize: number, reserveBytes: number, cheap: boolean): MapHandle {
+  const fd = createSegment(fileName, fileSize, reserveBytes, cheap)
+  try {
+    if (!cheap) syncDirectory(fileName)
+    return mapSegment(fd, fileName, fileSize, true)
+  } catch (error) {
+    fs.rmSync(fileName, { force: true })
+    throw error
+  } finally {
+    fs.closeSync(fd)
+  }
+}
 
 /**
- * createSegment for a file created without syncs, its slow system calls (the create and the
- * resize, each of which may wait for the file system's journal) on the libuv pool; the blocks of
- * its first `reserveBytes` are reserved here. It never replaces a file: an existing one is an
- * error. Returns the descriptor, which the caller closes.
+ * createSegment for a file created without syncs, made and mapped on the libuv pool in one piece of
+ * work (create, resize, the reservation of its first `reserveBytes`, the mapping and the fault of
+ * its first `warmBytes`: system calls that each may wait for the file system's journal or the
+ * disk). It never replaces a file: an existing one is an error. Whatever fails, nothing is left.
  */
-export async function createSegmentAsync(fileName: string, fileSize: number, reserveBytes: number): Promise<number> {
-  let fd = -1
+export async function createMappedSegmentAsync(
+  fileName: string,
+  fileSize: number,
+  reserveBytes: number,
+  warmBytes: number,
+): Promise<MapHandle> {
   try {
-    fd = await openAsync(fileName, 'wx+', 0o644)
-    if (reserveBytes < fileSize) await ftruncateAsync(fd, fileSize)
-    native.allocate(fd, 0, Math.min(reserveBytes, fileSize))
-    return fd
+    return await native.createMapped(fileName, fileSize, Math.min(reserveBytes, fileSize), warmBytes)
   } catch (cause) {
-    if (fd >= 0) {
-      fs.closeSync(fd)
-      fs.rmSync(fileName, { force: true })
-    }
-    if (cause instanceof MQStoreError) throw cause
     throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
   }
 }
