@@ -24,14 +24,34 @@ afterEach(() => {
 })
 
 describe('queue folders', () => {
-  it('a new topic owes a sync of the root and of its folder; a new queue of a known topic only of the topic folder; an existing queue nothing', () => {
+  it('a new topic owes a sync of the root and of its folder, and so does each of its new queues until the root is synced; then a new queue owes only the topic folder; an existing queue nothing', () => {
     const dirs = new QueueDirectories()
     const cq = join(store, 'consumequeue')
     const first = dirs.create(join(cq, 'a', '0'))
     expect(first.map((o) => o.dir)).toEqual([cq, join(cq, 'a')])
     expect(fs.statSync(join(cq, 'a', '0')).isDirectory()).toBe(true)
-    expect(dirs.create(join(cq, 'a', '1')).map((o) => o.dir)).toEqual([join(cq, 'a')])
+    // Either queue may be flushed first: each owes the topic's entry in the root, the same change.
+    const second = dirs.create(join(cq, 'a', '1'))
+    expect(second.map((o) => o.dir)).toEqual([cq, join(cq, 'a')])
+    expect(second[0]).toEqual(first[0])
+    dirs.sync(first)
+    expect(dirs.create(join(cq, 'a', '2')).map((o) => o.dir)).toEqual([join(cq, 'a')])
     expect(dirs.create(join(cq, 'a', '1'))).toEqual([])
+  })
+
+  it('off the JS thread the same: the new queues of a new topic owe the root until it is synced, the topic folder made once', async () => {
+    const dirs = new QueueDirectories()
+    const cq = join(store, 'consumequeue')
+    fs.mkdirSync(cq)
+    const [a, b] = await Promise.all([dirs.createAsync(join(cq, 'n', '0')), dirs.createAsync(join(cq, 'n', '1'))])
+    for (const owed of [a, b]) expect(owed.map((o) => o.dir)).toEqual([cq, join(cq, 'n')])
+    expect(b[0]).toEqual(a[0])
+    await dirs.syncAsync(a)
+    expect((await dirs.createAsync(join(cq, 'n', '2'))).map((o) => o.dir)).toEqual([join(cq, 'n')])
+    // A topic folder removed behind its back (the topic deleted) is made again, its entry owed anew.
+    fs.rmSync(join(cq, 'n'), { recursive: true })
+    expect((await dirs.createAsync(join(cq, 'n', '3'))).map((o) => o.dir)).toEqual([cq, join(cq, 'n')])
+    expect(fs.statSync(join(cq, 'n', '3')).isDirectory()).toBe(true)
   })
 
   it('the queues of a new topic made side by side off the JS thread all get their folders, though each finds folders the others made', async () => {
@@ -52,7 +72,7 @@ describe('queue folders', () => {
     const cq = join(store, 'consumequeue')
     const a = dirs.create(join(cq, 't', '0'))
     const b = dirs.create(join(cq, 't', '1'))
-    expect(b[0].change).toBeGreaterThan(a[a.length - 1].change)
+    expect(b[b.length - 1].change).toBeGreaterThan(a[a.length - 1].change)
     await Promise.all([dirs.syncAsync(a), dirs.syncAsync(b)])
     dirs.sync([...a, ...b])
     expect(fs.readdirSync(join(cq, 't')).sort()).toEqual(['0', '1'])

@@ -30,6 +30,12 @@ export class QueueDirectories {
   private readonly covered = new Map<string, number>()
   /** Per folder: the sync in flight and the last change it covers. */
   private readonly inFlight = new Map<string, { covers: number; done: Promise<void> }>()
+  /** Topic folders known to exist. */
+  private readonly topics = new Set<string>()
+  /** Topic folders whose making is in flight. */
+  private readonly topicsMaking = new Map<string, Promise<void>>()
+  /** Topic folders this process made, and the root's sync owed for each (until known paid). */
+  private readonly topicsMade = new Map<string, OwedSync>()
 
   /**
    * Creates `queueDir` (and its topic folder when missing; the root, durably, when that is missing
@@ -37,43 +43,72 @@ export class QueueDirectories {
    * was there already).
    */
   create(queueDir: string): OwedSync[] {
-    const owed: OwedSync[] = []
     const topicDir = dirname(queueDir)
     const made = this.mkdir(queueDir)
-    if (made === 'exists') return owed
-    if (made === 'made') {
-      owed.push(this.changed(topicDir))
-      return owed
-    }
+    if (made === 'exists') return []
+    if (made === 'made') return this.queueMade(topicDir)
     // The topic's folder is missing: one mkdir for it, then the queue's again.
     const root = dirname(topicDir)
     if (this.mkdir(topicDir) === 'missing') {
       ensureDirectory(root)
       fs.mkdirSync(topicDir)
     }
-    owed.push(this.changed(root))
+    this.topicsMade.set(topicDir, this.changed(root))
+    this.topics.add(topicDir)
     fs.mkdirSync(queueDir)
-    owed.push(this.changed(topicDir))
-    return owed
+    return this.queueMade(topicDir)
   }
 
-  /** create() with its mkdirs on the libuv pool (they may wait for the file system's journal). */
+  /**
+   * create() with its mkdirs on the libuv pool (they may wait for the file system's journal): one
+   * for the queue's folder and, the first time a topic is seen, one for the topic's, shared by the
+   * new queues of a new topic, which come together.
+   */
   async createAsync(queueDir: string): Promise<OwedSync[]> {
     const topicDir = dirname(queueDir)
-    const made = await mkdirAsync(queueDir)
-    if (made === 'exists') return []
-    if (made === 'made') return [this.changed(topicDir)]
-    // The new queues of a new topic run this side by side: each of their mkdirs may find the
-    // folder made by another meanwhile, which is as good as making it.
-    const root = dirname(topicDir)
-    if ((await mkdirAsync(topicDir)) === 'missing') {
-      ensureDirectory(root)
-      if ((await mkdirAsync(topicDir)) === 'missing') throw new Error(`cannot create ${topicDir}: its parent is missing`)
+    for (let attempt = 0; ; attempt++) {
+      if (!this.topics.has(topicDir)) await this.makeTopic(topicDir)
+      const made = await mkdirAsync(queueDir)
+      if (made === 'exists') return []
+      if (made === 'made') return this.queueMade(topicDir)
+      // The topic's folder went (a topic deleted meanwhile): make it again, once.
+      this.topics.delete(topicDir)
+      if (attempt > 0) throw new Error(`cannot create ${queueDir}: its parent is missing`)
     }
-    const owed = [this.changed(root)]
-    if ((await mkdirAsync(queueDir)) === 'missing') throw new Error(`cannot create ${queueDir}: its parent is missing`)
-    owed.push(this.changed(topicDir))
-    return owed
+  }
+
+  /** Makes a topic's folder (durably its root, when that is missing) unless it exists. */
+  private makeTopic(topicDir: string): Promise<void> {
+    let making = this.topicsMaking.get(topicDir)
+    if (making === undefined) {
+      making = (async () => {
+        const root = dirname(topicDir)
+        let made = await mkdirAsync(topicDir)
+        if (made === 'missing') {
+          ensureDirectory(root)
+          made = await mkdirAsync(topicDir)
+        }
+        if (made === 'missing') throw new Error(`cannot create ${topicDir}: its parent is missing`)
+        if (made === 'made') this.topicsMade.set(topicDir, this.changed(root))
+        this.topics.add(topicDir)
+      })().finally(() => this.topicsMaking.delete(topicDir))
+      this.topicsMaking.set(topicDir, making)
+    }
+    return making
+  }
+
+  /**
+   * The syncs owed for a queue folder just made: its topic's folder and, while the topic's own
+   * entry (made by this process) is not known durable, the root's. Every queue of a new topic owes
+   * that one: any of them may be flushed first.
+   */
+  private queueMade(topicDir: string): OwedSync[] {
+    const queueEntry = this.changed(topicDir)
+    const topicEntry = this.topicsMade.get(topicDir)
+    if (topicEntry === undefined) return [queueEntry]
+    if ((this.covered.get(topicEntry.dir) ?? 0) < topicEntry.change) return [topicEntry, queueEntry]
+    this.topicsMade.delete(topicDir)
+    return [queueEntry]
   }
 
   /** Pays the owed syncs on the calling thread. Throws (IO_ERROR, NO_SPACE) as syncDirectory does. */
