@@ -730,6 +730,16 @@ class CreateMapWork : public Napi::AsyncWorker {
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
+  // As MappingWork's: completing while the environment is torn down (a worker or the process
+  // exiting), settling the promise throws, and nobody could await it any more. A mapping not
+  // handed to a handle by then is unmapped by the destructor.
+  void OnWorkComplete(Napi::Env env, napi_status status) override {
+    try {
+      Napi::AsyncWorker::OnWorkComplete(env, status);
+    } catch (const Napi::Error&) {
+    }
+  }
+
  protected:
   void Execute() override {
     int fd;

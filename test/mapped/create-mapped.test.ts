@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { native } from '../../lib/native.js'
-import { tempDir } from '../helpers/tmp.js'
+import { distInternals, runNodeScript, tempDir } from '../helpers/tmp.js'
 import { mountTmpfs, tmpfs, unmountTmpfs } from '../helpers/tmpfs.js'
 
 let dir: string
@@ -77,6 +77,48 @@ describe('createMapped', () => {
     expect(() => native.createMapped(join(dir, 'a'), 65536, 0, Number.NaN)).toThrow(RangeError)
     expect(fs.existsSync(join(dir, 'a'))).toBe(false)
   })
+})
+
+describe('createMapped at the edges of an environment', () => {
+  // Work that completes while its worker or the process is torn down cannot settle its promise;
+  // that must not abort the process (nor leave anything mapped that a view could reach).
+  for (const end of ['process.exit', 'worker.terminate'] as const) {
+    it(`workers creating files in a loop survive ${end}() with creations in flight`, () => {
+      const script = (base: string) =>
+        runNodeScript(
+          `
+        import { Worker } from 'node:worker_threads'
+        const code = \`
+          const { native } = await import(${JSON.stringify(distInternals)})
+          const { workerData } = await import('node:worker_threads')
+          for (let n = 0; ; n += 8) {
+            const made = []
+            for (let k = 0; k < 8; k++) made.push(native.createMapped(workerData.base + (n + k), 1 << 16, 1 << 16, 1 << 16))
+            for (const handle of await Promise.all(made)) {
+              new Uint8Array(handle.buffer)[0] = 1
+              handle.close()
+            }
+            if (n === 64) Atomics.store(workerData.started, 0, 1)
+          }
+        \`
+        const started = new Int32Array(new SharedArrayBuffer(4))
+        const workers = [0, 1].map((k) => new Worker(code, { eval: true, workerData: { base: process.argv[2] + k + '-', started } }))
+        while (Atomics.load(started, 0) === 0) await new Promise((resolve) => setTimeout(resolve, 1))
+        console.log('looping')
+        if (${JSON.stringify(end)} === 'worker.terminate') await Promise.all(workers.map((w) => w.terminate()))
+        process.exit(0)
+      `,
+          [base],
+        )
+      for (let run = 0; run < 3; run++) {
+        const result = script(join(dir, `run-${run}-`))
+        expect(result.stderr).not.toContain('terminate called')
+        expect(result.signal).toBeNull()
+        expect(result.status).toBe(0)
+        expect(result.stdout).toContain('looping')
+      }
+    })
+  }
 })
 
 describe.runIf(tmpfs.ok)('createMapped on a full disk (tmpfs)', () => {
