@@ -10,7 +10,10 @@ export type Advice = 'normal' | 'random' | 'sequential' | 'willneed' | 'dontneed
 
 /** One mmap of a file, created by `map()`. */
 export interface MapHandle {
-  /** The only ArrayBuffer over the mapped bytes; empty (byteLength 0) once closed. */
+  /**
+   * The widest ArrayBuffer over the mapped bytes so far: [0, length) unless the handle was made
+   * with less exposed (createMapped's `expose`); empty (byteLength 0) once closed.
+   */
   readonly buffer: ArrayBuffer
   readonly length: number
   readonly closed: boolean
@@ -39,9 +42,16 @@ export interface MapHandle {
   lock(offset: number, length: number): void
   unlock(offset: number, length: number): void
   /**
-   * Idempotent: detaches `buffer` (every view becomes empty), cancels warm-ups the pool has not
-   * started (they reject with ERR_MAPPING_CLOSED), then unmaps once no work is in flight (a
-   * requested sync still runs).
+   * The buffer over at least [0, length) (rounded up to a page): `buffer` when it is that wide,
+   * else a wider one that becomes `buffer`. Earlier buffers stay valid until close. V8 counts
+   * each buffer's length towards the memory it collects for, so a writer of a small prefix of a
+   * big file exposes only what it uses.
+   */
+  expose(length: number): ArrayBuffer
+  /**
+   * Idempotent: detaches every buffer it gave out (every view becomes empty), cancels warm-ups
+   * the pool has not started (they reject with ERR_MAPPING_CLOSED), then unmaps once no work is
+   * in flight (a requested sync still runs).
    */
   close(): void
 }
@@ -54,9 +64,11 @@ export interface NativeBinding {
   /**
    * On the libuv pool: creates the file `path` (which must not exist) of `size` bytes, reserves the
    * blocks of [0, reserve), maps it (as `map` does, writable) and faults [0, min(warm, reserve)) in;
-   * the directory entry is not synced. Rejects with the failing call's errno, the file removed.
+   * the directory entry is not synced. The handle's `buffer` covers [0, expose) rounded up to a
+   * page (default: the whole file; see MapHandle.expose). Rejects with the failing call's errno,
+   * the file removed.
    */
-  createMapped(path: string, size: number, reserve: number, warm: number): Promise<MapHandle>
+  createMapped(path: string, size: number, reserve: number, warm: number, expose?: number): Promise<MapHandle>
   /**
    * Starts write-back of the dirty pages of [offset, offset + length) on the libuv pool (with its
    * own duplicate of `fd`) and returns at once (sync_file_range SYNC_FILE_RANGE_WRITE): not

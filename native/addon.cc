@@ -320,6 +320,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
                            InstanceMethod<&MapHandle::Lock>("lock"),
                            InstanceMethod<&MapHandle::Unlock>("unlock"),
                            InstanceMethod<&MapHandle::Close>("close"),
+                           InstanceMethod<&MapHandle::Expose>("expose"),
                        });
   }
 
@@ -331,12 +332,11 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     }
     auto* source = info[0].As<Napi::External<std::shared_ptr<Mapping>>>().Data();
     mapping_ = *source;
-    Napi::Env env = info.Env();
-    auto* hint = new std::shared_ptr<Mapping>(mapping_);
-    Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
-        env, mapping_->addr, mapping_->length,
-        [](Napi::Env, void*, std::shared_ptr<Mapping>* owner) { delete owner; }, hint);
-    buffer_ = Napi::Persistent(buffer);
+    // The buffer covers [0, exposed): NewMapHandle sets it (the whole mapping unless told less).
+    size_t exposed = mapping_->length;
+    if (mapping_->exposed_first > 0 && mapping_->exposed_first < exposed) exposed = mapping_->exposed_first;
+    buffer_ = Napi::Persistent(NewBuffer(info.Env(), exposed));
+    exposed_ = exposed;
   }
 
   ~MapHandle() override {
@@ -380,6 +380,35 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     *length = static_cast<size_t>(offset + size) - aligned;
     if (size == 0) *length = 0;
     return true;
+  }
+
+  // An ArrayBuffer over [0, length) of the mapping; it keeps the Mapping record alive, not the pages.
+  Napi::ArrayBuffer NewBuffer(Napi::Env env, size_t length) {
+    auto* hint = new std::shared_ptr<Mapping>(mapping_);
+    return Napi::ArrayBuffer::New(
+        env, mapping_->addr, length, [](Napi::Env, void*, std::shared_ptr<Mapping>* owner) { delete owner; }, hint);
+  }
+
+  // expose(length): the buffer over at least [0, length) of the mapping. V8 counts every
+  // ArrayBuffer's length as memory it should collect for, so a big file whose writer uses a small
+  // prefix is exposed in steps; the earlier buffers stay valid, and close detaches them all.
+  Napi::Value Expose(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint64_t wanted = 0;
+    if (!CheckOpen(env) || !ReadSize(info, 0, "length", &wanted)) return env.Undefined();
+    if (wanted > mapping_->length) {
+      Napi::RangeError::New(env, "length is outside the mapping").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    if (wanted <= exposed_) return buffer_.Value();
+    const size_t page = PageSize();
+    size_t length = (static_cast<size_t>(wanted) + page - 1) & ~(page - 1);
+    if (length > mapping_->length) length = mapping_->length;
+    Napi::ArrayBuffer buffer = NewBuffer(env, length);
+    older_.push_back(std::move(buffer_));
+    buffer_ = Napi::Persistent(buffer);
+    exposed_ = length;
+    return buffer;
   }
 
   Napi::Value GetBuffer(const Napi::CallbackInfo& info) {
@@ -524,13 +553,16 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     if (closed_) return env.Undefined();
     closed_ = true;
     bool aliased = false;
-    if (!buffer_.IsEmpty()) {
-      Napi::ArrayBuffer buffer = buffer_.Value();
+    older_.push_back(std::move(buffer_));
+    for (Napi::Reference<Napi::ArrayBuffer>& held : older_) {
+      if (held.IsEmpty()) continue;
+      Napi::ArrayBuffer buffer = held.Value();
       // Detached before close: transferred, so another ArrayBuffer may own the memory now.
       if (buffer.IsDetached()) aliased = true;
       else buffer.Detach();
-      buffer_.Reset();
+      held.Reset();
     }
+    older_.clear();
     // A warm-up or drop the pool has not started would hold the mapping until a pool thread frees
     // up (behind slow disk I/O, possibly long): cancel it, so the unmap below can happen now. A
     // requested sync still runs: close never drops a flush someone asked for.
@@ -542,7 +574,10 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
   }
 
   std::shared_ptr<Mapping> mapping_;
+  // The widest buffer given out, over [0, exposed_); older_: the narrower ones before it.
   Napi::Reference<Napi::ArrayBuffer> buffer_;
+  size_t exposed_ = 0;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> older_;
   bool closed_ = false;
   // Work queued by this handle that has not completed (JS thread only).
   std::vector<MappingWork*> queued_;
@@ -572,11 +607,12 @@ namespace {
 
 // The MapHandle that owns the mapping [addr, addr + length) from now on (it unmaps it, also when
 // making the handle throws).
-Napi::Value NewMapHandle(Napi::Env env, void* addr, size_t length, bool writable) {
+Napi::Value NewMapHandle(Napi::Env env, void* addr, size_t length, bool writable, size_t exposed = 0) {
   std::shared_ptr<Mapping> mapping(new Mapping());
   mapping->addr = addr;
   mapping->length = length;
   mapping->writable = writable;
+  mapping->exposed_first = exposed;
 
   AddonData* data = env.GetInstanceData<AddonData>();
   data->Track(mapping);
@@ -715,12 +751,13 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
 // piece of work. Whatever fails, the file is removed and nothing stays mapped or open.
 class CreateMapWork : public Napi::AsyncWorker {
  public:
-  CreateMapWork(Napi::Env env, std::string path, size_t size, size_t reserve, size_t warm)
+  CreateMapWork(Napi::Env env, std::string path, size_t size, size_t reserve, size_t warm, size_t expose)
       : Napi::AsyncWorker(env),
         path_(std::move(path)),
         size_(size),
         reserve_(reserve < size ? reserve : size),
         warm_(warm < size ? warm : size),
+        expose_(expose),
         deferred_(Napi::Promise::Deferred::New(env)) {}
 
   // A mapping never handed to a handle (the environment went away first) is unmapped here.
@@ -785,7 +822,7 @@ class CreateMapWork : public Napi::AsyncWorker {
     }
     void* addr = addr_;
     addr_ = nullptr;  // the handle owns it from here, also if making it throws
-    deferred_.Resolve(NewMapHandle(env, addr, size_, true));
+    deferred_.Resolve(NewMapHandle(env, addr, size_, true, expose_));
   }
 
   void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
@@ -800,16 +837,18 @@ class CreateMapWork : public Napi::AsyncWorker {
   size_t size_;
   size_t reserve_;
   size_t warm_;
+  size_t expose_;
   void* addr_ = nullptr;
   int err_ = 0;
   const char* syscall_ = "";
   Napi::Promise::Deferred deferred_;
 };
 
-// createMapped(path, size, reserve, warm): a promise of the MapHandle (writable, MAP_SHARED) of a
-// file created at `path` (which must not exist) of `size` bytes with [0, reserve) reserved on disk
-// and [0, min(warm, reserve)) faulted in; the file's directory entry is not synced. Rejects with
-// the errno of the call that failed, the file removed.
+// createMapped(path, size, reserve, warm[, expose]): a promise of the MapHandle (writable,
+// MAP_SHARED) of a file created at `path` (which must not exist) of `size` bytes with [0, reserve)
+// reserved on disk and [0, min(warm, reserve)) faulted in; the file's directory entry is not
+// synced. The handle's buffer covers [0, expose) rounded up to a page (the whole file by default;
+// expose() widens it). Rejects with the errno of the call that failed, the file removed.
 Napi::Value CreateMapped(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsString()) {
@@ -824,8 +863,19 @@ Napi::Value CreateMapped(const Napi::CallbackInfo& info) {
     Napi::RangeError::New(env, "size must be positive").ThrowAsJavaScriptException();
     return env.Undefined();
   }
+  uint64_t expose = size;
+  if (info.Length() > 4 && !info[4].IsUndefined()) {
+    if (!ReadSize(info, 4, "expose", &expose)) return env.Undefined();
+    if (expose == 0 || expose > size) {
+      Napi::RangeError::New(env, "expose must be positive and at most size").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    const uint64_t page = PageSize();
+    expose = (expose + page - 1) / page * page;
+    if (expose > size) expose = size;
+  }
   auto* work = new CreateMapWork(env, info[0].As<Napi::String>().Utf8Value(), static_cast<size_t>(size),
-                                 static_cast<size_t>(reserve), static_cast<size_t>(warm));
+                                 static_cast<size_t>(reserve), static_cast<size_t>(warm), static_cast<size_t>(expose));
   Napi::Promise promise = work->Promise();
   try {
     work->Queue();

@@ -23,6 +23,7 @@ struct Mapping {
   void* addr = nullptr;
   size_t length = 0;
   bool writable = false;
+  size_t exposed_first = 0;  // the first buffer's length (0: the whole mapping)
 
   std::mutex mu;
   bool closing = false;   // close() was called: no new work may start

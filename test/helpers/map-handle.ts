@@ -20,6 +20,7 @@ export function wrapMapHandle(handle: MapHandle, overrides: HandleOverrides): Ma
     get writable() {
       return handle.writable
     },
+    expose: (length) => handle.expose(length),
     sync: overrides.sync ?? ((offset, length) => handle.sync(offset, length)),
     syncAsync: overrides.syncAsync ?? ((offset, length, fd, bytes, position) => handle.syncAsync(offset, length, fd, bytes, position)),
     warmAsync: overrides.warmAsync ?? ((offset, length) => handle.warmAsync(offset, length)),
@@ -51,7 +52,7 @@ export function recordWriteBacks(record: (fd: number, offset: number, length: nu
     },
     map: (fd, length, writable) => recordDrops(original.map(fd, length, writable)),
     // A new queue's file is made and mapped in one call.
-    createMapped: async (path, size, reserve, warm) => recordDrops(await original.createMapped(path, size, reserve, warm)),
+    createMapped: async (path, size, reserve, warm, expose) => recordDrops(await original.createMapped(path, size, reserve, warm, expose)),
   }))
 }
 
@@ -63,6 +64,7 @@ export function recordWriteBacks(record: (fd: number, offset: number, length: nu
 export function interposeMappings(wrap: (handle: MapHandle, length: number, writable: boolean) => MapHandle): () => void {
   return interposeNativeForTesting((original) => ({
     map: (fd, length, writable) => wrap(original.map(fd, length, writable), length, writable),
-    createMapped: async (path, size, reserve, warm) => wrap(await original.createMapped(path, size, reserve, warm), size, true),
+    createMapped: async (path, size, reserve, warm, expose) =>
+      wrap(await original.createMapped(path, size, reserve, warm, expose), size, true),
   }))
 }

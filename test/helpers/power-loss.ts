@@ -200,9 +200,9 @@ export class PowerLossDisk {
       allocate: (fd, offset, length) => this.around('allocate', () => original.allocate(fd, offset, length)),
       // A file made and mapped in one call on the pool: a new inode (no durable content, its name
       // not synced), then a handle like map's.
-      createMapped: async (path, size, reserve, warm) => {
+      createMapped: async (path, size, reserve, warm, expose) => {
         if (this.recording()) this.tick(`before createMapped ${path}`)
-        const handle = await original.createMapped(path, size, reserve, warm)
+        const handle = await original.createMapped(path, size, reserve, warm, expose)
         if (this.recording()) {
           this.born(fs.statSync(path).ino)
           this.tick(`after createMapped ${path}`)
@@ -367,8 +367,9 @@ export class PowerLossDisk {
       image = grown
     }
     const from = Math.floor(offset / this.pageSize) * this.pageSize
-    const to = Math.min(length, Math.ceil((offset + size) / this.pageSize) * this.pageSize)
-    Buffer.from(buffer, from, to - from).copy(image, from)
+    // `buffer` may cover less than the mapping (MapHandle.expose): nothing was written past it.
+    const to = Math.min(length, buffer.byteLength, Math.ceil((offset + size) / this.pageSize) * this.pageSize)
+    if (to > from) Buffer.from(buffer, from, to - from).copy(image, from)
     this.images.set(k, image)
   }
 

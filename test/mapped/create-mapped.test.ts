@@ -75,7 +75,66 @@ describe('createMapped', () => {
     expect(() => native.createMapped(join(dir, 'a'), -1, 0, 0)).toThrow(RangeError)
     expect(() => native.createMapped(join(dir, 'a'), 65536, 0.5, 0)).toThrow(RangeError)
     expect(() => native.createMapped(join(dir, 'a'), 65536, 0, Number.NaN)).toThrow(RangeError)
+    expect(() => native.createMapped(join(dir, 'a'), 65536, 0, 0, 0)).toThrow(RangeError)
+    expect(() => native.createMapped(join(dir, 'a'), 65536, 0, 0, 65537)).toThrow(RangeError)
     expect(fs.existsSync(join(dir, 'a'))).toBe(false)
+  })
+})
+
+describe('a handle that exposes part of its mapping (createMapped with expose, MapHandle.expose)', () => {
+  const page = native.pageSize
+
+  it('exposes a page-rounded prefix, widens on demand, and every buffer sees the same bytes', async () => {
+    const name = join(dir, 'part')
+    const handle = await native.createMapped(name, 1 << 20, 8192, 8192, 100)
+    try {
+      const first = handle.buffer
+      expect(first.byteLength).toBe(page)
+      expect(handle.length).toBe(1 << 20)
+      // Asking for what is exposed returns the same buffer.
+      expect(handle.expose(page)).toBe(first)
+      expect(handle.expose(10)).toBe(first)
+      const wider = handle.expose(3 * page + 1)
+      expect(wider.byteLength).toBe(4 * page)
+      expect(handle.buffer).toBe(wider)
+      // The narrower buffer stays valid and is the same memory.
+      expect(first.byteLength).toBe(page)
+      Buffer.from(wider).write('through the wide one', 16)
+      expect(Buffer.from(first, 16, 20).toString()).toBe('through the wide one')
+      Buffer.from(wider).write('past the first', page + 8)
+      handle.sync(0, 2 * page)
+      const onDisk = fs.readFileSync(name)
+      expect(onDisk.subarray(16, 36).toString()).toBe('through the wide one')
+      expect(onDisk.subarray(page + 8, page + 22).toString()).toBe('past the first')
+      // Up to the whole mapping, never past it.
+      expect(handle.expose(1 << 20).byteLength).toBe(1 << 20)
+      expect(() => handle.expose((1 << 20) + 1)).toThrow(RangeError)
+      expect(() => handle.expose(-1)).toThrow(RangeError)
+    } finally {
+      handle.close()
+    }
+  })
+
+  it('close detaches every buffer it gave out; expose after close is refused', async () => {
+    const handle = await native.createMapped(join(dir, 'closing'), 256 << 10, 4096, 0, 4096)
+    const buffers = [handle.buffer, handle.expose(8 * page), handle.expose(64 << 10)]
+    const views = buffers.map((b) => new Uint8Array(b))
+    views[2][0] = 7
+    handle.close()
+    for (const buffer of buffers) expect(buffer.byteLength).toBe(0)
+    for (const view of views) expect(view.length).toBe(0)
+    expect(handle.buffer.byteLength).toBe(0)
+    expect(() => handle.expose(page)).toThrow(expect.objectContaining({ code: 'ERR_MAPPING_CLOSED' }))
+  })
+
+  it('without expose the whole file is exposed, as map does', async () => {
+    const handle = await native.createMapped(join(dir, 'all'), 256 << 10, 4096, 0)
+    try {
+      expect(handle.buffer.byteLength).toBe(256 << 10)
+      expect(handle.expose(4096)).toBe(handle.buffer)
+    } finally {
+      handle.close()
+    }
   })
 })
 
