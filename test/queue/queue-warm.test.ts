@@ -54,8 +54,8 @@ describe("a consume queue's pages are faulted in ahead of the writer", () => {
             return length !== QUEUE_FILE || !writable ? handle : recordWarmUps(handle)
           },
           // A new queue's file is made, mapped and its first part faulted in by one call.
-          createMapped: async (path, size, reserve, warm) => {
-            const handle = await original.createMapped(path, size, reserve, warm)
+          createMapped: async (path, size, reserve, warm, expose) => {
+            const handle = await original.createMapped(path, size, reserve, warm, expose)
             if (size !== QUEUE_FILE) return handle
             warmed.push({ offset: 0, length: Math.min(warm, reserve) })
             return recordWarmUps(handle)

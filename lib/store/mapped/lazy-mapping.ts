@@ -88,6 +88,15 @@ export class PrivateMapping {
 }
 
 /** A file's modification time in ms, as the file system reports it (0 if it is gone). */
+/**
+ * A Buffer over at least [0, end) of a handle's mapping, at most `fileSize` long: the handle's
+ * buffer, or a wider one it exposes (MapHandle.expose).
+ */
+export function exposedPart(handle: MapHandle, fileSize: number, end: number): Buffer {
+  const buffer = end > handle.buffer.byteLength ? handle.expose(Math.min(end, fileSize)) : handle.buffer
+  return Buffer.from(buffer, 0, Math.min(buffer.byteLength, fileSize))
+}
+
 export function modifiedTimeMs(fileName: string): number {
   try {
     return fs.statSync(fileName).mtimeMs

@@ -50,6 +50,12 @@ export interface MappedFileQueueOptions {
   /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
   budget?: MappingBudget | null
   /**
+   * A file made ahead (prepareFile) gives JavaScript a buffer over its reserved prefix only,
+   * widened as the reservation grows (MapHandle.expose): V8 counts each buffer's length towards
+   * its collections, and a new queue's 6 MB file holds a page at first.
+   */
+  exposeReserved?: boolean
+  /**
    * With a budget: only files before the last are under it, each from the flush that completes it
    * (an unflushed file cannot be unmapped, and counting it would only push out files that can);
    * the last file (the one being written) is mapped on first use and stays mapped outside the
@@ -277,7 +283,8 @@ export class MappedFileQueue {
     const options = this.fileOptions()
     const name = join(this.storePath, formatOffsetName(start))
     const first = reserveFirst(options, reserveChunk(options, this.mappedFileSize))
-    const handle = await createMappedSegmentAsync(name, this.mappedFileSize, first, first)
+    const expose = this.options.exposeReserved === true ? first : this.mappedFileSize
+    const handle = await createMappedSegmentAsync(name, this.mappedFileSize, first, first, expose)
     const file = MappedFile.create(name, this.mappedFileSize, options, handle)
     file.warmChunks = this.options.warmChunks === true
     // Closed meanwhile: the file stays as an empty tail, which a load accepts (see shutdown).

@@ -53,6 +53,19 @@ export class SelectMappedBufferResult {
 export const RESERVE_WIDEN_AFTER = 8
 export const RESERVE_WIDE_CHUNKS = 4
 
+/**
+ * Where a file reserved up to `reserved` should be reserved to before a write ending at `end`:
+ * `reserved` itself while `end` stays half a step below it, else through the step after `end`'s.
+ * The step grows from `first` (doubling what is reserved) to `chunk`, then to wide chunks.
+ */
+export function reservationTarget(reserved: number, end: number, fileSize: number, chunk: number, first: number): number {
+  if (reserved >= fileSize) return reserved
+  const wide = reserved >= RESERVE_WIDEN_AFTER * chunk ? RESERVE_WIDE_CHUNKS * chunk : chunk
+  const step = reserved >= chunk ? wide : Math.max(first, reserved)
+  if (end + (step >>> 1) <= reserved) return reserved
+  return Math.min(fileSize, Math.ceil(end / step) * step + step)
+}
+
 export interface MappedFileOptions {
   /** Borrow a write buffer from this pool (commit log with transientStorePoolEnable). */
   transientStorePool?: TransientStorePool | null

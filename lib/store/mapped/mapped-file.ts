@@ -18,13 +18,12 @@ import { descriptors, openDescriptor } from './descriptors.js'
 import { checkLength, createMappedSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
 import { syncMappedRange, writeAfter, type WriteAfterSync } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
-import { assertFileSize, checkLazyLength, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
+import { assertFileSize, checkLazyLength, exposedPart, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
 import type { MappingBudget } from './mapping-budget.js'
 import { parseOffsetName } from './segment-name.js'
 import { staleRanges } from './stale-tail.js'
 import {
-  RESERVE_WIDE_CHUNKS,
-  RESERVE_WIDEN_AFTER,
+  reservationTarget,
   reserveChunk,
   reserveFirst,
   SelectMappedBufferResult,
@@ -59,7 +58,7 @@ export class MappedFile {
 
   /** The mapping; null before the first use of a lazy file, while it is unmapped, and after cleanup. */
   private handle: MapHandle | null = null
-  /** A Buffer over the whole mapping; empty while unmapped. */
+  /** A Buffer over the mapping's exposed part (see exposeTo; the whole file unless made with less); empty while unmapped. */
   private mapped: Buffer = EMPTY
   private writeBuffer: Buffer | null = null
   /** The file position of writeBuffer[0]: 0 for a pool buffer; where a write stage starts. */
@@ -130,9 +129,16 @@ export class MappedFile {
 
   private adopt(handle: MapHandle): void {
     this.handle = handle
-    this.mapped = Buffer.from(handle.buffer, 0, this.fileSize)
+    this.mapped = exposedPart(handle, this.fileSize, Math.max(this.reservedTo, this.readPosition))
     this.mapGeneration++
     this.budget?.mapped(this)
+  }
+
+  /** Widens the mapping's exposed part to at least [0, end) (files made with their reserved part exposed); moves mapGeneration. */
+  private exposeTo(end: number): void {
+    if (this.handle === null || end <= this.mapped.length) return
+    this.mapped = exposedPart(this.handle, this.fileSize, end)
+    this.mapGeneration++
   }
 
   /** The mapping, mapped now if need be; empty once cleaned up. TOO_MANY_OPEN_FILES or IO_ERROR if it cannot be. */
@@ -244,14 +250,11 @@ export class MappedFile {
   /** Reserves [0, end): near the reserved end (half a step), through the step after `end`'s; the step grows from reserveFirstBytes to the chunk. False when refused (`lastReserveError`). */
   reserve(end: number): boolean {
     const reserved = this.reservedTo
-    if (reserved >= this.fileSize) return true
-    const chunk =
-      reserved >= RESERVE_WIDEN_AFTER * this.reserveChunkBytes ? RESERVE_WIDE_CHUNKS * this.reserveChunkBytes : this.reserveChunkBytes
-    const step = reserved >= this.reserveChunkBytes ? chunk : Math.max(this.reserveFirstBytes, reserved)
-    if (end + (step >>> 1) <= reserved) return true
-    const target = Math.min(this.fileSize, Math.ceil(end / step) * step + step)
+    const target = reservationTarget(reserved, end, this.fileSize, this.reserveChunkBytes, this.reserveFirstBytes)
+    if (target === reserved) return true
     if (!this.reserveRange(reserved, target - reserved)) return false
     this.reservedTo = target
+    if (target > this.mapped.length) this.exposeTo(target)
     if (this.warmed) this.warmRange(reserved, target)
     else if (this.warmChunks) this.handle?.warmAsync(reserved, target - reserved).catch(() => undefined)
     return true
@@ -308,6 +311,7 @@ export class MappedFile {
     this.wrotePosition = position
     this.committedPosition = position
     this.flushedPosition = position
+    this.exposeTo(position)
   }
 
   // ---- appends ------------------------------------------------------------------------------
@@ -320,7 +324,7 @@ export class MappedFile {
     this.assertWritable()
     const pos = this.wrotePosition
     if (pos >= this.fileSize) throw new MQStoreError('CORRUPTION', `${this.fileName} is already full`)
-    const target = this.writeBuffer ?? this.ensureMapped()
+    const target = this.writeBuffer ?? this.wholeMapping()
     const outcome = callback(target, pos, this.fileSize - pos, this.fileFromOffset)
     if (outcome.wroteBytes < 0 || pos + outcome.wroteBytes > this.fileSize) {
       throw new RangeError(`append of ${outcome.wroteBytes} bytes at ${pos} overflows ${this.fileName}`)
@@ -344,7 +348,7 @@ export class MappedFile {
   /** For an in-place appender (the commit log): the write buffer or mapping; it then moves wrotePosition itself. */
   appendTarget(): Buffer {
     this.assertWritable()
-    return this.writeBuffer ?? this.ensureMapped()
+    return this.writeBuffer ?? this.wholeMapping()
   }
 
   /** Raw append: succeeds only if the bytes fit and their blocks could be reserved. */
@@ -364,7 +368,20 @@ export class MappedFile {
    */
   mappedBuffer(): Buffer {
     this.assertWritable()
+    return this.wholeMapping()
+  }
+
+  /** As mappedBuffer, over at least [0, reservedPosition): all a writer that reserves first may touch. New when mapGeneration moves. */
+  reservedBuffer(): Buffer {
+    this.assertWritable()
     return this.ensureMapped()
+  }
+
+  /** The mapping, mapped now if need be, exposed whole. */
+  private wholeMapping(): Buffer {
+    this.ensureMapped()
+    this.exposeTo(this.fileSize)
+    return this.mapped
   }
 
   private assertWritable(): void {
@@ -374,64 +391,51 @@ export class MappedFile {
 
   // ---- commit and flush ---------------------------------------------------------------------
 
-  private isAbleToFlush(flushLeastPages: number): boolean {
-    return this.hasPagesBetween(this.flushedPosition, this.readPosition, flushLeastPages)
-  }
-
   /** True when [from, to) holds bytes, and at least `leastPages` pages of them unless the file is full. */
   private hasPagesBetween(from: number, to: number, leastPages: number): boolean {
     if (leastPages > 0 && !this.isFull()) return Math.floor(to / OS_PAGE_SIZE) - Math.floor(from / OS_PAGE_SIZE) >= leastPages
     return to > from
   }
 
-  private flushRange(): { from: number; to: number } | null {
-    const from = this.flushedPosition
-    const to = this.readPosition
-    return to > from ? { from, to } : null
-  }
-
-  /** Forces [flushedPosition, readPosition) to disk on the calling thread; returns flushedPosition. */
+  /** Forces [flushedPosition, readPosition) to disk on the calling thread (a file that cannot be held is gone); returns flushedPosition. */
   flush(flushLeastPages: number): number {
-    if (!this.isAbleToFlush(flushLeastPages)) return this.flushedPosition
-    if (!this.hold()) {
-      this.flushedPosition = this.readPosition
-      return this.flushedPosition
+    if (!this.hasPagesBetween(this.flushedPosition, this.readPosition, flushLeastPages)) return this.flushedPosition
+    const to = this.readPosition
+    if (this.hold()) {
+      try {
+        this.force(this.flushedPosition, to)
+      } finally {
+        this.release()
+      }
     }
-    try {
-      const range = this.flushRange()
-      if (range !== null) this.force(range.from, range.to)
-      this.flushedPosition = range === null ? this.flushedPosition : range.to
-    } finally {
-      this.release()
-    }
-    return this.flushedPosition
+    this.flushedPosition = to
+    return to
   }
 
   /** The same, with msync on the libuv pool; the file is held until it completes. `after` is written once it succeeded. */
   async flushAsync(flushLeastPages: number, after: WriteAfterSync | null = null): Promise<number> {
-    if (!this.isAbleToFlush(flushLeastPages)) return this.flushedPosition
+    if (!this.hasPagesBetween(this.flushedPosition, this.readPosition, flushLeastPages)) return this.flushedPosition
     if (!this.hold()) {
       this.flushedPosition = this.readPosition
       return this.flushedPosition
     }
+    const from = this.flushedPosition
+    const to = this.readPosition
     try {
-      const range = this.flushRange()
-      if (range !== null) {
-        if (this.needsCreateSync) {
-          // One fsync forces the data and the file's size; then its directory entry.
-          if (this.handle !== null && native.platform === 'darwin') await this.handle.syncAsync(range.from, range.to - range.from)
-          await descriptors.useAsync(this.fileName, false, (fd) => fsyncAsync(fd))
-          await syncDirectoryAsync(this.fileName)
-          this.needsCreateSync = false
-        } else if (this.writeBuffer !== null || this.committedThroughWrites || this.handle === null) {
-          await this.fdatasyncAsync()
-        } else {
-          await syncMappedRange(this.handle, range.from, range.to, after, () => this.fdatasyncAsync())
-          after = null
-        }
-        if (after !== null) writeAfter(after)
-        if (range.to > this.flushedPosition) this.flushedPosition = range.to
+      if (this.needsCreateSync) {
+        // One fsync forces the data and the file's size; then its directory entry.
+        if (this.handle !== null && native.platform === 'darwin') await this.handle.syncAsync(from, to - from)
+        await descriptors.useAsync(this.fileName, false, (fd) => fsyncAsync(fd))
+        await syncDirectoryAsync(this.fileName)
+        this.needsCreateSync = false
+      } else if (this.writeBuffer !== null || this.committedThroughWrites || this.handle === null) {
+        await this.fdatasyncAsync()
+      } else {
+        await syncMappedRange(this.handle, from, to, after, () => this.fdatasyncAsync())
+        after = null
       }
+      if (after !== null) writeAfter(after)
+      if (to > this.flushedPosition) this.flushedPosition = to
     } catch (cause) {
       throw ioError(`flush of ${this.fileName} failed`, cause)
     } finally {
@@ -468,7 +472,7 @@ export class MappedFile {
     let erased = 0
     const ranges = descriptors.use(this.fileName, false, (fd) => staleRanges(fd, position, this.fileSize, quietBytes))
     for (const [from, to] of ranges) {
-      this.ensureMapped().fill(0, from, to)
+      this.wholeMapping().fill(0, from, to)
       this.force(from, to)
       erased += to - from
     }
@@ -540,6 +544,8 @@ export class MappedFile {
     let mapped: Buffer
     try {
       mapped = this.ensureMapped()
+      // Readable bytes are reserved, so exposed; a view is never cut short silently.
+      if (pos + size > mapped.length) mapped = this.wholeMapping()
     } catch (error) {
       this.release()
       throw error
@@ -553,7 +559,9 @@ export class MappedFile {
    * run on the thread that alone may destroy the file.
    */
   readableBuffer(): Buffer {
-    return this.ensureMapped().subarray(0, this.readPosition)
+    const readable = this.readPosition
+    const mapped = this.ensureMapped()
+    return (readable <= mapped.length ? mapped : this.wholeMapping()).subarray(0, readable)
   }
 
   /**
@@ -611,11 +619,9 @@ export class MappedFile {
       this.available = false
       this.firstShutdownTimestamp = now
       this.release()
-    } else if (this.refCount > 0) {
-      if (now - this.firstShutdownTimestamp >= intervalForcibly) {
-        this.refCount = -1000 - this.refCount
-        this.release()
-      }
+    } else if (this.refCount > 0 && now - this.firstShutdownTimestamp >= intervalForcibly) {
+      this.refCount = -1000 - this.refCount
+      this.release()
     }
   }
 

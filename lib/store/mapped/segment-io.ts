@@ -189,9 +189,10 @@ export async function createMappedSegmentAsync(
   fileSize: number,
   reserveBytes: number,
   warmBytes: number,
+  exposeBytes = fileSize,
 ): Promise<MapHandle> {
   try {
-    return await native.createMapped(fileName, fileSize, Math.min(reserveBytes, fileSize), warmBytes)
+    return await native.createMapped(fileName, fileSize, Math.min(reserveBytes, fileSize), warmBytes, exposeBytes)
   } catch (cause) {
     throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
   }

@@ -12,6 +12,7 @@ import { MappedFileQueue, type DeleteOptions } from '../mapped/mapped-file-queue
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import {
+  checkQueueArgs,
   CQ_BLANK_UNIT_SIZE,
   CQ_STORE_UNIT_SIZE,
   isBlankUnit,
@@ -105,15 +106,7 @@ export class ConsumeQueue {
     commitLog: CommitLogView,
     options: ConsumeQueueOptions = {},
   ) {
-    if (typeof topic !== 'string' || topic === '' || topic === '.' || topic === '..' || /[/\\\0]/.test(topic)) {
-      throw new TypeError(`topic ${JSON.stringify(topic)} cannot name a directory`)
-    }
-    if (!Number.isInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) {
-      throw new RangeError(`queueId must be a non-negative int, got ${queueId}`)
-    }
-    if (!Number.isSafeInteger(mappedFileSize) || mappedFileSize <= 0 || mappedFileSize % CQ_STORE_UNIT_SIZE !== 0) {
-      throw new RangeError(`consume queue file size must be a positive multiple of 20, got ${mappedFileSize}`)
-    }
+    checkQueueArgs(topic, queueId, mappedFileSize)
     this.topic = topic
     this.queueId = queueId
     this.storePath = join(consumeQueueRoot, topic, String(queueId))
@@ -132,6 +125,7 @@ export class ConsumeQueue {
       syncOnFirstFlush: !this.readOnly,
       // Dispatch writes into pages faulted in ahead, off the JS thread.
       warmChunks: !this.readOnly,
+      exposeReserved: true,
     })
     this.firstFile = new QueueFirstFile(this.storePath, this.mappedFileQueue, this.directories, (owed) => this.owedSyncs.push(...owed))
   }
@@ -382,11 +376,16 @@ export class ConsumeQueue {
       this.lastWriteFailure = ioError(`cannot create a file of consume queue ${this.topic}/${this.queueId}`, error)
       return null
     }
-    const mapping = file.mappedBuffer()
+    this.takeWriteView(file)
+    return file
+  }
+
+  /** Caches the view appendUnit writes through: the file's reserved part (new when a reservation widened it), at its mapGeneration. */
+  private takeWriteView(file: MappedFile): void {
+    const mapping = file.reservedBuffer()
     this.writeFile = file
     this.writeView = new DataView(mapping.buffer, mapping.byteOffset, mapping.byteLength)
     this.writeGeneration = file.mapGeneration
-    return file
   }
 
   /** Writes one unit at the write position of the cached write file; false when it does not fit. */
@@ -397,6 +396,7 @@ export class ConsumeQueue {
       this.lastWriteFailure = file.lastReserveError
       return false
     }
+    if (file.mapGeneration !== this.writeGeneration) this.takeWriteView(file)
     const view = this.writeView!
     writeUnit(view, pos, offset, size, tagsCode)
     file.wrotePosition = pos + CQ_STORE_UNIT_SIZE

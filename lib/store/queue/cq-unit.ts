@@ -29,6 +29,19 @@ export const CQ_BLANK_UNIT_SIZE = 0x7fffffff
 export const CQ_EXT_MAX_ADDRESS = -2147483649
 
 /** commitLogOffset of the unit at byte `pos` of `buf`. */
+/** A consume queue's identity and file size, checked before it names any folder. */
+export function checkQueueArgs(topic: string, queueId: number, mappedFileSize: number): void {
+  if (typeof topic !== 'string' || topic === '' || topic === '.' || topic === '..' || /[/\\\0]/.test(topic)) {
+    throw new TypeError(`topic ${JSON.stringify(topic)} cannot name a directory`)
+  }
+  if (!Number.isInteger(queueId) || queueId < 0 || queueId > 0x7fffffff) {
+    throw new RangeError(`queueId must be a non-negative int, got ${queueId}`)
+  }
+  if (!Number.isSafeInteger(mappedFileSize) || mappedFileSize <= 0 || mappedFileSize % CQ_STORE_UNIT_SIZE !== 0) {
+    throw new RangeError(`consume queue file size must be a positive multiple of 20, got ${mappedFileSize}`)
+  }
+}
+
 export function readUnitOffset(buf: Buffer, pos: number): number {
   return readInt64BE(buf, pos + UNIT_OFFSET_COMMIT_LOG_OFFSET)
 }
