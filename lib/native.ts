@@ -57,8 +57,11 @@ export interface MapHandle {
 }
 
 export interface NativeBinding {
-  /** mmap of [0, length) of fd: MAP_SHARED when writable, a private copy-on-write map otherwise. */
-  map(fd: number, length: number, writable: boolean): MapHandle
+  /**
+   * mmap of [0, length) of fd: MAP_SHARED when writable, a private copy-on-write map otherwise.
+   * The handle's `buffer` covers [0, expose) rounded up to a page (default: all; see expose()).
+   */
+  map(fd: number, length: number, writable: boolean, expose?: number): MapHandle
   /** Reserves disk blocks for [offset, offset + length): posix_fallocate / F_PREALLOCATE. */
   allocate(fd: number, offset: number, length: number): void
   /**

@@ -605,6 +605,22 @@ void MappingWork::OnWorkComplete(Napi::Env env, napi_status status) {
 
 namespace {
 
+// The optional `expose` argument at `index` of a mapping `length` bytes long: (0, length], rounded
+// up to a page; `out` keeps its value when the argument is absent.
+bool ReadExpose(const Napi::CallbackInfo& info, size_t index, uint64_t length, uint64_t* out) {
+  if (info.Length() <= index || info[index].IsUndefined()) return true;
+  uint64_t expose = 0;
+  if (!ReadSize(info, index, "expose", &expose)) return false;
+  if (expose == 0 || expose > length) {
+    Napi::RangeError::New(info.Env(), "expose must be positive and at most the length").ThrowAsJavaScriptException();
+    return false;
+  }
+  const uint64_t page = PageSize();
+  expose = (expose + page - 1) / page * page;
+  *out = expose < length ? expose : length;
+  return true;
+}
+
 // The MapHandle that owns the mapping [addr, addr + length) from now on (it unmaps it, also when
 // making the handle throws).
 Napi::Value NewMapHandle(Napi::Env env, void* addr, size_t length, bool writable, size_t exposed = 0) {
@@ -620,9 +636,10 @@ Napi::Value NewMapHandle(Napi::Env env, void* addr, size_t length, bool writable
   return data->map_handle_ctor.New({external});
 }
 
-// map(fd, length, writable): MAP_SHARED over [0, length) of fd. A read-only map is MAP_PRIVATE
-// with write permission, so a stray JavaScript write changes a private copy instead of faulting;
-// it never reaches the file.
+// map(fd, length, writable[, expose]): MAP_SHARED over [0, length) of fd. A read-only map is
+// MAP_PRIVATE with write permission, so a stray JavaScript write changes a private copy instead of
+// faulting; it never reaches the file. The handle's buffer covers [0, expose) rounded up to a
+// page (the whole mapping by default; MapHandle.expose widens it).
 Napi::Value Map(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
@@ -637,6 +654,8 @@ Napi::Value Map(const Napi::CallbackInfo& info) {
     Napi::RangeError::New(env, "length must be positive").ThrowAsJavaScriptException();
     return env.Undefined();
   }
+  uint64_t expose = length;
+  if (!ReadExpose(info, 3, length, &expose)) return env.Undefined();
   struct stat st;
   if (fstat(fd, &st) != 0) {
     ErrnoError(env, errno, "fstat").ThrowAsJavaScriptException();
@@ -653,7 +672,7 @@ Napi::Value Map(const Napi::CallbackInfo& info) {
     ErrnoError(env, errno, "mmap").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  return NewMapHandle(env, addr, static_cast<size_t>(length), writable);
+  return NewMapHandle(env, addr, static_cast<size_t>(length), writable, static_cast<size_t>(expose));
 }
 
 #if defined(__APPLE__)
@@ -864,16 +883,7 @@ Napi::Value CreateMapped(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   uint64_t expose = size;
-  if (info.Length() > 4 && !info[4].IsUndefined()) {
-    if (!ReadSize(info, 4, "expose", &expose)) return env.Undefined();
-    if (expose == 0 || expose > size) {
-      Napi::RangeError::New(env, "expose must be positive and at most size").ThrowAsJavaScriptException();
-      return env.Undefined();
-    }
-    const uint64_t page = PageSize();
-    expose = (expose + page - 1) / page * page;
-    if (expose > size) expose = size;
-  }
+  if (!ReadExpose(info, 4, size, &expose)) return env.Undefined();
   auto* work = new CreateMapWork(env, info[0].As<Napi::String>().Utf8Value(), static_cast<size_t>(size),
                                  static_cast<size_t>(reserve), static_cast<size_t>(warm), static_cast<size_t>(expose));
   Napi::Promise promise = work->Promise();

@@ -60,8 +60,8 @@ const INDEX_ENTRIES_START = 40 + INDEX_SLOTS * 4
 async function indexBurst(note: (step: 'drop' | 'sync', offset: number, length: number) => void): Promise<void> {
   restores.push(
     interposeNativeForTesting((original) => ({
-      map: (fd, length, writable) => {
-        const handle = original.map(fd, length, writable)
+      map: (fd, length, writable, expose) => {
+        const handle = original.map(fd, length, writable, expose)
         if (length !== INDEX_ENTRIES_START + INDEX_ENTRIES * 20) return handle
         return wrapMapHandle(handle, {
           advise: (offset, bytes, advice) => {
@@ -104,8 +104,8 @@ describe('a quiet writer leaves nothing unsynced', () => {
     const synced: number[] = []
     restores.push(
       interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
+        map: (fd, length, writable, expose) => {
+          const handle = original.map(fd, length, writable, expose)
           if (length !== QUEUE_FILE) return handle
           return wrapMapHandle(handle, {
             syncAsync: (offset, bytes) => {
@@ -253,8 +253,8 @@ describe('a burst that never yields to the event loop', () => {
       const dropped: [number, number][] = []
       restores.push(
         interposeNativeForTesting((original) => ({
-          map: (fd, length, writable) => {
-            const handle = original.map(fd, length, writable)
+          map: (fd, length, writable, expose) => {
+            const handle = original.map(fd, length, writable, expose)
             if (!writable || length !== 1 << 20) return handle
             return wrapMapHandle(handle, {
               advise: (offset, bytes, advice) => {
@@ -340,8 +340,8 @@ describe('a burst that never yields to the event loop', () => {
     let handles = 0
     restores.push(
       interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
+        map: (fd, length, writable, expose) => {
+          const handle = original.map(fd, length, writable, expose)
           const kind = length === 1 << 20 ? 'log' : length === QUEUE_FILE ? 'queue' : length === index ? 'index' : null
           if (!writable || kind === null) return handle
           const id = handles++

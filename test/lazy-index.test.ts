@@ -40,9 +40,9 @@ afterEach(() => {
 async function countIndexMaps<T>(fn: () => Promise<T> | T): Promise<{ result: T; maps: number }> {
   let maps = 0
   const restore = interposeNativeForTesting((original) => ({
-    map: (fd, length, writable) => {
+    map: (fd, length, writable, expose) => {
       if (length === INDEX_FILE_SIZE) maps++
-      return original.map(fd, length, writable)
+      return original.map(fd, length, writable, expose)
     },
   }))
   try {
@@ -208,8 +208,8 @@ function trackIndexMappings(): { maps: () => number; live: () => number; stop: (
   let maps = 0
   let closes = 0
   const stop = interposeNativeForTesting((original) => ({
-    map: (fd, length, writable) => {
-      const handle = original.map(fd, length, writable)
+    map: (fd, length, writable, expose) => {
+      const handle = original.map(fd, length, writable, expose)
       if (length !== INDEX_FILE_SIZE) return handle
       maps++
       let closed = false

@@ -50,7 +50,7 @@ export function recordWriteBacks(record: (fd: number, offset: number, length: nu
       record(fd, offset, length)
       return original.writeBack(fd, offset, length)
     },
-    map: (fd, length, writable) => recordDrops(original.map(fd, length, writable)),
+    map: (fd, length, writable, expose) => recordDrops(original.map(fd, length, writable, expose)),
     // A new queue's file is made and mapped in one call.
     createMapped: async (path, size, reserve, warm, expose) => recordDrops(await original.createMapped(path, size, reserve, warm, expose)),
   }))
@@ -63,7 +63,7 @@ export function recordWriteBacks(record: (fd: number, offset: number, length: nu
  */
 export function interposeMappings(wrap: (handle: MapHandle, length: number, writable: boolean) => MapHandle): () => void {
   return interposeNativeForTesting((original) => ({
-    map: (fd, length, writable) => wrap(original.map(fd, length, writable), length, writable),
+    map: (fd, length, writable, expose) => wrap(original.map(fd, length, writable, expose), length, writable),
     createMapped: async (path, size, reserve, warm, expose) =>
       wrap(await original.createMapped(path, size, reserve, warm, expose), size, true),
   }))

@@ -196,7 +196,7 @@ export class PowerLossDisk {
     if (this.options.after !== undefined) this.inherit(this.options.after)
     else this.snapshot(this.root)
     this.restoreNative = interposeNativeForTesting((original) => ({
-      map: (fd, length, writable) => this.wrapHandle(original.map(fd, length, writable), fd),
+      map: (fd, length, writable, expose) => this.wrapHandle(original.map(fd, length, writable, expose), fd),
       allocate: (fd, offset, length) => this.around('allocate', () => original.allocate(fd, offset, length)),
       // A file made and mapped in one call on the pool: a new inode (no durable content, its name
       // not synced), then a handle like map's.

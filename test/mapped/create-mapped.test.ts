@@ -127,6 +127,24 @@ describe('a handle that exposes part of its mapping (createMapped with expose, M
     expect(() => handle.expose(page)).toThrow(expect.objectContaining({ code: 'ERR_MAPPING_CLOSED' }))
   })
 
+  it('map exposes part of an existing file the same way', () => {
+    const name = join(dir, 'existing')
+    fs.writeFileSync(name, Buffer.alloc(256 << 10, 1))
+    const fd = fs.openSync(name, 'r+')
+    try {
+      const handle = native.map(fd, 256 << 10, true, 5000)
+      expect(handle.buffer.byteLength).toBe(Math.ceil(5000 / page) * page)
+      expect(new Uint8Array(handle.buffer)[100]).toBe(1)
+      expect(handle.expose(100_000).byteLength).toBeGreaterThanOrEqual(100_000)
+      handle.close()
+      expect(native.map(fd, 256 << 10, false).buffer.byteLength).toBe(256 << 10)
+      expect(() => native.map(fd, 256 << 10, true, 0)).toThrow(RangeError)
+      expect(() => native.map(fd, 256 << 10, true, (256 << 10) + 1)).toThrow(RangeError)
+    } finally {
+      fs.closeSync(fd)
+    }
+  })
+
   it('without expose the whole file is exposed, as map does', async () => {
     const handle = await native.createMapped(join(dir, 'all'), 256 << 10, 4096, 0)
     try {

@@ -58,8 +58,8 @@ describe('the SYNC_FLUSH write stage', () => {
     const msyncs: number[] = []
     cleanups.push(
       interposeNativeForTesting((original) => ({
-        map: (fd, length, writable) => {
-          const handle = original.map(fd, length, writable)
+        map: (fd, length, writable, expose) => {
+          const handle = original.map(fd, length, writable, expose)
           if (length !== LOG_FILE) return handle
           return wrapMapHandle(handle, {
             sync: (offset, len) => {

@@ -49,8 +49,8 @@ describe("a consume queue's pages are faulted in ahead of the writer", () => {
             },
           })
         return {
-          map: (fd, length, writable) => {
-            const handle = original.map(fd, length, writable)
+          map: (fd, length, writable, expose) => {
+            const handle = original.map(fd, length, writable, expose)
             return length !== QUEUE_FILE || !writable ? handle : recordWarmUps(handle)
           },
           // A new queue's file is made, mapped and its first part faulted in by one call.
