@@ -5,7 +5,15 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
-import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, firstValidUnitInFile, walkUnits, writeUnit } from '../../lib/store/queue/cq-unit.js'
+import {
+  CQ_BLANK_UNIT_SIZE,
+  CQ_STORE_UNIT_SIZE,
+  firstValidUnitInFile,
+  isUnitsEnd,
+  unitsEnd,
+  walkUnits,
+  writeUnit,
+} from '../../lib/store/queue/cq-unit.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const UNITS = 20_000
@@ -80,5 +88,34 @@ describe('walkUnits', () => {
     const walk = { lastEnd: -1, overlapAt: -1 }
     expect(walkUnits(view, 0, view.byteLength, 420, walk)).toBe(3 * CQ_STORE_UNIT_SIZE)
     expect(walk).toEqual({ lastEnd: 180, overlapAt: CQ_STORE_UNIT_SIZE })
+  })
+})
+
+describe("unitsEnd and isUnitsEnd (a clean open finding where a queue file's units end)", () => {
+  /** A buffer of `units` unit slots with the first `count` written (records of 100 bytes end to end). */
+  function prefix(units: number, count: number): Buffer {
+    const bytes = Buffer.alloc(units * CQ_STORE_UNIT_SIZE)
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+    for (let i = 0; i < count; i++) writeUnit(view, i * CQ_STORE_UNIT_SIZE, 4096 + i * 100, 100, 7)
+    return bytes
+  }
+
+  it('finds the end by bisection, and knows it for the end when told', () => {
+    for (const count of [0, 1, 203, 204, 999, 1000]) {
+      const buffer = prefix(1000, count)
+      expect(unitsEnd(buffer, 1000)).toBe(count)
+      expect(isUnitsEnd(buffer, 1000, count)).toBe(true)
+      // Checked on the bytes up to the unit after it only.
+      expect(isUnitsEnd(buffer.subarray(0, Math.min(buffer.length, (count + 1) * CQ_STORE_UNIT_SIZE)), 1000, count)).toBe(true)
+    }
+  })
+
+  it('another unit boundary, or no boundary at all, is not the end', () => {
+    const buffer = prefix(1000, 300)
+    for (const guess of [0, 1, 299, 301, 1000, 1001, -5, 2.5, Number.NaN]) expect(isUnitsEnd(buffer, 1000, guess)).toBe(false)
+    // Units gone from a queue's tail: the end is where they stop, not where it was.
+    buffer.fill(0, 295 * CQ_STORE_UNIT_SIZE, 300 * CQ_STORE_UNIT_SIZE)
+    expect(isUnitsEnd(buffer, 1000, 300)).toBe(false)
+    expect(unitsEnd(buffer, 1000)).toBe(295)
   })
 })

@@ -86,9 +86,36 @@ describe("a new consume queue's file is exposed to JavaScript as far as it is re
     expect(first.byteLength).toBe(0)
     expect(handle.buffer.byteLength).toBe(0)
 
+    // Reopened, the queue's file is mapped on first use: its end is checked where the close
+    // recorded it, and what is read is exposed, not the whole file.
+    queueFiles.length = 0
     store = await MessageStore.open(dir, OPTIONS)
     expect(store.getMaxOffsetInQueue('grow', 0)).toBe(5_000)
     expect(readAll(store)).toBe(5_000)
+    expect(queueFiles).toHaveLength(1)
+    expect(queueFiles[0].buffer.byteLength).toBeGreaterThanOrEqual(5_000 * 20)
+    expect(queueFiles[0].buffer.byteLength).toBeLessThan(QUEUE_FILE)
+    expect(store.stats().repairs).toEqual([])
+  })
+
+  it('a reopened queue whose units were cut behind its recorded end is still found short and rebuilt', async () => {
+    const dir = tempDir('mqstore-queue-exposure-')
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }))
+    let store = await MessageStore.open(dir, OPTIONS)
+    const batch = Array.from({ length: 300 }, (_, i) => ({ topic: 'cut', queueId: 1, body: body(i) }))
+    for (const result of await store.putMessages(batch)) expect(result.status).toBe('PUT_OK')
+    await store.close()
+    // The last ten units zeroed: the recorded end (300) no longer holds.
+    const file = join(dir, 'consumequeue', 'cut', '1', '00000000000000000000')
+    const fd = fs.openSync(file, 'r+')
+    fs.writeSync(fd, Buffer.alloc(200), 0, 200, 290 * 20)
+    fs.closeSync(fd)
+    store = await MessageStore.open(dir, OPTIONS)
+    cleanups.push(() => store.close())
+    expect(store.getMaxOffsetInQueue('cut', 1)).toBe(300)
+    const read = store.getMessage('g', 'cut', 1, 290, 32)
+    expect(read.messages.map((m) => m.body.toString())).toEqual(batch.slice(290).map((m) => m.body.toString()))
+    expect(store.stats().repairs.map((r) => r.reason)).toEqual([expect.stringContaining('not at the 300 the last clean close recorded')])
   })
 })
 

@@ -49,11 +49,7 @@ export interface MappedFileQueueOptions {
   reserveFirstBytes?: number
   /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
   budget?: MappingBudget | null
-  /**
-   * A file made ahead (prepareFile) gives JavaScript a buffer over its reserved prefix only,
-   * widened as the reservation grows (MapHandle.expose): V8 counts each buffer's length towards
-   * its collections, and a new queue's 6 MB file holds a page at first.
-   */
+  /** Each file exposes to JavaScript what is reserved or read so far (MappedFileOptions.exposeReserved). */
   exposeReserved?: boolean
   /**
    * With a budget: only files before the last are under it, each from the flush that completes it
@@ -112,6 +108,7 @@ export class MappedFileQueue {
       budget: oldOnly ? null : (this.options.budget ?? null),
       unmapOnlyFlushed: oldOnly,
       syncOnFirstFlush: this.options.syncOnFirstFlush === true,
+      exposeReserved: this.options.exposeReserved === true,
     }
   }
 

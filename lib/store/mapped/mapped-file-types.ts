@@ -115,6 +115,12 @@ export interface MappedFileOptions {
    * the file short or absent; only derived files, which recovery rebuilds, may use this.
    */
   syncOnFirstFlush?: boolean
+  /**
+   * Give JavaScript a buffer over what is reserved (or read) so far, widened as that grows, not
+   * over the whole file (MapHandle.expose): V8 counts every buffer's length as memory to collect
+   * for. For big files that hold little (a consume queue's); writers must reserve before writing.
+   */
+  exposeReserved?: boolean
 }
 
 /** The reservation step of a file: a page multiple, at most the file size. */

@@ -71,6 +71,8 @@ export class MappedFile {
   private readonly unmapOnlyFlushed: boolean
   /** Moves at every map and unmap: a view cached across calls is stale once it moves. */
   mapGeneration = 0
+  /** Exposes what is reserved or read so far, widened on demand (MappedFileOptions.exposeReserved). */
+  private readonly exposeReserved: boolean
   /** Created without syncs: the first flush forces the file and its directory entry. */
   private needsCreateSync = false
   /** The file's blocks are known to be reserved (created here, or reserved at its first map). */
@@ -110,6 +112,7 @@ export class MappedFile {
     this.reserveChunkBytes = reserveChunk(options, fileSize)
     this.reserveFirstBytes = reserveFirst(options, this.reserveChunkBytes)
     this.reservedTo = this.readOnly ? fileSize : reservedTo
+    this.exposeReserved = options.exposeReserved === true && !this.readOnly
   }
 
   /**
@@ -119,26 +122,26 @@ export class MappedFile {
   private reserveAndMap(fd: number): void {
     if (!this.readOnly && !this.blocksReserved) reserveBlocks(fd, this.fileName, this.fileSize)
     this.blocksReserved = true
-    this.mapWith(fd)
-  }
-
-  /** Maps the file now (eager files at open; lazy ones on first use). */
-  private mapWith(fd: number): void {
-    this.adopt(mapSegment(fd, this.fileName, this.fileSize, !this.readOnly))
+    const expose = this.exposeReserved ? Math.max(1, this.reservedTo) : this.fileSize
+    this.adopt(mapSegment(fd, this.fileName, this.fileSize, !this.readOnly, expose))
   }
 
   private adopt(handle: MapHandle): void {
     this.handle = handle
-    this.mapped = exposedPart(handle, this.fileSize, Math.max(this.reservedTo, this.readPosition))
+    this.mapped = exposedPart(handle, this.fileSize, this.reservedTo)
     this.mapGeneration++
     this.budget?.mapped(this)
   }
 
-  /** Widens the mapping's exposed part to at least [0, end) (files made with their reserved part exposed); moves mapGeneration. */
-  private exposeTo(end: number): void {
-    if (this.handle === null || end <= this.mapped.length) return
-    this.mapped = exposedPart(this.handle, this.fileSize, end)
+  /**
+   * Widens the mapping's exposed part (exposeReserved) to at least [0, end), and at least doubles
+   * it, so a reader moving through the file takes a few buffers, not one a page. Moves mapGeneration.
+   */
+  private exposeTo(end: number): Buffer {
+    if (this.handle === null || end <= this.mapped.length) return this.mapped
+    this.mapped = exposedPart(this.handle, this.fileSize, Math.max(end, 2 * this.mapped.length))
     this.mapGeneration++
+    return this.mapped
   }
 
   /** The mapping, mapped now if need be; empty once cleaned up. TOO_MANY_OPEN_FILES or IO_ERROR if it cannot be. */
@@ -311,7 +314,6 @@ export class MappedFile {
     this.wrotePosition = position
     this.committedPosition = position
     this.flushedPosition = position
-    this.exposeTo(position)
   }
 
   // ---- appends ------------------------------------------------------------------------------
@@ -380,8 +382,7 @@ export class MappedFile {
   /** The mapping, mapped now if need be, exposed whole. */
   private wholeMapping(): Buffer {
     this.ensureMapped()
-    this.exposeTo(this.fileSize)
-    return this.mapped
+    return this.exposeTo(this.fileSize)
   }
 
   private assertWritable(): void {
@@ -544,8 +545,8 @@ export class MappedFile {
     let mapped: Buffer
     try {
       mapped = this.ensureMapped()
-      // Readable bytes are reserved, so exposed; a view is never cut short silently.
-      if (pos + size > mapped.length) mapped = this.wholeMapping()
+      // A view is never cut short: what it covers is exposed first.
+      if (pos + size > mapped.length) mapped = this.exposeTo(pos + size)
     } catch (error) {
       this.release()
       throw error
@@ -559,9 +560,8 @@ export class MappedFile {
    * run on the thread that alone may destroy the file.
    */
   readableBuffer(): Buffer {
-    const readable = this.readPosition
-    const mapped = this.ensureMapped()
-    return (readable <= mapped.length ? mapped : this.wholeMapping()).subarray(0, readable)
+    this.ensureMapped()
+    return this.exposeTo(this.readPosition).subarray(0, this.readPosition)
   }
 
   /**

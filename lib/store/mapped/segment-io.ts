@@ -36,9 +36,9 @@ export function readSegmentBytes(fileName: string, pos: number, length: number):
 }
 
 /** mmap of a whole segment, failures named after the file. */
-export function mapSegment(fd: number, fileName: string, fileSize: number, writable: boolean): MapHandle {
+export function mapSegment(fd: number, fileName: string, fileSize: number, writable: boolean, expose = fileSize): MapHandle {
   try {
-    return native.map(fd, fileSize, writable)
+    return native.map(fd, fileSize, writable, expose)
   } catch (cause) {
     throw ioError(`cannot map ${fileName}`, cause)
   }

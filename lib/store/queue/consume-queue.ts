@@ -25,6 +25,10 @@ import {
   isQuiet,
   STALE_UNITS_QUIET_BYTES,
   unitRunDamage,
+  isUnitIndex,
+  isUnitsEnd,
+  NEAR_END_BYTES,
+  unitsEnd,
   UnitWindow,
   type UnitWalk,
   walkUnits,
@@ -165,25 +169,21 @@ export class ConsumeQueue {
    * a clean open reads a few units per queue instead of every unit of the last three files.
    * Returns false, changing nothing, when the unit after the end found is not zeros. (A hole
    * further on is not seen here; the store compares the units found with its shutdown record.)
+   * `recordedEnd` (the queue's max offset at that close) is checked first, on the bytes up to a
+   * page past it: a bisection faults a page in at each step, and exposes the whole file.
    */
-  recoverClean(): boolean {
+  recoverClean(recordedEnd: number | null = null): boolean {
     const files = this.mappedFileQueue.mappedFiles
     if (files.length === 0) return true
     const size = this.mappedFileSize
     const last = files[files.length - 1]
-    const buffer = this.wholeFile(last)
-    const valid = (unit: number) => {
-      const at = unit * CQ_STORE_UNIT_SIZE
-      return isValidUnit(readUnitOffset(buffer, at), readUnitSize(buffer, at))
-    }
-    let low = 0
-    let high = size / CQ_STORE_UNIT_SIZE
-    while (low < high) {
-      const mid = (low + high) >>> 1
-      if (valid(mid)) low = mid + 1
-      else high = mid
-    }
-    const end = low * CQ_STORE_UNIT_SIZE
+    const units = size / CQ_STORE_UNIT_SIZE
+    const guess = recordedEnd === null ? -1 : recordedEnd - last.fileFromOffset / CQ_STORE_UNIT_SIZE
+    const near = isUnitIndex(guess, units) ? last.selectMappedBuffer(0, Math.min(size, guess * CQ_STORE_UNIT_SIZE + NEAR_END_BYTES)) : null
+    // Released at once: the queue's own reference keeps the file, as for its unheld scans.
+    near?.release()
+    const buffer = near !== null && isUnitsEnd(near.buffer, units, guess) ? near.buffer : this.wholeFile(last)
+    const end = (buffer === near?.buffer ? guess : unitsEnd(buffer, units)) * CQ_STORE_UNIT_SIZE
     // Bisection assumes a prefix of units; a damaged unit before the end or units after it (the
     // queue would come back short and hand its offsets out again) make this no clean prefix.
     if (unitRunDamage(buffer, 0, end) !== null || !isQuiet(buffer, end, size)) return false

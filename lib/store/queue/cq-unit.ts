@@ -109,8 +109,40 @@ export function unitRunDamage(buffer: Buffer, from: number, to: number): string 
   return null
 }
 
+/** Whether `unit` is a unit boundary of a file of `units` units (0 through `units`). */
+export function isUnitIndex(unit: number, units: number): boolean {
+  return Number.isInteger(unit) && unit >= 0 && unit <= units
+}
+
+function isValidAt(buffer: Buffer, unit: number, units: number): boolean {
+  const at = unit * CQ_STORE_UNIT_SIZE
+  return unit < units && at + CQ_STORE_UNIT_SIZE <= buffer.length && isValidUnit(readUnitOffset(buffer, at), readUnitSize(buffer, at))
+}
+
+/**
+ * Whether the valid units at the start of a file of `units` units end at unit `end`: the unit
+ * before it is valid, the one at it is not. `buffer` needs to cover the file up to unit `end + 1`.
+ */
+export function isUnitsEnd(buffer: Buffer, units: number, end: number): boolean {
+  return isUnitIndex(end, units) && (end === 0 || isValidAt(buffer, end - 1, units)) && !isValidAt(buffer, end, units)
+}
+
+/** Where the valid units at the start of `buffer` (the whole file, `units` units) end: by bisection, for a run of units and then zeros. */
+export function unitsEnd(buffer: Buffer, units: number): number {
+  let low = 0
+  let high = units
+  while (low < high) {
+    const mid = (low + high) >>> 1
+    if (isValidAt(buffer, mid, units)) low = mid + 1
+    else high = mid
+  }
+  return low
+}
+
 /** Zero bytes after a queue's end that show no stale units follow (one OS page). */
 export const STALE_UNITS_QUIET_BYTES = 4096
+/** The bytes past a recorded end that show it is one: its unit, then a quiet page. */
+export const NEAR_END_BYTES = CQ_STORE_UNIT_SIZE + STALE_UNITS_QUIET_BYTES
 const ZERO_PAGE = Buffer.alloc(STALE_UNITS_QUIET_BYTES)
 
 /** True when bytes [from, from + STALE_UNITS_QUIET_BYTES) of `buf` (or to `end`) are zeros. */

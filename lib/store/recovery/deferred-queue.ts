@@ -25,7 +25,7 @@ export function openDeferredQueue(
   try {
     queue.load()
     // The shutdown record vouches for a clean prefix of units: anything else was damaged since.
-    if (!queue.recoverClean()) failure = 'its last file is not a clean run of units followed by zeros'
+    if (!queue.recoverClean(recordedEnd)) failure = 'its last file is not a clean run of units followed by zeros'
     else failure = lastUnitFailure(commitLog, queue) ?? endFailure(queue, recordedEnd)
   } catch (error) {
     // Out of descriptors says nothing about the files: the queue stays deferred, the caller retries.
