@@ -126,15 +126,25 @@ void TouchPages(const char* start, size_t length) {
   (void)sink;
 }
 
-// Faults the pages of [start, start + length) of a mapping in (for writing when `writable`);
-// returns 0 or the errno that stopped it. For the libuv pool: it may wait for the disk.
-int WarmPages(char* start, size_t length, bool writable) {
+// Faults the pages of [start, start + length) of the mapping [base, base + size) in (for writing
+// when `writable`); returns 0 or the errno that stopped it. For the libuv pool: it may wait for
+// the disk.
+int WarmPages(char* base, size_t size, char* start, size_t length, bool writable) {
 #if defined(__linux__)
   int advice = writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+  // A populate faults each page in through the file's read path, and a fault there reads around
+  // it, up to the device's read-ahead (8 MiB on some disks): for a new, sparse file, megabytes of
+  // zeros past the range, read and zero-filled for every file. Random-access advice on the whole
+  // mapping (a part would split it in several) limits the populate to the range asked for; the
+  // mapping gets its normal advice back after.
+  const bool around = madvise(base, size, MADV_RANDOM) == 0;
   int rc;
   do {
     rc = madvise(start, length, advice);
   } while (rc != 0 && errno == EINTR);
+  const int populate_errno = errno;
+  if (around) madvise(base, size, MADV_NORMAL);
+  errno = populate_errno;
   if (rc == 0) {
     // Populating maps the pages but, in virtual machines, the first access to each page from any
     // CPU can still trap to the hypervisor (about 1.5 us a page measured), which would then land
@@ -148,9 +158,13 @@ int WarmPages(char* start, size_t length, bool writable) {
   // SIGBUS on this pool thread and kill the process.
   if (errno != EINVAL) return errno;
 #elif defined(MADV_WILLNEED)
+  (void)base;
+  (void)size;
   (void)writable;
   madvise(start, length, MADV_WILLNEED);
 #else
+  (void)base;
+  (void)size;
   (void)writable;
 #endif
   TouchPages(start, length);
@@ -223,7 +237,7 @@ class MappingWork : public Napi::AsyncWorker {
       } else if (kind_ == Kind::kDrop) {
         Drop(base + offset_);
       } else {
-        err_ = WarmPages(base + offset_, length_, mapping_->writable);
+        err_ = WarmPages(base, mapping_->length, base + offset_, length_, mapping_->writable);
         if (err_ != 0) syscall_ = "madvise";
       }
     }
@@ -823,7 +837,7 @@ class CreateMapWork : public Napi::AsyncWorker {
         addr_ = addr;
         // Only the reserved prefix is faulted in: populating a hole would allocate its blocks
         // behind the reservation's back. A warm-up is a hint: its failure fails nothing.
-        if (warm_ > 0) WarmPages(static_cast<char*>(addr), warm_ < reserve_ ? warm_ : reserve_, true);
+        if (warm_ > 0) WarmPages(static_cast<char*>(addr), size_, static_cast<char*>(addr), warm_ < reserve_ ? warm_ : reserve_, true);
       }
     }
     close(fd);
