@@ -1,13 +1,17 @@
 // Page faults on file mappings read around the faulting page (up to the device's read-ahead, 8 MiB
 // on some disks). For a new or small, sparse file that is megabytes of holes read as pages of
-// zeros: the addon's warm-up populates only the range it is given. Linux only: the read-around
-// and the page-cache count (util-linux's fincore) are Linux's.
+// zeros: the addon's warm-up populates only the range it is given, and consume-queue files are
+// mapped with random-access advice. Linux only: the read-around and the page-cache count
+// (util-linux's fincore) are Linux's.
 import { execFileSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
+import { MessageStore } from '../../lib/index.js'
 import { native } from '../../lib/native.js'
+import { MappedFile } from '../../lib/store/mapped/mapped-file.js'
+import { formatOffsetName } from '../../lib/store/mapped/segment-name.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const FILE_SIZE = 8 << 20
@@ -59,6 +63,48 @@ describe.runIf(process.platform === 'linux')('read-around of file mappings (Linu
       expect(cachedBytes(name)).toBe(2 * PAGE)
     } finally {
       handle.close()
+    }
+  })
+
+  it('readAround false: a fault in a hole of a mapped file reads that page alone', () => {
+    // (Without the advice, the same fault reads up to the device's read-ahead: 8 MiB here.)
+    const name = join(dir, formatOffsetName(0))
+    fs.writeFileSync(name, '')
+    fs.truncateSync(name, FILE_SIZE)
+    const file = MappedFile.open(name, FILE_SIZE, { readOnly: true, readAround: false })
+    try {
+      file.setPositions(FILE_SIZE)
+      const view = file.selectMappedBuffer(FILE_SIZE / 2, 16)
+      expect(view).not.toBeNull()
+      try {
+        expect(view!.buffer[0]).toBe(0)
+      } finally {
+        view!.release()
+      }
+      expect(cachedBytes(name)).toBe(PAGE)
+    } finally {
+      file.shutdown(0)
+    }
+  })
+
+  it("a store maps its consume queues' files with random-access advice, its commit log without", async () => {
+    const store = await MessageStore.open(dir)
+    try {
+      const put = await store.putMessage({ topic: 'T', queueId: 0, body: Buffer.from('one') })
+      expect(put.status).toBe('PUT_OK')
+      expect(store.getMessage('g', 'T', 0, 0, 1).messages).toHaveLength(1)
+      expect(mappingFlags(join(dir, 'consumequeue', 'T', '0', formatOffsetName(0)))).toContain('rr')
+      expect(mappingFlags(join(dir, 'commitlog', formatOffsetName(0)))).not.toContain('rr')
+    } finally {
+      await store.close()
+    }
+    // Reopened: the queue's file is mapped on first use, with the same advice.
+    const again = await MessageStore.open(dir)
+    try {
+      expect(again.getMessage('g', 'T', 0, 0, 1).messages).toHaveLength(1)
+      expect(mappingFlags(join(dir, 'consumequeue', 'T', '0', formatOffsetName(0)))).toContain('rr')
+    } finally {
+      await again.close()
     }
   })
 })

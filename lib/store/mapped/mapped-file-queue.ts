@@ -51,6 +51,8 @@ export interface MappedFileQueueOptions {
   budget?: MappingBudget | null
   /** Each file exposes to JavaScript what is reserved or read so far (MappedFileOptions.exposeReserved). */
   exposeReserved?: boolean
+  /** False: faults read only the page they touch (MappedFileOptions.readAround). */
+  readAround?: boolean
   /**
    * With a budget: only files before the last are under it, each from the flush that completes it
    * (an unflushed file cannot be unmapped, and counting it would only push out files that can);
@@ -109,6 +111,7 @@ export class MappedFileQueue {
       unmapOnlyFlushed: oldOnly,
       syncOnFirstFlush: this.options.syncOnFirstFlush === true,
       exposeReserved: this.options.exposeReserved === true,
+      readAround: this.options.readAround !== false,
     }
   }
 

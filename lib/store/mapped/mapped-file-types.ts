@@ -121,6 +121,13 @@ export interface MappedFileOptions {
    * for. For big files that hold little (a consume queue's); writers must reserve before writing.
    */
   exposeReserved?: boolean
+  /**
+   * False: a page fault reads only the page it touches (random-access advice). Otherwise a fault
+   * reads around it, up to the device's read-ahead (8 MiB on some disks): for a small, sparse file
+   * (a consume queue's), the whole file, its holes as pages of zeros, for each queue read or
+   * checked past its end.
+   */
+  readAround?: boolean
 }
 
 /** The reservation step of a file: a page multiple, at most the file size. */

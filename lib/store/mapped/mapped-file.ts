@@ -16,7 +16,7 @@ import { ioError, MQStoreError } from '../../errors.js'
 import { native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
 import { checkLength, createMappedSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
-import { syncMappedRange, writeAfter, type WriteAfterSync } from './segment-io.js'
+import { limitReadAround, syncMappedRange, writeAfter, type WriteAfterSync } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
 import { assertFileSize, checkLazyLength, exposedPart, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
 import type { MappingBudget } from './mapping-budget.js'
@@ -71,8 +71,9 @@ export class MappedFile {
   private readonly unmapOnlyFlushed: boolean
   /** Moves at every map and unmap: a view cached across calls is stale once it moves. */
   mapGeneration = 0
-  /** Exposes what is reserved or read so far, widened on demand (MappedFileOptions.exposeReserved). */
+  /** MappedFileOptions.exposeReserved (what is reserved or read so far, widened on demand) and readAround. */
   private readonly exposeReserved: boolean
+  private readonly readAround: boolean
   /** Created without syncs: the first flush forces the file and its directory entry. */
   private needsCreateSync = false
   /** The file's blocks are known to be reserved (created here, or reserved at its first map). */
@@ -113,6 +114,7 @@ export class MappedFile {
     this.reserveFirstBytes = reserveFirst(options, this.reserveChunkBytes)
     this.reservedTo = this.readOnly ? fileSize : reservedTo
     this.exposeReserved = options.exposeReserved === true && !this.readOnly
+    this.readAround = options.readAround !== false
   }
 
   /**
@@ -127,16 +129,14 @@ export class MappedFile {
   }
 
   private adopt(handle: MapHandle): void {
+    if (!this.readAround) limitReadAround(handle, this.fileSize)
     this.handle = handle
     this.mapped = exposedPart(handle, this.fileSize, this.reservedTo)
     this.mapGeneration++
     this.budget?.mapped(this)
   }
 
-  /**
-   * Widens the mapping's exposed part (exposeReserved) to at least [0, end), and at least doubles
-   * it, so a reader moving through the file takes a few buffers, not one a page. Moves mapGeneration.
-   */
+  /** Exposes at least [0, end) and at least twice as much as before (a reader takes a few buffers). Moves mapGeneration. */
   private exposeTo(end: number): Buffer {
     if (this.handle === null || end <= this.mapped.length) return this.mapped
     this.mapped = exposedPart(this.handle, this.fileSize, Math.max(end, 2 * this.mapped.length))
@@ -155,10 +155,7 @@ export class MappedFile {
     return this.mapped
   }
 
-  /**
-   * Unmaps a lazy file nobody uses (no reader, write buffer or warm-up). Unflushed bytes stay in
-   * the page cache; a later flush of an unmapped file forces them with fdatasync instead of msync.
-   */
+  /** Unmaps a lazy file nobody uses (no reader, write buffer or warm-up); its unflushed bytes stay in the page cache. */
   unmapIfIdle(): boolean {
     const handle = this.handle
     if (handle === null || this.budget === null) return false
@@ -318,10 +315,7 @@ export class MappedFile {
 
   // ---- appends ------------------------------------------------------------------------------
 
-  /**
-   * Commit-log append: the callback writes into the write buffer (if any) or the mapping at the
-   * write position, and the position advances by what it reports.
-   */
+  /** Commit-log append: the callback writes at the write position (write buffer or mapping), which advances by what it reports. */
   appendWith<R extends AppendOutcome>(callback: AppendCallback<R>): R {
     this.assertWritable()
     const pos = this.wrotePosition

@@ -44,6 +44,18 @@ export function mapSegment(fd: number, fileName: string, fileSize: number, writa
   }
 }
 
+/**
+ * Random-access advice over a mapping (MappedFileOptions.readAround false): a page fault then reads
+ * the page it touches, not the pages around it. A hint; one the system refuses changes nothing.
+ */
+export function limitReadAround(handle: MapHandle, length: number): void {
+  try {
+    handle.advise(0, length, 'random')
+  } catch {
+    // See above.
+  }
+}
+
 /** A segment must be exactly its queue's file size. */
 export function checkLength(fileName: string, length: number, fileSize: number): void {
   if (length !== fileSize) {

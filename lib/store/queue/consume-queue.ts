@@ -120,7 +120,8 @@ export class ConsumeQueue {
     this.directories = options.directories ?? new QueueDirectories()
     // Files are mapped on first use within the store's budget, and created without the fsync
     // chain: a consume queue is derived, and its files become durable with their first flush.
-    // Their blocks are reserved in steps that grow with the queue, so a new queue takes a page.
+    // Blocks are reserved in steps that grow with the queue (a new queue takes a page); a page
+    // fault reads no pages around it, which for a small queue would be megabytes of zeros.
     this.mappedFileQueue = new MappedFileQueue(this.storePath, mappedFileSize, {
       readOnly: this.readOnly,
       reserveChunkBytes: CQ_RESERVE_CHUNK_BYTES,
@@ -130,6 +131,7 @@ export class ConsumeQueue {
       // Dispatch writes into pages faulted in ahead, off the JS thread.
       warmChunks: !this.readOnly,
       exposeReserved: true,
+      readAround: false,
     })
     this.firstFile = new QueueFirstFile(this.storePath, this.mappedFileQueue, this.directories, (owed) => this.owedSyncs.push(...owed))
   }
@@ -274,10 +276,7 @@ export class ConsumeQueue {
     this.writeView = null
   }
 
-  /**
-   * Read-only recovery must not delete anything: the file holding `offset` gets its positions and
-   * the files after it are unmapped and dropped from the list, but stay on disk.
-   */
+  /** Read-only recovery deletes nothing: the file at `offset` gets its positions, later files are unmapped and dropped from the list. */
   private cutTailInMemory(offset: number): void {
     const files = this.mappedFileQueue.mappedFiles
     let keep = files.length
@@ -519,10 +518,7 @@ export class ConsumeQueue {
     return this.maxPhysicOffset
   }
 
-  /**
-   * Commit-log end (offset + size) of the queue's last unit, read from the file; -1 when the last
-   * file holds no valid unit.
-   */
+  /** Commit-log end (offset + size) of the queue's last unit, read from the file; -1 when the last file holds no valid unit. */
   getLastOffset(): number {
     const file = this.mappedFileQueue.getLastMappedFile()
     if (file === null || file.readPosition < CQ_STORE_UNIT_SIZE) return -1
