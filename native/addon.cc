@@ -126,24 +126,26 @@ void TouchPages(const char* start, size_t length) {
   (void)sink;
 }
 
-// Faults the pages of [start, start + length) of the mapping [base, base + size) in (for writing
-// when `writable`); returns 0 or the errno that stopped it. For the libuv pool: it may wait for
-// the disk.
-int WarmPages(char* base, size_t size, char* start, size_t length, bool writable) {
+// Faults the pages of [start, start + length) of a mapping in (for writing when `writable`);
+// returns 0 or the errno that stopped it. For the libuv pool: it may wait for the disk.
+//
+// A populate faults each page in through the file's read path, which reads around the page as
+// the mapping's advice says: by default up to the device's read-ahead (8 MiB on some disks), in
+// large batches. For a file that will be written through (a commit log) that is cheaper than
+// page by page; for a new file that is mostly holes it is megabytes of zeros past the range. With
+// `whole` (the mapping [base, base + size) of a file just made), the populate runs under
+// random-access advice on the whole mapping (a part would split it in several), which then gets
+// its normal advice back.
+int WarmPages(char* start, size_t length, bool writable, char* base = nullptr, size_t whole = 0) {
 #if defined(__linux__)
   int advice = writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
-  // A populate faults each page in through the file's read path, and a fault there reads around
-  // it, up to the device's read-ahead (8 MiB on some disks): for a new, sparse file, megabytes of
-  // zeros past the range, read and zero-filled for every file. Random-access advice on the whole
-  // mapping (a part would split it in several) limits the populate to the range asked for; the
-  // mapping gets its normal advice back after.
-  const bool around = madvise(base, size, MADV_RANDOM) == 0;
+  const bool exact = base != nullptr && madvise(base, whole, MADV_RANDOM) == 0;
   int rc;
   do {
     rc = madvise(start, length, advice);
   } while (rc != 0 && errno == EINTR);
   const int populate_errno = errno;
-  if (around) madvise(base, size, MADV_NORMAL);
+  if (exact) madvise(base, whole, MADV_NORMAL);
   errno = populate_errno;
   if (rc == 0) {
     // Populating maps the pages but, in virtual machines, the first access to each page from any
@@ -159,12 +161,12 @@ int WarmPages(char* base, size_t size, char* start, size_t length, bool writable
   if (errno != EINVAL) return errno;
 #elif defined(MADV_WILLNEED)
   (void)base;
-  (void)size;
+  (void)whole;
   (void)writable;
   madvise(start, length, MADV_WILLNEED);
 #else
   (void)base;
-  (void)size;
+  (void)whole;
   (void)writable;
 #endif
   TouchPages(start, length);
@@ -237,7 +239,7 @@ class MappingWork : public Napi::AsyncWorker {
       } else if (kind_ == Kind::kDrop) {
         Drop(base + offset_);
       } else {
-        err_ = WarmPages(base, mapping_->length, base + offset_, length_, mapping_->writable);
+        err_ = WarmPages(base + offset_, length_, mapping_->writable);
         if (err_ != 0) syscall_ = "madvise";
       }
     }
@@ -837,7 +839,7 @@ class CreateMapWork : public Napi::AsyncWorker {
         addr_ = addr;
         // Only the reserved prefix is faulted in: populating a hole would allocate its blocks
         // behind the reservation's back. A warm-up is a hint: its failure fails nothing.
-        if (warm_ > 0) WarmPages(static_cast<char*>(addr), size_, static_cast<char*>(addr), warm_ < reserve_ ? warm_ : reserve_, true);
+        if (warm_ > 0) WarmPages(static_cast<char*>(addr), warm_ < reserve_ ? warm_ : reserve_, true, static_cast<char*>(addr), size_);
       }
     }
     close(fd);

@@ -1,8 +1,8 @@
 // Page faults on file mappings read around the faulting page (up to the device's read-ahead, 8 MiB
 // on some disks). For a new or small, sparse file that is megabytes of holes read as pages of
-// zeros: the addon's warm-up populates only the range it is given, and consume-queue files are
-// mapped with random-access advice. Linux only: the read-around and the page-cache count
-// (util-linux's fincore) are Linux's.
+// zeros: the addon's warm-up of a new file populates only the range it is given, and consume-queue
+// files are mapped with random-access advice (which later warm-ups follow). Linux only: the
+// read-around and the page-cache count (util-linux's fincore) are Linux's.
 import { execFileSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
@@ -51,7 +51,7 @@ describe.runIf(process.platform === 'linux')('read-around of file mappings (Linu
     }
   })
 
-  it('a warm-up of a reopened sparse file faults in its range only', async () => {
+  it("a warm-up of a mapping with random-access advice (a consume queue's) faults in its range only", async () => {
     const name = join(dir, 'sparse')
     fs.writeFileSync(name, '')
     fs.truncateSync(name, FILE_SIZE)
@@ -59,6 +59,7 @@ describe.runIf(process.platform === 'linux')('read-around of file mappings (Linu
     const handle = native.map(fd, FILE_SIZE, true)
     fs.closeSync(fd)
     try {
+      handle.advise(0, FILE_SIZE, 'random')
       await handle.warmAsync(PAGE, 2 * PAGE)
       expect(cachedBytes(name)).toBe(2 * PAGE)
     } finally {
