@@ -168,6 +168,31 @@ describe('verifyStore on a clean store', () => {
     expect(r.cleanShutdown).toBe(true)
   })
 
+  it("reports checkpoint timestamps that are not the last clean close's, as open distrusts its record for them", async () => {
+    await buildStore()
+    const path = join(dir, 'checkpoint')
+    const bytes = fs.readFileSync(path)
+    bytes[4] ^= 0x01 // physicMsgTimestamp, which no CRC covers
+    fs.writeFileSync(path, bytes)
+    const r = await verify()
+    expect(r.ok).toBe(false)
+    expect(r.checkpoint.problems).toEqual([
+      expect.objectContaining({ file: 'checkpoint', reason: expect.stringContaining("the checkpoint's physicMsgTimestamp is") }),
+    ])
+    const store = await MessageStore.open(dir, SMALL)
+    try {
+      expect(store.stats().repairs.map((repair) => repair.reason)).toEqual([
+        expect.stringContaining("the checkpoint's physicMsgTimestamp is"),
+      ])
+    } finally {
+      await store.close()
+    }
+    // After a crash (an abort file) open reads no record: nothing to disagree with.
+    fs.writeFileSync(path, bytes)
+    fs.writeFileSync(join(dir, 'abort'), '')
+    expect((await verify()).checkpoint.problems).toEqual([])
+  })
+
   it('changes nothing: every file, size and mtime is the same afterwards', async () => {
     await buildStore()
     const before = snapshot(dir)

@@ -18,7 +18,8 @@
 //                   ends before the last of its records (after a clean shutdown)
 //   index           file dimensions; entries point at a record one of whose keys has the entry's
 //                   hash; hash chains only link to older entries of the same slot
-//   checkpoint      present, 4096 bytes (reported); abort file (reported)
+//   checkpoint      present, 4096 bytes (reported); after a clean shutdown, timestamps equal to
+//                   the ones its shutdown record saw (else open distrusts it); abort file (reported)
 //   not examined    the other files of the store root (lock, queueends, config/, writer.sock, and
 //                   arrivals, whose one byte only wakes readers): none holds data a read depends on
 //

@@ -248,7 +248,7 @@ export async function verifyStore(dir: string, options: VerifyOptions = {}): Pro
 
   notes.push(...delayOffsetNotes(dir, queues))
   notes.push(...timerFileNotes(dir, join(dir, CONFIG_DIR)))
-  const checkpoint = checkCheckpoint(dir, maxProblems, givenDims)
+  const checkpoint = checkCheckpoint(dir, maxProblems, givenDims, cleanShutdown)
   const problemCount = clProblems.count + cqProblems.count + ixProblems.count + checkpoint.problems.length + checkpoint.moreProblems
   return {
     ok: problemCount === 0,

@@ -12,14 +12,24 @@ export function shutdownRecordDisagreement(
   checkpointNow: CheckpointTimestamps,
   commitLog: Pick<CommitLog, 'recordFollows'>,
 ): string | null {
+  const timestamps = checkpointDisagreement(record, checkpointNow)
+  if (timestamps !== null) return timestamps
+  if (commitLog.recordFollows(record.endOffset)) {
+    return `a record follows the commit-log end of the last clean close (${record.endOffset}): another writer appended since`
+  }
+  return null
+}
+
+/**
+ * Why the checkpoint's timestamps (bytes 0..23, which no CRC covers) are not the ones the record
+ * saw at the last clean close, or null. Open and verify read the same rule.
+ */
+export function checkpointDisagreement(record: StoredShutdownRecord, checkpointNow: CheckpointTimestamps): string | null {
   const then = record.checkpointAtClose
   for (const field of ['physicMsgTimestamp', 'logicsMsgTimestamp', 'indexMsgTimestamp'] as const) {
     if (checkpointNow[field] !== then[field]) {
       return `the checkpoint's ${field} is ${checkpointNow[field]}, not the ${then[field]} of the last clean close: another writer (a RocketMQ broker?) used the store since`
     }
-  }
-  if (commitLog.recordFollows(record.endOffset)) {
-    return `a record follows the commit-log end of the last clean close (${record.endOffset}): another writer appended since`
   }
   return null
 }
