@@ -96,6 +96,33 @@ describe('topics', () => {
     expect(store.lookMessageByOffset(explicit.wroteOffset)!.queueId).toBe(3)
   })
 
+  it("never writes into the caller's array: routed and delayed messages are the put's own copies, a batch that needs neither is read in place", async () => {
+    const store = await openStore(tempDir())
+    store.createTopic('orders', { queues: 4 })
+    // A frozen array throws (TypeError, strict mode) on any write into it.
+    const delayed = Object.freeze([
+      Object.freeze({ topic: 'fixed', queueId: 1, body: 'a' }),
+      Object.freeze({ topic: 'fixed', queueId: 2, body: 'c', delayTimeLevel: 1 }),
+    ])
+    const first = await store.putMessages(delayed)
+    expect(first.map((r) => r.status)).toEqual(['PUT_OK', 'PUT_OK'])
+    // The delayed one waits in the schedule topic, its own topic and queue in its properties.
+    const parked = store.lookMessageByOffset(first[1].wroteOffset)!
+    expect(parked.topic).toBe('SCHEDULE_TOPIC_XXXX')
+    expect(parked.properties.REAL_TOPIC).toBe('fixed')
+    const routed = Object.freeze([Object.freeze({ topic: 'orders', body: 'b', keys: 'order-7' })])
+    const [put] = await store.putMessages(routed)
+    expect(routed[0]).toEqual({ topic: 'orders', body: 'b', keys: 'order-7' })
+    expect(store.lookMessageByOffset(put.wroteOffset)!.queueId).toBe(queueForKey('order-7', 4))
+    const plain = Object.freeze([
+      Object.freeze({ topic: 'fixed', queueId: 0, body: 'd' }),
+      Object.freeze({ topic: 'fixed', queueId: 0, body: 'e' }),
+    ])
+    const second = await store.putMessages(plain)
+    expect(second.map((r) => store.lookMessageByOffset(r.wroteOffset)!.body.toString())).toEqual(['d', 'e'])
+    expect(second.map((r) => r.queueOffset)).toEqual([0, 1])
+  })
+
   it('consume() without a queueId reads every queue in per-queue order, commits an offset per queue, and resumes there after reopen', async () => {
     const dir = tempDir()
     let store = await openStore(dir)

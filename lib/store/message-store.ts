@@ -204,12 +204,23 @@ export class MessageStore implements AsyncDisposable {
     return Promise.resolve(single ? results[0] : results)
   }
 
-  /** Messages routed to their queues (TopicRouter.route), in a new array the put may rewrite. */
+  /**
+   * Messages routed to their queues (TopicRouter.route), in a new array that the schedule may
+   * rewrite; the caller's own array (not copied, never written) when routing changes none of
+   * them and none asks for a delay.
+   */
   private routeAll(given: readonly Message[]): Message[] {
-    const router = this.e.router
-    const messages: Message[] = new Array(given.length)
-    for (let i = 0; i < given.length; i++) messages[i] = router.route(given[i])
-    return messages
+    const { router, schedule } = this.e
+    let messages: Message[] | null = null
+    for (let i = 0; i < given.length; i++) {
+      const routed = router.route(given[i])
+      if (messages === null) {
+        if (routed === given[i] && !schedule.rewrites(routed)) continue
+        messages = given.slice(0, i)
+      }
+      messages.push(routed)
+    }
+    return messages ?? (given as Message[])
   }
 
   private async settleDispatch(results: PutMessageResult[], single: boolean): Promise<PutMessageResult | PutMessageResult[]> {

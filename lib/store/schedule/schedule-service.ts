@@ -111,6 +111,11 @@ export class ScheduleService {
 
   private readonly timerSettings: { now(): number; precisionMs: number }
 
+  /** Whether rewrite would look at `message` (it asks for a delay): a put copies its batch only then. */
+  rewrites(message: Message): boolean {
+    return message !== null && typeof message === 'object' && asksForDelay(message)
+  }
+
   /**
    * Rewrites, in place, the messages of a put that ask for a delay (delay-levels.ts); returns
    * the refusals by index (MESSAGE_ILLEGAL), or null when none was refused.
