@@ -52,7 +52,7 @@ describe('IndexFile.putKeyHashes', () => {
     }
     const single = create('20240115100000000', slots, entries)
     let put = 0
-    while (put < count && single.putKeyHash(hashes[put], phyOffsets[put], timestamps[put])) put++
+    while (put < count && single.putKeyHash(hashes[put], { commitLogOffset: phyOffsets[put], storeTimestamp: timestamps[put] })) put++
     expect(put).toBe(entries - 1)
 
     const bulk = create('20240115100000001', slots, entries)

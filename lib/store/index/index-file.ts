@@ -34,10 +34,12 @@ import {
   hashSlotPosition,
   HASH_SLOT_SIZE,
   INDEX_HEADER_SIZE,
-  BEGIN_TIMESTAMP_OFFSET,
   END_TIMESTAMP_OFFSET,
-  BEGIN_PHY_OFFSET_OFFSET,
   END_PHY_OFFSET_OFFSET,
+  HEADER_LONG_OFFSETS,
+  HEADER_LONGS,
+  type HeaderLong,
+  type KeyPlace,
 } from './index-layout.js'
 
 export * from './index-layout.js'
@@ -90,6 +92,8 @@ export class IndexFile {
   private readonly slotRanges = new Float64Array(2 * PREFETCH_RUN)
   private bytes: Uint8Array = new Uint8Array(0)
   private bytesOfView: DataView | null = null
+  /** Where putKeyHashes hands a key's record to writeKey (see putKeyHash). */
+  private readonly place: KeyPlace = { commitLogOffset: 0, storeTimestamp: 0 }
   private indexCount = 1
 
   private constructor(mappedFile: MappedFile, hashSlotNum: number, indexNum: number, createdNow = false) {
@@ -174,12 +178,12 @@ export class IndexFile {
       throw error
     }
     if (prevEndPhyOffset > 0) {
-      file.setBeginPhyOffset(prevEndPhyOffset)
-      file.setEndPhyOffset(prevEndPhyOffset)
+      file.setLong('beginPhyOffset', prevEndPhyOffset)
+      file.setLong('endPhyOffset', prevEndPhyOffset)
     }
     if (prevEndTimestamp > 0) {
-      file.setBeginTimestamp(prevEndTimestamp)
-      file.setEndTimestamp(prevEndTimestamp)
+      file.setLong('beginTimestamp', prevEndTimestamp)
+      file.setLong('endTimestamp', prevEndTimestamp)
     }
     return file
   }
@@ -244,35 +248,15 @@ export class IndexFile {
   /** Writes every header field to the mapping (before a flush, as RocketMQ does). */
   private writeHeader(): void {
     const v = this.mapping()
-    setInt64(v, BEGIN_TIMESTAMP_OFFSET, this.beginTimestamp)
-    setInt64(v, END_TIMESTAMP_OFFSET, this.endTimestamp)
-    setInt64(v, BEGIN_PHY_OFFSET_OFFSET, this.beginPhyOffset)
-    setInt64(v, END_PHY_OFFSET_OFFSET, this.endPhyOffset)
+    for (const field of HEADER_LONGS) setInt64(v, HEADER_LONG_OFFSETS[field], this[field])
     v.setInt32(HASH_SLOT_COUNT_OFFSET, this.hashSlotCount)
     v.setInt32(INDEX_COUNT_OFFSET, this.indexCount)
   }
 
-  private setBeginTimestamp(value: number, v: DataView = this.mapping()): void {
-    this.beginTimestamp = value
-    setInt64(v, BEGIN_TIMESTAMP_OFFSET, value)
-    this.changes++
-  }
-
-  private setEndTimestamp(value: number, v: DataView = this.mapping()): void {
-    this.endTimestamp = value
-    setInt64(v, END_TIMESTAMP_OFFSET, value)
-    this.changes++
-  }
-
-  private setBeginPhyOffset(value: number, v: DataView = this.mapping()): void {
-    this.beginPhyOffset = value
-    setInt64(v, BEGIN_PHY_OFFSET_OFFSET, value)
-    this.changes++
-  }
-
-  private setEndPhyOffset(value: number, v: DataView = this.mapping()): void {
-    this.endPhyOffset = value
-    setInt64(v, END_PHY_OFFSET_OFFSET, value)
+  /** Sets one of the header's longs, here and in the file. */
+  private setLong(field: HeaderLong, value: number, v: DataView = this.mapping()): void {
+    this[field] = value
+    setInt64(v, HEADER_LONG_OFFSETS[field], value)
     this.changes++
   }
 
@@ -324,19 +308,21 @@ export class IndexFile {
 
   /** Adds `key` for the message at `phyOffset`; false when the file is full. */
   putKey(key: string, phyOffset: number, storeTimestamp: number): boolean {
-    return this.putKeyHash(indexKeyHash(key), phyOffset, storeTimestamp)
+    return this.putKeyHash(indexKeyHash(key), { commitLogOffset: phyOffset, storeTimestamp })
   }
 
   /**
-   * putKey with the key's index hash already computed (see `indexKeyHash`); the dispatcher hashes
-   * `topic#key` without building the string.
+   * putKey with the key's index hash already computed (see `indexKeyHash`), for the record `at`
+   * names (the dispatcher hashes `topic#key` without building the string). The record's offset and
+   * time stay in their object down to the write: a store time (never a small integer) passed as an
+   * argument to a function the JIT did not inline is boxed, an allocation per key.
    */
-  putKeyHash(keyHash: number, phyOffset: number, storeTimestamp: number): boolean {
+  putKeyHash(keyHash: number, at: KeyPlace): boolean {
     if (this.indexCount >= this.indexNum) return false
     if (!this.mappedFile.isAvailable() || this.readOnly) this.refuseWrite()
     const v = this.writeView()
     this.reservation!.slot(0)
-    this.writeKey(v, hashSlotPosition(keyHash, this.hashSlotNum), keyHash, phyOffset, storeTimestamp)
+    this.writeKey(v, hashSlotPosition(keyHash, this.hashSlotNum), keyHash, at)
     return true
   }
 
@@ -364,7 +350,12 @@ export class IndexFile {
         ranges[r + 1] = HASH_SLOT_SIZE
       }
       native.prefetchRanges(bytes, ranges, runEnd - k)
-      for (let r = 0; k < runEnd; k++, r += 2) this.writeKey(v, ranges[r], hashes[k], phyOffsets[k], timestamps[k])
+      const place = this.place
+      for (let r = 0; k < runEnd; k++, r += 2) {
+        place.commitLogOffset = phyOffsets[k]
+        place.storeTimestamp = timestamps[k]
+        this.writeKey(v, ranges[r], hashes[k], place)
+      }
     }
     return k
   }
@@ -374,7 +365,9 @@ export class IndexFile {
    * and ends (the order cutInterruptedRecord relies on). Every page written gets its blocks first
    * (throws NO_SPACE, nothing written).
    */
-  private writeKey(v: DataView, slotPos: number, keyHash: number, phyOffset: number, storeTimestamp: number): void {
+  private writeKey(v: DataView, slotPos: number, keyHash: number, at: KeyPlace): void {
+    const phyOffset = at.commitLogOffset
+    const storeTimestamp = at.storeTimestamp
     const indexCount = this.indexCount
     const entryPos = this.entriesStart + indexCount * INDEX_ENTRY_SIZE
     const reservation = this.reservation!
@@ -398,18 +391,24 @@ export class IndexFile {
     v.setInt32(entryPos + ENTRY_PREV_INDEX_OFFSET, prev)
     v.setInt32(slotPos, indexCount)
 
-    if (indexCount <= 1) {
-      this.setBeginPhyOffset(phyOffset, v)
-      this.setBeginTimestamp(storeTimestamp, v)
-    }
+    if (indexCount <= 1) this.setBegins(at, v)
     if (prev === INVALID_INDEX) {
       this.hashSlotCount += 1
       v.setInt32(HASH_SLOT_COUNT_OFFSET, this.hashSlotCount)
     }
     this.indexCount = indexCount + 1
     v.setInt32(INDEX_COUNT_OFFSET, indexCount + 1)
-    this.setEndPhyOffset(phyOffset, v)
-    this.setEndTimestamp(storeTimestamp, v)
+    this.endPhyOffset = phyOffset
+    this.endTimestamp = storeTimestamp
+    setInt64(v, END_PHY_OFFSET_OFFSET, phyOffset)
+    setInt64(v, END_TIMESTAMP_OFFSET, storeTimestamp)
+    this.changes += 2
+  }
+
+  /** The header's begin fields for the file's first key (given the object: see putKeyHash). */
+  private setBegins(at: KeyPlace, v: DataView): void {
+    this.setLong('beginPhyOffset', at.commitLogOffset, v)
+    this.setLong('beginTimestamp', at.storeTimestamp, v)
   }
 
   /** The mapping's bytes (for prefetch hints), kept with the view they were taken from. */
@@ -466,14 +465,14 @@ export class IndexFile {
         removed++
       }
       if (this.indexCount > 1) {
-        this.setEndPhyOffset(phyAt(this.indexCount - 1), v)
+        this.setLong('endPhyOffset', phyAt(this.indexCount - 1), v)
       } else {
         // Emptied (its first record was the one cut): a header as new, claiming no record; an end
         // at its begin would name the cut record as seen, and the replay would skip it.
-        this.setBeginPhyOffset(0, v)
-        this.setEndPhyOffset(0, v)
-        this.setBeginTimestamp(0, v)
-        this.setEndTimestamp(0, v)
+        this.setLong('beginPhyOffset', 0, v)
+        this.setLong('endPhyOffset', 0, v)
+        this.setLong('beginTimestamp', 0, v)
+        this.setLong('endTimestamp', 0, v)
       }
     }
     v.setInt32(INDEX_COUNT_OFFSET, this.indexCount)

@@ -32,6 +32,22 @@ export const END_PHY_OFFSET_OFFSET = 24
 export const HASH_SLOT_COUNT_OFFSET = 32
 export const INDEX_COUNT_OFFSET = 36
 
+/** The header's longs by the name an IndexFile keeps each under. */
+export type HeaderLong = 'beginTimestamp' | 'endTimestamp' | 'beginPhyOffset' | 'endPhyOffset'
+export const HEADER_LONGS: readonly HeaderLong[] = ['beginTimestamp', 'endTimestamp', 'beginPhyOffset', 'endPhyOffset']
+export const HEADER_LONG_OFFSETS: Record<HeaderLong, number> = {
+  beginTimestamp: BEGIN_TIMESTAMP_OFFSET,
+  endTimestamp: END_TIMESTAMP_OFFSET,
+  beginPhyOffset: BEGIN_PHY_OFFSET_OFFSET,
+  endPhyOffset: END_PHY_OFFSET_OFFSET,
+}
+
+/** The record a key is put for: its commit-log offset and store time. */
+export interface KeyPlace {
+  commitLogOffset: number
+  storeTimestamp: number
+}
+
 // Entry field offsets, relative to the entry.
 export const ENTRY_KEY_HASH_OFFSET = 0
 export const ENTRY_PHY_OFFSET_OFFSET = 4

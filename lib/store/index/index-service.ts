@@ -23,6 +23,7 @@ import {
   IndexFile,
   indexFileSize,
   isIndexFileName,
+  type KeyPlace,
   topicKeyHash,
   parseIndexFileName,
 } from './index-file.js'
@@ -310,7 +311,10 @@ export class IndexService {
     // right if the record is whole in the file whose end it is: keys split across a roll would
     // lose the ones in the newer file when a crash drops it.
     if (count <= this.indexNum - 1 && file.getIndexCount() + count > this.indexNum) file = this.roll()
-    for (let k = 0; k < count; k++) file = this.putKeyHash(file, hashes[k], phyOffset, storeTimestamp)
+    for (let k = 0; k < count; k++) {
+      file = this.putKeyHash(file, hashes[k], req)
+      this.lastIndexedOffset = phyOffset
+    }
     this.putsSinceKick += count
     if (this.putsSinceKick >= WRITEBACK_KICK_ENTRIES) this.kickWriteback(file)
   }
@@ -360,10 +364,9 @@ export class IndexService {
     if (this.bulk !== null && this.bulk.count > 0) this.putBulk(this.lastFile())
   }
 
-  /** Puts one key, rolling to a new file as long as the current one is full. */
-  private putKeyHash(file: IndexFile, keyHash: number, phyOffset: number, storeTimestamp: number): IndexFile {
-    while (!file.putKeyHash(keyHash, phyOffset, storeTimestamp)) file = this.roll()
-    this.lastIndexedOffset = phyOffset
+  /** Puts one key of the record `at` names, rolling to a new file as long as the current one is full. */
+  private putKeyHash(file: IndexFile, keyHash: number, at: KeyPlace): IndexFile {
+    while (!file.putKeyHash(keyHash, at)) file = this.roll()
     return file
   }
 
