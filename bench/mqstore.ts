@@ -65,6 +65,9 @@ const COMMON: OpenOptions = {
   checkCRCOnRead: true,
 }
 
+/** The options of the put phase's store (ASYNC_FLUSH, the safe read defaults, index on). */
+export const MQSTORE_OPTIONS: OpenOptions = { ...COMMON, flushDiskType: 'ASYNC_FLUSH' }
+
 function packageVersion(): string {
   try {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }
@@ -98,7 +101,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
   const windows: PhaseWindow[] = []
   const result: EngineResult = { engine: 'mqstore', version: packageVersion(), windows }
   const phases = config.phases
-  const options: OpenOptions = { ...COMMON, flushDiskType: 'ASYNC_FLUSH' }
+  const options: OpenOptions = MQSTORE_OPTIONS
 
   if (phases.has('put') || phases.has('scan') || phases.has('lookup') || phases.has('reopen')) {
     for (let k = 0; k < PUT_WARMUP_STORES; k++) await warmUpPuts(options, Math.min(PUT_WARMUP, config.count))
