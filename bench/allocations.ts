@@ -148,15 +148,22 @@ function render(report: AllocationReport): string {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      count: { type: 'string', default: '200000' },
-      interval: { type: 'string', default: '1024' },
-      top: { type: 'string', default: '12' },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', default: false },
-    },
-  })
+  let values
+  try {
+    ;({ values } = parseArgs({
+      options: {
+        count: { type: 'string', default: '200000' },
+        interval: { type: 'string', default: '1024' },
+        top: { type: 'string', default: '12' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }))
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${USAGE}`)
+    process.exitCode = 2
+    return
+  }
   if (values.help) {
     process.stdout.write(USAGE)
     return

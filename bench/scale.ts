@@ -20,6 +20,16 @@ import { parseArgs } from 'node:util'
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
 import { diskUsage, makeTempDir, removeDir, threadClock, threadTimesSince } from './workload.js'
 
+const USAGE = `usage: node dist/bench/scale.js [options]   (or: npm run bench:scale -- [options])
+
+Times puts that create queues (4 messages each over 100 topics), reopens and reads the store, and
+measures a log of 1,000 small files and 100 index files. See bench/README.md, "Scale".
+  --queues LIST    comma-separated queue counts (default 50,500,5000,20000)
+  --no-files       leave out the small-files and index-files rows
+  --json           rows as JSON on stdout
+  --help           this text
+`
+
 const TOPICS = 100
 const MESSAGES_PER_QUEUE = 4
 const BODY = Buffer.alloc(100, 'x')
@@ -288,9 +298,31 @@ async function main(): Promise<void> {
     })
     return
   }
-  const { values } = parseArgs({ options: { queues: { type: 'string' }, json: { type: 'boolean' }, 'no-files': { type: 'boolean' } } })
+  let values
+  try {
+    ;({ values } = parseArgs({
+      options: {
+        queues: { type: 'string' },
+        json: { type: 'boolean' },
+        'no-files': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }))
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${USAGE}`)
+    process.exitCode = 2
+    return
+  }
+  if (values.help === true) {
+    process.stdout.write(USAGE)
+    return
+  }
   const counts = (values.queues ?? '50,500,5000,20000').split(',').map(Number)
-  if (counts.some((n) => !Number.isSafeInteger(n) || n < 1)) throw new Error('--queues takes a comma-separated list of positive integers')
+  if (counts.some((n) => !Number.isSafeInteger(n) || n < 1)) {
+    process.stderr.write(`--queues takes a comma-separated list of positive integers\n${USAGE}`)
+    process.exitCode = 2
+    return
+  }
   const rows = await runScale(counts, values['no-files'] !== true)
   process.stdout.write(values.json === true ? `${JSON.stringify(rows, null, 2)}\n` : `${formatScaleTable(rows)}\n`)
 }
