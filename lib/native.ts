@@ -68,10 +68,11 @@ export interface NativeBinding {
    * On the libuv pool: creates the file `path` (which must not exist) of `size` bytes, reserves the
    * blocks of [0, reserve), maps it (as `map` does, writable) and faults [0, min(warm, reserve)) in;
    * the directory entry is not synced. The handle's `buffer` covers [0, expose) rounded up to a
-   * page (default: the whole file; see MapHandle.expose). Rejects with the failing call's errno,
-   * the file removed.
+   * page (default: the whole file; see MapHandle.expose). `advice` 'random' leaves the mapping
+   * advised random-access (as MapHandle.advise does, but on the pool). Rejects with the failing
+   * call's errno, the file removed.
    */
-  createMapped(path: string, size: number, reserve: number, warm: number, expose?: number): Promise<MapHandle>
+  createMapped(path: string, size: number, reserve: number, warm: number, expose?: number, advice?: 'normal' | 'random'): Promise<MapHandle>
   /**
    * Starts write-back of the dirty pages of [offset, offset + length) on the libuv pool (with its
    * own duplicate of `fd`) and returns at once (sync_file_range SYNC_FILE_RANGE_WRITE): not

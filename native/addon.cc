@@ -786,13 +786,14 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
 // piece of work. Whatever fails, the file is removed and nothing stays mapped or open.
 class CreateMapWork : public Napi::AsyncWorker {
  public:
-  CreateMapWork(Napi::Env env, std::string path, size_t size, size_t reserve, size_t warm, size_t expose)
+  CreateMapWork(Napi::Env env, std::string path, size_t size, size_t reserve, size_t warm, size_t expose, bool random)
       : Napi::AsyncWorker(env),
         path_(std::move(path)),
         size_(size),
         reserve_(reserve < size ? reserve : size),
         warm_(warm < size ? warm : size),
         expose_(expose),
+        random_(random),
         deferred_(Napi::Promise::Deferred::New(env)) {}
 
   // A mapping never handed to a handle (the environment went away first) is unmapped here.
@@ -840,6 +841,10 @@ class CreateMapWork : public Napi::AsyncWorker {
         // Only the reserved prefix is faulted in: populating a hole would allocate its blocks
         // behind the reservation's back. A warm-up is a hint: its failure fails nothing.
         if (warm_ > 0) WarmPages(static_cast<char*>(addr), warm_ < reserve_ ? warm_ : reserve_, true, static_cast<char*>(addr), size_);
+        // The mapping's own advice, given here rather than by the caller on the JS thread: madvise
+        // changing a mapping's flags waits for the address space's lock, which the pool's
+        // populates hold. A hint: refused, it changes nothing.
+        if (random_) madvise(addr, size_, MADV_RANDOM);
       }
     }
     close(fd);
@@ -873,17 +878,19 @@ class CreateMapWork : public Napi::AsyncWorker {
   size_t reserve_;
   size_t warm_;
   size_t expose_;
+  bool random_;
   void* addr_ = nullptr;
   int err_ = 0;
   const char* syscall_ = "";
   Napi::Promise::Deferred deferred_;
 };
 
-// createMapped(path, size, reserve, warm[, expose]): a promise of the MapHandle (writable,
-// MAP_SHARED) of a file created at `path` (which must not exist) of `size` bytes with [0, reserve)
-// reserved on disk and [0, min(warm, reserve)) faulted in; the file's directory entry is not
-// synced. The handle's buffer covers [0, expose) rounded up to a page (the whole file by default;
-// expose() widens it). Rejects with the errno of the call that failed, the file removed.
+// createMapped(path, size, reserve, warm[, expose[, advice]]): a promise of the MapHandle
+// (writable, MAP_SHARED) of a file created at `path` (which must not exist) of `size` bytes with
+// [0, reserve) reserved on disk and [0, min(warm, reserve)) faulted in; the file's directory entry
+// is not synced. The handle's buffer covers [0, expose) rounded up to a page (the whole file by
+// default; expose() widens it). `advice` 'random' leaves the mapping advised random-access
+// (default 'normal'). Rejects with the errno of the call that failed, the file removed.
 Napi::Value CreateMapped(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsString()) {
@@ -900,8 +907,17 @@ Napi::Value CreateMapped(const Napi::CallbackInfo& info) {
   }
   uint64_t expose = size;
   if (!ReadExpose(info, 4, size, &expose)) return env.Undefined();
+  bool random = false;
+  if (info.Length() > 5 && !info[5].IsUndefined()) {
+    const std::string advice = info[5].IsString() ? info[5].As<Napi::String>().Utf8Value() : std::string();
+    if (advice != "normal" && advice != "random") {
+      Napi::TypeError::New(env, "advice must be 'normal' or 'random'").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    random = advice == "random";
+  }
   auto* work = new CreateMapWork(env, info[0].As<Napi::String>().Utf8Value(), static_cast<size_t>(size),
-                                 static_cast<size_t>(reserve), static_cast<size_t>(warm), static_cast<size_t>(expose));
+                                 static_cast<size_t>(reserve), static_cast<size_t>(warm), static_cast<size_t>(expose), random);
   Napi::Promise promise = work->Promise();
   try {
     work->Queue();

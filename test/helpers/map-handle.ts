@@ -52,7 +52,8 @@ export function recordWriteBacks(record: (fd: number, offset: number, length: nu
     },
     map: (fd, length, writable, expose) => recordDrops(original.map(fd, length, writable, expose)),
     // A new queue's file is made and mapped in one call.
-    createMapped: async (path, size, reserve, warm, expose) => recordDrops(await original.createMapped(path, size, reserve, warm, expose)),
+    createMapped: async (path, size, reserve, warm, expose, advice) =>
+      recordDrops(await original.createMapped(path, size, reserve, warm, expose, advice)),
   }))
 }
 
@@ -64,7 +65,7 @@ export function recordWriteBacks(record: (fd: number, offset: number, length: nu
 export function interposeMappings(wrap: (handle: MapHandle, length: number, writable: boolean) => MapHandle): () => void {
   return interposeNativeForTesting((original) => ({
     map: (fd, length, writable, expose) => wrap(original.map(fd, length, writable, expose), length, writable),
-    createMapped: async (path, size, reserve, warm, expose) =>
-      wrap(await original.createMapped(path, size, reserve, warm, expose), size, true),
+    createMapped: async (path, size, reserve, warm, expose, advice) =>
+      wrap(await original.createMapped(path, size, reserve, warm, expose, advice), size, true),
   }))
 }

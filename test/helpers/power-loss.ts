@@ -200,9 +200,9 @@ export class PowerLossDisk {
       allocate: (fd, offset, length) => this.around('allocate', () => original.allocate(fd, offset, length)),
       // A file made and mapped in one call on the pool: a new inode (no durable content, its name
       // not synced), then a handle like map's.
-      createMapped: async (path, size, reserve, warm, expose) => {
+      createMapped: async (path, size, reserve, warm, expose, advice) => {
         if (this.recording()) this.tick(`before createMapped ${path}`)
-        const handle = await original.createMapped(path, size, reserve, warm, expose)
+        const handle = await original.createMapped(path, size, reserve, warm, expose, advice)
         if (this.recording()) {
           this.born(fs.statSync(path).ino)
           this.tick(`after createMapped ${path}`)

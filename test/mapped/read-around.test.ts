@@ -51,6 +51,21 @@ describe.runIf(process.platform === 'linux')('read-around of file mappings (Linu
     }
   })
 
+  it("createMapped with 'random' advice leaves the mapping so (the pool gives it), still warming its range only", async () => {
+    const name = join(dir, 'random')
+    const handle = await native.createMapped(name, FILE_SIZE, 64 << 10, 64 << 10, FILE_SIZE, 'random')
+    try {
+      expect(cachedBytes(name)).toBe(64 << 10)
+      expect(mappingFlags(name)).toContain('rr')
+    } finally {
+      handle.close()
+    }
+    expect(() => native.createMapped(join(dir, 'bad'), FILE_SIZE, 0, 0, FILE_SIZE, 'sequential' as 'random')).toThrow(
+      "advice must be 'normal' or 'random'",
+    )
+    expect(fs.existsSync(join(dir, 'bad'))).toBe(false)
+  })
+
   it("a warm-up of a mapping with random-access advice (a consume queue's) faults in its range only", async () => {
     const name = join(dir, 'sparse')
     fs.writeFileSync(name, '')

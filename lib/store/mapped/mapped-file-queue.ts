@@ -284,7 +284,7 @@ export class MappedFileQueue {
     const name = join(this.storePath, formatOffsetName(start))
     const first = reserveFirst(options, reserveChunk(options, this.mappedFileSize))
     const expose = this.options.exposeReserved === true ? first : this.mappedFileSize
-    const handle = await createMappedSegmentAsync(name, this.mappedFileSize, first, first, expose)
+    const handle = await createMappedSegmentAsync(name, this.mappedFileSize, first, first, expose, options.readAround !== false)
     const file = MappedFile.create(name, this.mappedFileSize, options, handle)
     file.warmChunks = this.options.warmChunks === true
     // Closed meanwhile: the file stays as an empty tail, which a load accepts (see shutdown).

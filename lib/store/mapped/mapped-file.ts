@@ -128,8 +128,9 @@ export class MappedFile {
     this.adopt(mapSegment(fd, this.fileName, this.fileSize, !this.readOnly, expose))
   }
 
-  private adopt(handle: MapHandle): void {
-    if (!this.readAround) limitReadAround(handle, this.fileSize)
+  /** Takes `handle` as the file's mapping; `advised`: made with the file's advice (createMappedSegmentAsync). */
+  private adopt(handle: MapHandle, advised = false): void {
+    if (!this.readAround && !advised) limitReadAround(handle, this.fileSize)
     this.handle = handle
     this.mapped = exposedPart(handle, this.fileSize, this.reservedTo)
     this.mapGeneration++
@@ -183,14 +184,14 @@ export class MappedFile {
    * `reserveChunkBytes`) is reserved before the file appears under its name (`<name>.tmp`, sized,
    * preallocated, synced, renamed), so a full disk is an error here, never a SIGBUS on a later page
    * fault, and a crash never leaves a short segment behind. `made`: the file made and mapped so off
-   * the JS thread, without syncs (createMappedSegmentAsync).
+   * the JS thread, without syncs and with the advice `options` asks for (createMappedSegmentAsync).
    */
   static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, made?: MapHandle): MappedFile {
     assertFileSize(fileSize)
     const first = reserveFirst(options, reserveChunk(options, fileSize))
     const file = new MappedFile(fileName, fileSize, options, first)
     const cheap = options.syncOnFirstFlush === true || made !== undefined
-    file.adopt(made ?? createMappedSegment(fileName, fileSize, first, cheap))
+    file.adopt(made ?? createMappedSegment(fileName, fileSize, first, cheap), made !== undefined)
     file.needsCreateSync = cheap
     file.blocksReserved = true
     if (file.pool !== null) file.writeBuffer = file.pool.borrowBuffer()

@@ -193,8 +193,9 @@ export function createMappedSegment(fileName: string, fileSize: number, reserveB
 /**
  * createSegment for a file created without syncs, made and mapped on the libuv pool in one piece of
  * work (create, resize, the reservation of its first `reserveBytes`, the mapping and the fault of
- * its first `warmBytes`: system calls that each may wait for the file system's journal or the
- * disk). It never replaces a file: an existing one is an error. Whatever fails, nothing is left.
+ * its first `warmBytes`, and without `readAround` its random-access advice (see limitReadAround):
+ * system calls that each may wait for the file system's journal, the disk or the address space's
+ * lock). It never replaces a file: an existing one is an error. Whatever fails, nothing is left.
  */
 export async function createMappedSegmentAsync(
   fileName: string,
@@ -202,9 +203,17 @@ export async function createMappedSegmentAsync(
   reserveBytes: number,
   warmBytes: number,
   exposeBytes = fileSize,
+  readAround = true,
 ): Promise<MapHandle> {
   try {
-    return await native.createMapped(fileName, fileSize, Math.min(reserveBytes, fileSize), warmBytes, exposeBytes)
+    return await native.createMapped(
+      fileName,
+      fileSize,
+      Math.min(reserveBytes, fileSize),
+      warmBytes,
+      exposeBytes,
+      readAround ? 'normal' : 'random',
+    )
   } catch (cause) {
     throw ioError(`cannot create ${fileName} (${fileSize} bytes)`, cause)
   }
