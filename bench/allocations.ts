@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util'
 
 import { MessageStore } from '../lib/index.js'
 import { MQSTORE_OPTIONS } from './mqstore.js'
-import { makeTempDir, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, removeDir } from './workload.js'
+import { makeTempDir, parseOrUsage, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, removeDir } from './workload.js'
 
 const USAGE = `usage: node dist/bench/allocations.js [options]
 
@@ -148,22 +148,21 @@ function render(report: AllocationReport): string {
 }
 
 async function main(): Promise<void> {
-  let values
-  try {
-    ;({ values } = parseArgs({
-      options: {
-        count: { type: 'string', default: '200000' },
-        interval: { type: 'string', default: '1024' },
-        top: { type: 'string', default: '12' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    }))
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n${USAGE}`)
-    process.exitCode = 2
-    return
-  }
+  const parsed = parseOrUsage(
+    () =>
+      parseArgs({
+        options: {
+          count: { type: 'string', default: '200000' },
+          interval: { type: 'string', default: '1024' },
+          top: { type: 'string', default: '12' },
+          json: { type: 'boolean', default: false },
+          help: { type: 'boolean', short: 'h', default: false },
+        },
+      }),
+    USAGE,
+  )
+  if (parsed === null) return
+  const { values } = parsed
   if (values.help) {
     process.stdout.write(USAGE)
     return

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
-import { diskUsage, makeTempDir, removeDir, threadClock, threadTimesSince } from './workload.js'
+import { diskUsage, makeTempDir, parseOrUsage, removeDir, threadClock, threadTimesSince } from './workload.js'
 
 const USAGE = `usage: node dist/bench/scale.js [options]   (or: npm run bench:scale -- [options])
 
@@ -298,21 +298,20 @@ async function main(): Promise<void> {
     })
     return
   }
-  let values
-  try {
-    ;({ values } = parseArgs({
-      options: {
-        queues: { type: 'string' },
-        json: { type: 'boolean' },
-        'no-files': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }))
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n${USAGE}`)
-    process.exitCode = 2
-    return
-  }
+  const parsed = parseOrUsage(
+    () =>
+      parseArgs({
+        options: {
+          queues: { type: 'string' },
+          json: { type: 'boolean' },
+          'no-files': { type: 'boolean' },
+          help: { type: 'boolean', short: 'h' },
+        },
+      }),
+    USAGE,
+  )
+  if (parsed === null) return
+  const { values } = parsed
   if (values.help === true) {
     process.stdout.write(USAGE)
     return

@@ -658,3 +658,17 @@ export async function runProducers(
   const seconds = secondsSince(started)
   return { seconds, latencyNs, threads: threadTimesSince(clock) }
 }
+
+/**
+ * What `parse` returns (a parseArgs call), or null once its error has been printed with `usage`
+ * and the exit status set to 2: a bad option is a usage error, not a stack trace.
+ */
+export function parseOrUsage<T>(parse: () => T, usage: string): T | null {
+  try {
+    return parse()
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${usage}`)
+    process.exitCode = 2
+    return null
+  }
+}
