@@ -164,7 +164,8 @@ export class MessageStore implements AsyncDisposable {
       // Messages without a queueId get one from their topic: by key hash, else round robin.
       const messages = this.routeAll(given)
       // A message with a delay level is parked in the schedule topic (schedule/delay-levels.ts).
-      const refusals = this.e.schedule.rewrite(messages)
+      // The caller's own array came back: routeAll found none that asks for a delay.
+      const refusals = messages === given ? null : this.e.schedule.rewrite(messages)
       began = Date.now()
       const unavailable = this.e.checkWritable()
       if (unavailable !== null) {
