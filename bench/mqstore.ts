@@ -229,6 +229,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         const n = config.syncCount
         log(`mqstore: SYNC_FLUSH put of ${n} messages by ${SYNC_PRODUCERS} producers`)
         const syncStarted = now()
+        let before = store.stats()
         const { seconds, latencyNs, threads } = await runProducers(
           n,
           SYNC_PRODUCERS,
@@ -237,7 +238,11 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
             if (put.status !== 'PUT_OK') throw new Error(`sync put ${i}: ${put.status}`)
           },
           SYNC_WARMUP,
+          () => {
+            before = store.stats()
+          },
         )
+        const after = store.stats()
         windows.push(windowSince('SYNC put', syncStarted))
         result.sync = {
           count: n,
@@ -247,6 +252,11 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           latencyUs: summarizeNs(latencyNs),
           mode: `SYNC_FLUSH (group commit), ${SYNC_PRODUCERS} concurrent producers awaiting putMessage`,
           threads,
+          groupCommits: {
+            commits: after.groupCommitTimesTotal - before.groupCommitTimesTotal,
+            requests: after.groupCommitRequestsTotal - before.groupCommitRequestsTotal,
+            micros: after.groupCommitMicrosTotal - before.groupCommitMicrosTotal,
+          },
         }
       } finally {
         await store.close()

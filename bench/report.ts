@@ -112,6 +112,10 @@ function perMessage(total: number | undefined, count: number | undefined): numbe
 }
 
 /** `ns` as a share of the phase's wall time; undefined when unknown. */
+function perCommit(total: number | undefined, commits: { commits: number } | undefined): number | undefined {
+  return total === undefined || commits === undefined || commits.commits <= 0 ? undefined : total / commits.commits
+}
+
 function share(ns: number | undefined, threads: ThreadTimes | undefined): number | undefined {
   return ns === undefined || threads === undefined || threads.wallNs <= 0 ? undefined : ns / threads.wallNs
 }
@@ -293,6 +297,28 @@ const ROWS: Row[] = [
     direction: 'higher',
     digits: 2,
     value: (r) => share(r.sync?.threads?.jsRunNs, r.sync?.threads),
+  },
+  {
+    phase: 'SYNC put: puts answered per group commit (mqstore)',
+    unit: 'puts',
+    direction: 'higher',
+    digits: 1,
+    value: (r) => perCommit(r.sync?.groupCommits?.requests, r.sync?.groupCommits),
+  },
+  {
+    phase: 'SYNC put: mean group commit, the write and the sync on the libuv pool (mqstore)',
+    unit: 'us',
+    direction: 'lower',
+    digits: 0,
+    value: (r) => perCommit(r.sync?.groupCommits?.micros, r.sync?.groupCommits),
+  },
+  {
+    phase: 'SYNC put: time in group commits, share of the phase (mqstore)',
+    unit: 'share',
+    direction: 'higher',
+    digits: 2,
+    value: (r) =>
+      r.sync?.groupCommits === undefined || r.sync.seconds <= 0 ? undefined : r.sync.groupCommits.micros / 1e6 / r.sync.seconds,
   },
   {
     phase: 'JS-thread page faults per message: scan, getMessage / getRange',

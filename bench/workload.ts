@@ -476,6 +476,8 @@ export interface SyncResult {
   mode: string
   /** Where the timed puts' wall time went, by thread (Linux; see threadTimesSince). */
   threads?: ThreadTimes
+  /** mqstore: its group commits during the timed puts (stats()'s groupCommit* figures, differenced). */
+  groupCommits?: { commits: number; requests: number; micros: number }
   /** A second, differently configured run where one helps interpret the first (lmdb). */
   alternative?: { mode: string; seconds: number; rate: number; latencyUs: LatencySummary }
 }
@@ -636,6 +638,8 @@ export async function runProducers(
   producers: number,
   op: (i: number) => Promise<void>,
   untimed = 0,
+  /** Called once the untimed ops are done, just before the timed ones start. */
+  onTimed?: () => void,
 ): Promise<{ seconds: number; latencyNs: Float64Array; threads: ThreadTimes | undefined }> {
   // The untimed ops first, numbered after the timed ones (count, count + 1, ...), by the same producers.
   let next = count
@@ -645,6 +649,7 @@ export async function runProducers(
   await Promise.all(Array.from({ length: producers }, warm))
   const latencyNs = new Float64Array(count)
   next = 0
+  onTimed?.()
   const started = now()
   const clock = threadClock()
   const loop = async () => {

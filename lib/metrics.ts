@@ -95,6 +95,12 @@ const DEFINITIONS: Definition[] = [
   gauge('commit_behind_bytes', 'Bytes in write buffers not yet committed to the files (transient store pool).', [], (s) =>
     one(s.commitBehindBytes),
   ),
+  counter('group_commits_total', 'SYNC_FLUSH group commits since open.', [], (s) => one(s.groupCommitTimesTotal)),
+  counter('group_commit_requests_total', 'Waiting puts answered by group commits since open.', [], (s) => one(s.groupCommitRequestsTotal)),
+  counter('group_commit_seconds_total', 'Time of the group commits, from the write of their records to the end of their sync.', [], (s) =>
+    one(s.groupCommitMicrosTotal / 1e6),
+  ),
+  gauge('group_commit_max_seconds', 'Longest group commit since open.', [], (s) => one(s.groupCommitMicrosMax / 1e6)),
   // Recovery and repairs.
   gauge('last_exit_clean', '1 when the previous close was clean, 0 after a crash.', [], (s) => one(bit(s.lastExitOK))),
   gauge('recovery_scanned_bytes', 'Commit-log bytes scanned by the recovery at open.', [], (s) => one(s.recovery?.scannedBytes ?? 0)),

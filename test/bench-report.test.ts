@@ -408,6 +408,31 @@ describe('thread times of the put', () => {
   })
 })
 
+describe('group commits of the SYNC phase', () => {
+  it("prints mqstore's puts per commit, mean commit and share of the phase in commits, and no such rows without the figures", () => {
+    const b = bench(0.1, [[900, 100]])
+    const sync = {
+      count: 6400,
+      producers: 64,
+      seconds: 0.08,
+      rate: 80_000,
+      latencyUs: { p50: 1, p99: 1, p999: 1, max: 1, mean: 1 },
+      mode: 'm',
+    }
+    b.runs[0].mqstore!.sync = { ...sync }
+    const row = (start: string) =>
+      textReport(b)
+        .split('\n')
+        .find((l) => l.startsWith(start))
+    expect(row('SYNC put: puts answered per group commit')).toBeUndefined()
+    // 100 commits of 6,400 puts in 50 ms of the phase's 80.
+    b.runs[0].mqstore!.sync = { ...sync, groupCommits: { commits: 100, requests: 6400, micros: 50_000 } }
+    expect(row('SYNC put: puts answered per group commit')).toMatch(/puts \(\+\) +64\.0/)
+    expect(row('SYNC put: mean group commit')).toMatch(/us \(-\) +500/)
+    expect(row('SYNC put: time in group commits')).toMatch(/share \(\+\) +0\.63/)
+  })
+})
+
 describe('bench profile summariser', () => {
   // main -> encode (hot) and main -> (garbage collector); samples every 1 ms from t = 1000 us.
   const profile: CpuProfile = {

@@ -91,6 +91,33 @@ describe('stats()', () => {
     expect(store.stats().commitLogMaxOffset).toBe(put.wroteBytes)
   })
 
+  it('counts SYNC_FLUSH group commits, the puts they answered and their time; ASYNC_FLUSH has none', async () => {
+    const store = await open({ flushDiskType: 'SYNC_FLUSH' })
+    // Eight producers at once join one group; a batch is one waiting put; a lone put its own group.
+    const together = await Promise.all(Array.from({ length: 8 }, (_, i) => store.putMessage({ topic: 't', queueId: 0, body: `p${i}` })))
+    expect(together.every((r) => r.status === 'PUT_OK')).toBe(true)
+    const afterTogether = store.stats()
+    expect(afterTogether.groupCommitTimesTotal).toBe(1)
+    expect(afterTogether.groupCommitRequestsTotal).toBe(8)
+    await store.putMessages([0, 1, 2].map((i) => ({ topic: 't', queueId: 1, body: `b${i}` })))
+    await store.putMessage({ topic: 't', queueId: 1, body: 'alone' })
+    const s = store.stats()
+    expect(s.groupCommitTimesTotal).toBe(3)
+    expect(s.groupCommitRequestsTotal).toBe(10)
+    // A sync takes time; the sum is at least the longest and at most every one taking it.
+    expect(s.groupCommitMicrosMax).toBeGreaterThan(0)
+    expect(s.groupCommitMicrosTotal).toBeGreaterThanOrEqual(s.groupCommitMicrosMax)
+    expect(s.groupCommitMicrosTotal).toBeLessThanOrEqual(3 * s.groupCommitMicrosMax)
+    expect(Number.isInteger(s.groupCommitMicrosTotal)).toBe(true)
+    await store.close()
+
+    dir = tempDir()
+    const quiet = await open({ flushDiskType: 'ASYNC_FLUSH' })
+    await quiet.putMessage({ topic: 't', queueId: 0, body: 'x' })
+    const a = quiet.stats()
+    expect([a.groupCommitTimesTotal, a.groupCommitRequestsTotal, a.groupCommitMicrosTotal, a.groupCommitMicrosMax]).toEqual([0, 0, 0, 0])
+  })
+
   it('a record whose physical-offset field was damaged is skipped by dispatch when the consume queues are rebuilt, and counted', async () => {
     const first = await open()
     const puts = []

@@ -20,6 +20,7 @@ import type { MessageStoreConfig } from './config.js'
 import type { RunningFlags } from './running-flags.js'
 import { ServiceLoop } from './service-loop.js'
 import type { StoreCheckpoint } from './store-checkpoint.js'
+import type { StoreStatsService } from './store-stats.js'
 
 /** Told once whether the commit log was flushed up to the offset it waited for. */
 export interface FlushWaiter {
@@ -78,6 +79,8 @@ export class CommitLogFlusher {
     flags: RunningFlags,
     onCommitted: () => void,
     onError: (name: string, error: unknown) => void,
+    /** Where each group commit is counted (stats()), or null. */
+    private readonly stats: Pick<StoreStatsService, 'recordGroupCommit'> | null = null,
   ) {
     this.commitLog = commitLog
     this.config = config
@@ -229,6 +232,7 @@ export class CommitLogFlusher {
         let target = 0
         for (const request of this.inFlight) if (request.nextOffset > target) target = request.nextOffset
         let error: unknown = null
+        const began = performance.now()
         try {
           // Staged appends (write-stage.ts) go into the file first, readable from then on, and are
           // dispatched while the sync runs (a put that filled the stage wrote part of them already).
@@ -241,6 +245,7 @@ export class CommitLogFlusher {
           error = e
         }
         if (error !== null) this.failStop('group-commit', error)
+        else this.stats?.recordGroupCommit(this.inFlight.length, Math.round((performance.now() - began) * 1000))
         for (const request of this.inFlight) {
           request.settle(queue.flushedWhere >= request.nextOffset ? 'PUT_OK' : 'FLUSH_DISK_TIMEOUT')
         }

@@ -259,6 +259,7 @@ export class StoreEngine {
       this.flags,
       () => (this.commitLog.staged ? this.dispatcher.dispatchStaged() : this.dispatcher.schedule()),
       logError(this.logger.child('flush')),
+      this.statsService,
     )
     const dispatchSoon = () => this.dispatcher.schedule()
     this.ha = new HaService(ha, this.commitLog, this.logger.child('ha'), this.config.syncFlushTimeout, dispatchSoon, this.paths.haRole)
