@@ -1,6 +1,5 @@
 // The store's engine: every service, wired together, and the order in which they load, recover,
-// start and stop. The facade (message-store.ts) checks what callers pass and runs the put and read
-// paths over it.
+// start and stop. The facade (message-store.ts) checks callers' input and runs puts and reads on it.
 import * as fs from 'node:fs'
 import { CleanupService } from './cleanup/cleanup-service.js'
 import { CommitLog, type RecoveryOutcome } from './commitlog/commit-log.js'
