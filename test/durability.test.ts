@@ -95,6 +95,8 @@ describe('a failed sync stops the store (fail-stop)', () => {
 
     const stats = store.stats()
     expect(stats.commitLogFlushedOffset).toBe(flushedBefore)
+    // Only the group commit that synced counts; the failed one answered its put all the same.
+    expect([stats.groupCommitTimesTotal, stats.groupCommitRequestsTotal]).toEqual([1, 1])
     expect(stats.runningFlags.flags.map((f) => f.name)).toEqual(['NOT_WRITEABLE'])
     expect(stats.runningFlags.flags[0]?.reason).toMatch(/sync failed.*EIO.*reopen/)
     expect(logs.some((l) => l.includes('NOT_WRITEABLE set') && l.includes('EIO'))).toBe(true)
