@@ -344,6 +344,13 @@ const ROWS: Row[] = [
   },
   { phase: 'reopen of the put store: close', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.closeMs },
   { phase: 'reopen of the put store: open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.reopen?.openMs },
+  {
+    phase: "reopen of the put store: a second close and open, the open's code run once before",
+    unit: 'ms',
+    direction: 'lower',
+    digits: 1,
+    value: (r) => r.reopen?.secondOpenMs,
+  },
   { phase: 'big store: clean open', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.cleanOpenMs },
   { phase: 'big store: open after SIGKILL', unit: 'ms', direction: 'lower', digits: 1, value: (r) => r.big?.crashOpenMs },
   {

@@ -464,6 +464,11 @@ export interface ReopenResult {
   closeMs: number
   openMs: number
   totalMs: number
+  /**
+   * The same close and open once more: the open's code has run once in the process by then, so
+   * this is the engine's work at open without its code's first run (compilation, first calls).
+   */
+  secondOpenMs?: number
 }
 
 export interface SyncResult {

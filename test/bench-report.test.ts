@@ -408,6 +408,21 @@ describe('thread times of the put', () => {
   })
 })
 
+describe('the reopen phase', () => {
+  it('prints the second open beside the first, and no such row for results without it', () => {
+    const b = bench(0.1, [[900, 100]])
+    const row = () =>
+      textReport(b)
+        .split('\n')
+        .find((l) => l.startsWith('reopen of the put store: a second close and open'))
+    b.runs[0].mqstore!.reopen = { closeMs: 20, openMs: 9, totalMs: 29 }
+    expect(row()).toBeUndefined()
+    b.runs[0].mqstore!.reopen = { closeMs: 20, openMs: 9, totalMs: 29, secondOpenMs: 4.25 }
+    b.runs[0].lmdb!.reopen = { closeMs: 10, openMs: 1.5, totalMs: 11.5, secondOpenMs: 1.25 }
+    expect(row()).toMatch(/ms \(-\) +4\.3 +1\.3/)
+  })
+})
+
 describe('group commits of the SYNC phase', () => {
   it("prints mqstore's puts per commit, mean commit and share of the phase in commits, and no such rows without the figures", () => {
     const b = bench(0.1, [[900, 100]])
