@@ -427,6 +427,8 @@ export async function runSqlite(config: BenchConfig): Promise<EngineResult> {
           const t3 = now()
           db = openDb(file, 'NORMAL')
           const secondOpenMs = Number(now() - t3) / 1e6
+          const again = db.prepare('SELECT count(*) FROM messages WHERE topic = ? AND queue = ?').pluck().get(SCAN_TOPIC, SCAN_QUEUE)
+          check(again === rows, `sqlite holds ${String(again)} rows of the queue after the second reopen`)
           const closeMs = Number(t1 - t0) / 1e6
           const openMs = Number(t2 - t1) / 1e6
           result.reopen = { closeMs, openMs, totalMs: closeMs + openMs, secondOpenMs }
