@@ -109,7 +109,8 @@ export function readHolder(path: string): LockHolder | null {
 
 function realPath(path: string): string {
   try {
-    return fs.realpathSync(path)
+    // The C library's realpath: one call, where the JavaScript one stats each part of the path.
+    return fs.realpathSync.native(path)
   } catch {
     return path
   }

@@ -9,7 +9,7 @@ import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
-import { syncDirectory } from '../mapped/directory.js'
+import { readTextIfExists, syncDirectory } from '../mapped/directory.js'
 
 export const CHECKPOINT_FILE_NAME = 'cleaner-offset-checkpoint'
 const VERSION = 0
@@ -62,12 +62,7 @@ export class CleanerCheckpoint {
   }
 
   load(): void {
-    let text = ''
-    try {
-      text = fs.readFileSync(this.path, 'utf8')
-    } catch (cause) {
-      if ((cause as NodeJS.ErrnoException).code !== 'ENOENT') throw cause
-    }
+    const text = readTextIfExists(this.path) ?? ''
     try {
       this.entries = parseCheckpoint(text)
     } catch (error) {

@@ -16,7 +16,8 @@ export interface HaRoleRecord {
 export function writeHaRole(path: string, config: HaConfig, port: number | null): void {
   const replicates = config.brokerRole !== 'ASYNC_MASTER' || port !== null
   if (!replicates) {
-    fs.rmSync(path, { force: true })
+    // Asked first: most stores never wrote one, and a removal of nothing costs more than the question.
+    if (fs.existsSync(path)) fs.rmSync(path, { force: true })
     return
   }
   const master = config.haMasterAddress

@@ -97,14 +97,29 @@ export function readFileWithBackup(path: string, parse: (text: string) => unknow
   return parseFile(path, parse) ?? parseFile(`${path}.bak`, parse)
 }
 
-function parseFile(path: string, parse: (text: string) => unknown): unknown {
-  let text: string
+/**
+ * The text of `path`, or null when there is no such file. Most of the files an open reads are
+ * optional and usually absent; asking whether one exists costs a fraction of the exception a
+ * failed read throws. Other read errors are thrown (and one gone since the check is absent).
+ */
+export function readTextIfExists(path: string): string | null {
+  if (!fs.existsSync(path)) return null
   try {
-    text = fs.readFileSync(path, 'utf8')
+    return fs.readFileSync(path, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw error
+  }
+}
+
+function parseFile(path: string, parse: (text: string) => unknown): unknown {
+  let text: string | null
+  try {
+    text = readTextIfExists(path)
   } catch {
     return null
   }
-  if (text.trim() === '') return null
+  if (text === null || text.trim() === '') return null
   try {
     return parse(text)
   } catch {

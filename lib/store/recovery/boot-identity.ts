@@ -13,8 +13,16 @@ import * as fs from 'node:fs'
 const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id'
 const PREFIX = 'boot_id='
 
+/** Read once: no process outlives the boot it started in (undefined until the first call). */
+let bootId: string | null | undefined
+
 /** This boot's id, or null where the system does not tell it. */
 export function currentBootId(): string | null {
+  if (bootId === undefined) bootId = readBootId()
+  return bootId
+}
+
+function readBootId(): string | null {
   try {
     const id = fs.readFileSync(BOOT_ID_PATH, 'utf8').trim()
     return /^[0-9a-f-]{16,64}$/.test(id) ? id : null

@@ -9,10 +9,8 @@
 //
 // and an empty table as `{` LF TAB `"offsetTable":{}` LF `}`. Read with quoted or unquoted keys,
 // pretty or compact. Saved as RocketMQ's config files are: .tmp, old file kept as .bak, rename.
-import * as fs from 'node:fs'
-
 import { parseLenientJson } from '../consumer-offsets.js'
-import { writeFileDurably } from '../mapped/directory.js'
+import { readTextIfExists, writeFileDurably } from '../mapped/directory.js'
 
 /** What a load found: the table, and why the file could not be used as it was (null when it could). */
 export interface LoadedDelayOffsets {
@@ -69,13 +67,13 @@ export function loadDelayOffsets(path: string): LoadedDelayOffsets {
 
 /** The table of one file, null when the file is missing or empty, or why it is damaged. */
 function readTable(path: string): Map<number, number> | string | null {
-  let text: string
+  let text: string | null
   try {
-    text = fs.readFileSync(path, 'utf8')
+    text = readTextIfExists(path)
   } catch {
     return null
   }
-  if (text.trim() === '') return null
+  if (text === null || text.trim() === '') return null
   return parseDelayOffsets(text)
 }
 

@@ -14,6 +14,7 @@ import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { basename } from 'node:path'
 
+import { readTextIfExists } from '../mapped/directory.js'
 import type { StoreLog } from '../store-logger.js'
 
 export const DELAY_PROGRESS_FILE = 'delayProgress.json'
@@ -64,7 +65,9 @@ export function noteWriter(path: string, log: StoreLog): (note: ProgressNote) =>
 export function readProgressNote(path: string, fields: readonly string[]): ProgressNote | null {
   let parsed: unknown
   try {
-    parsed = JSON.parse(fs.readFileSync(path, 'utf8'))
+    const text = readTextIfExists(path)
+    if (text === null) return null
+    parsed = JSON.parse(text)
   } catch {
     return null
   }
