@@ -2,9 +2,8 @@
 // mqstore goes through these declarations, and arguments are validated here or above before they
 // cross into C++ (the addon re-checks bounds cheaply).
 import { createRequire } from 'node:module'
-import { existsSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+
+import { packageRoot } from './package-root.js'
 
 export type Advice = 'normal' | 'random' | 'sequential' | 'willneed' | 'dontneed'
 
@@ -127,17 +126,6 @@ export interface NativeBinding {
   /** The OS page size, read at run time (16 KiB on Apple Silicon). */
   readonly pageSize: number
   readonly platform: 'linux' | 'darwin'
-}
-
-/** The package root: the first folder above this module that holds package.json. */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  for (;;) {
-    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'binding.gyp'))) return dir
-    const parent = dirname(dir)
-    if (parent === dir) throw new Error('mqstore: cannot find the package root')
-    dir = parent
-  }
 }
 
 function load(): NativeBinding {

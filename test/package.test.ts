@@ -170,7 +170,7 @@ describe('npm tarball', () => {
     if (work && !process.env.MQSTORE_KEEP_TMP) rmSync(work, { recursive: true, force: true })
   })
 
-  it('ships the host prebuild, compiled JS and typings and the sources to rebuild, and nothing else', () => {
+  it('ships the host prebuild, bundled JS and typings and the sources to rebuild, and nothing else', () => {
     const prebuild = new RegExp(`^prebuilds/${host}/mqstore[^/]*\\.node$`)
     expect(
       listed.filter((f) => prebuild.test(f)),
@@ -179,14 +179,19 @@ describe('npm tarball', () => {
     expect(listed).toEqual(
       expect.arrayContaining([
         'package.json',
-        'dist/lib/index.js',
+        'dist/pkg/index.js',
+        'dist/pkg/internals.js',
+        'dist/pkg/metrics.js',
+        'dist/pkg/cli.js',
         'dist/lib/index.d.ts',
-        'dist/lib/metrics.js',
         'dist/lib/metrics.d.ts',
         'binding.gyp',
         'native/addon.cc',
       ]),
     )
+    // The entry points are bundles (scripts/bundle.mjs): the compiled modules they were made from
+    // stay behind, only their typings ship.
+    expect(listed.filter((f) => f.startsWith('dist/lib/') && !f.endsWith('.d.ts'))).toEqual([])
     expect(listed.filter((f) => /^(build|test|node_modules)\//.test(f))).toEqual([])
     expect(existsSync(tarball)).toBe(true)
   })
@@ -237,6 +242,12 @@ describe('npm tarball', () => {
       env: setup.loadEnv ?? consumerEnv(bin, { PREBUILDS_ONLY: '1' }),
     })
     const report = JSON.parse(out.trim().split('\n').pop() ?? '{}') as LoadReport
+    // The command the package installs (a bundle of its own) runs too.
+    const help = run(join(project, 'node_modules', '.bin', 'mqstore'), ['--help'], {
+      cwd: project,
+      env: setup.loadEnv ?? consumerEnv(bin, { PREBUILDS_ONLY: '1' }),
+    })
+    expect(help).toContain('usage: mqstore <command>')
     // Nothing was compiled at install time, unless that is the point.
     expect(existsSync(join(report.pkgDir, 'build'))).toBe(setup.compiles === true)
     return report

@@ -3,13 +3,15 @@
 // that draws bench/throughput-by-size.svg. The benchmark ships with the source, not the package.
 import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 
+import { packageRoot } from '../package-root.js'
 import { CliError, EXIT, type Command, type Output } from './frame.js'
 
+/** The runners' compiled files in a source checkout (dist/bench, beside dist/lib). */
 const RUNNERS = {
-  run: new URL('../../bench/run.js', import.meta.url),
-  sizes: new URL('../../bench/sizes.js', import.meta.url),
+  run: ['dist', 'bench', 'run.js'],
+  sizes: ['dist', 'bench', 'sizes.js'],
 }
 
 const BENCH_HELP = `Runs the benchmark: mqstore against lmdb and SQLite (better-sqlite3) on one workload (put,
@@ -28,8 +30,8 @@ Both show progress on stderr and print the results on stdout (--json: as JSON). 
 source checkout (the benchmark is not in the npm package) with the peers' dev dependencies.
 Exit code: the runner's (0 ok, 1 an engine failed, 2 usage or --strict target missed).`
 
-function runNode(script: URL, args: string[], out: Output, err: Output): Promise<number> {
-  const path = fileURLToPath(script)
+function runNode(script: readonly string[], args: string[], out: Output, err: Output): Promise<number> {
+  const path = join(packageRoot(), ...script)
   if (!fs.existsSync(path)) {
     throw new CliError(`the benchmark is not in this installation (${path} is missing): run it from a source checkout, 'npm run bench'`)
   }

@@ -184,11 +184,3 @@ With --json, prints only a summary object.`,
     return EXIT.OK
   },
 }
-
-const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${resolve(process.argv[1])}`).href
-if (invokedDirectly) {
-  runDemo(resolve(process.argv[2] ?? 'data')).catch((error: unknown) => {
-    process.stderr.write(`demo failed: ${(error as Error)?.stack ?? String(error)}\n`)
-    process.exitCode = 1
-  })
-}
