@@ -100,7 +100,8 @@ export function readFileWithBackup(path: string, parse: (text: string) => unknow
 /**
  * The text of `path`, or null when there is no such file. Most of the files an open reads are
  * optional and usually absent; asking whether one exists costs a fraction of the exception a
- * failed read throws. Other read errors are thrown (and one gone since the check is absent).
+ * failed read throws. A file removed between the check and the read counts as absent; other read
+ * errors are thrown.
  */
 export function readTextIfExists(path: string): string | null {
   if (!fs.existsSync(path)) return null
