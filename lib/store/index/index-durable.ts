@@ -178,14 +178,14 @@ export interface KeptEntries {
  * Keeps entries 1 .. mark.entries of the file mapped by `v` and rebuilds its slot table from them,
  * or returns null when they do not check out (the caller then deletes the file; the slot table may
  * be changed by then). `reserveSlot(pos)` reserves the page of the slot table holding `pos` before
- * it is written (the table may have holes).
+ * it is written (the table may have holes); null when the whole table is reserved already.
  */
 export function rebuildFromMark(
   v: DataView,
   hashSlotNum: number,
   indexNum: number,
   mark: IndexDurableMark,
-  reserveSlot: (pos: number) => void,
+  reserveSlot: ((pos: number) => void) | null,
 ): KeptEntries | null {
   const n = mark.entries
   const start = indexEntriesStart(hashSlotNum)
@@ -193,8 +193,13 @@ export function rebuildFromMark(
   if (getInt64(v, BEGIN_TIMESTAMP_OFFSET) !== mark.beginTimestamp || getInt64(v, BEGIN_PHY_OFFSET_OFFSET) !== mark.beginPhyOffset)
     return null
   if (getInt64(v, start + n * INDEX_ENTRY_SIZE + ENTRY_PHY_OFFSET_OFFSET) !== mark.lastPhyOffset) return null
-  // Slots that point anywhere are cleared (pages holding none are left alone: they may be holes).
-  for (let pos = INDEX_HEADER_SIZE; pos < start; pos += HASH_SLOT_SIZE) if (v.getInt32(pos) !== 0) v.setInt32(pos, 0)
+  if (reserveSlot === null) {
+    // The whole table is reserved: cleared in one native fill.
+    new Uint8Array(v.buffer, v.byteOffset + INDEX_HEADER_SIZE, start - INDEX_HEADER_SIZE).fill(0)
+  } else {
+    // Slots that point anywhere are cleared (pages holding none are left alone: they may be holes).
+    for (let pos = INDEX_HEADER_SIZE; pos < start; pos += HASH_SLOT_SIZE) if (v.getInt32(pos) !== 0) v.setInt32(pos, 0)
+  }
   let slots = 0
   let lastPhy = mark.beginPhyOffset
   let timeDiff = 0
@@ -210,7 +215,7 @@ export function rebuildFromMark(
     // The put linked the entry to the newest one of its slot: the rebuild must find that same one.
     if (prev !== newest) return null
     if (newest === 0) slots++
-    reserveSlot(slotPos)
+    if (reserveSlot !== null) reserveSlot(slotPos)
     v.setInt32(slotPos, entry)
     lastPhy = phyOffset
   }

@@ -652,7 +652,8 @@ export class IndexFile {
   keepDurablePrefix(mark: IndexDurableMark): boolean {
     if (this.readOnly || mark.fileName !== basename(this.fileName)) return false
     const reservation = this.reservation!
-    const kept = rebuildFromMark(this.writeView(), this.hashSlotNum, this.indexNum, mark, (pos) => reservation.slot(pos))
+    const whole = reservation.tableForRebuild(mark.entries)
+    const kept = rebuildFromMark(this.writeView(), this.hashSlotNum, this.indexNum, mark, whole ? null : (pos) => reservation.slot(pos))
     if (kept === null) return false
     this.indexCount = kept.entries + 1
     this.hashSlotCount = kept.slots

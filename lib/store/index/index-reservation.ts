@@ -19,6 +19,8 @@ export const INDEX_ENTRY_RESERVE_CHUNK_BYTES = 1024 * 1024
  * page fault on the put path for each of its pages; a small store keeps a small index.
  */
 export const SLOT_PAGES_BEFORE_WHOLE_TABLE = 128
+/** Keys from which a rebuild of the slots reserves the whole table first (tableForRebuild). */
+export const WHOLE_TABLE_REBUILD_ENTRIES = 8 * SLOT_PAGES_BEFORE_WHOLE_TABLE
 
 export class IndexReservation {
   private readonly file: MappedFile
@@ -47,6 +49,18 @@ export class IndexReservation {
     this.check(this.file.reserveRange(page * this.page, this.page))
     this.slotPages[page] = 1
     this.slotPagesReserved++
+  }
+
+  /**
+   * Before the slots are rebuilt from `entries` keys (after a power cut): from
+   * WHOLE_TABLE_REBUILD_ENTRIES on, reserves the whole header and slot table now, which so many
+   * keys would make slot() do after SLOT_PAGES_BEFORE_WHOLE_TABLE pages anyway, so that their
+   * writes need no reservation each. True when the whole table is reserved; false otherwise (fewer
+   * keys, or the file system refused): slot() then reserves page by page.
+   */
+  tableForRebuild(entries: number): boolean {
+    if (entries < WHOLE_TABLE_REBUILD_ENTRIES) return false
+    return this.wholeTable ? this.slotPages.every((flag) => flag === 1) : this.reserveWholeTable()
   }
 
   /** Reserves every page of the header and slot table and faults them in off the JS thread. */
