@@ -53,10 +53,11 @@ export class IndexReservation {
 
   /**
    * Before the slots are rebuilt from `entries` keys (after a power cut): from
-   * WHOLE_TABLE_REBUILD_ENTRIES on, reserves the whole header and slot table now, which so many
-   * keys would make slot() do after SLOT_PAGES_BEFORE_WHOLE_TABLE pages anyway, so that their
-   * writes need no reservation each. True when the whole table is reserved; false otherwise (fewer
-   * keys, or the file system refused): slot() then reserves page by page.
+   * WHOLE_TABLE_REBUILD_ENTRIES on, reserves the whole header and slot table now, so that their
+   * writes need no reservation each. So many random keys reach nearly every page of the table, and
+   * past SLOT_PAGES_BEFORE_WHOLE_TABLE pages slot() takes the whole table anyway. True when the
+   * whole table is reserved; false otherwise (fewer keys, or the file system refused): slot()
+   * then reserves page by page.
    */
   tableForRebuild(entries: number): boolean {
     if (entries < WHOLE_TABLE_REBUILD_ENTRIES) return false
