@@ -118,6 +118,8 @@ export const KEY_SEPARATOR = ' '
 /** The message's keys as RocketMQ stores them: one string, space-separated. */
 export function keysString(keys: Message['keys']): string | undefined {
   if (keys === undefined || typeof keys === 'string') return keys
+  // One key is the common case (and its own KEYS string): no join, no callback per key.
+  if (Array.isArray(keys) && keys.length === 1 && typeof keys[0] === 'string') return keys[0]
   if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string')) {
     throw new TypeError('message.keys must be a string or an array of strings')
   }
