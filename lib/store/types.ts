@@ -133,7 +133,10 @@ export interface ConsumeOptions {
   signal?: AbortSignal
   /** Commit after every message handed out (default false: call `commit()` yourself). */
   autoCommit?: boolean
-  /** Messages fetched per read (default 32). */
+  /**
+   * Messages fetched per read (default 128), within maxTransferBytesOnMessageInMemory; unlike
+   * getMessage's maxMsgNums, not capped by maxTransferCountOnMessageInMemory.
+   */
   batchSize?: number
   /**
    * Topic subscriptions: how many times a message may be nacked back to the group's retry topic

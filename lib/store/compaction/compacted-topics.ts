@@ -300,7 +300,8 @@ export class CompactedTopics {
   /** What subscriptions read through: compacted queues here, the others from `reads`. */
   subscriptionReads(reads: Pick<ReadService, 'readQueue'>): SubscriptionDeps['read'] {
     return {
-      readQueue: (...a) => this.readQueue(...a) ?? reads.readQueue(...a),
+      readQueue: (topic, queueId, offset, maxMsgNums, tags, pull) =>
+        this.readQueue(topic, queueId, offset, maxMsgNums, tags) ?? reads.readQueue(topic, queueId, offset, maxMsgNums, tags, pull),
       bounds: (topic, queueId) =>
         this.compacted.has(topic) ? { min: this.minOffset(topic, queueId), max: this.maxOffset(topic, queueId) } : null,
     }

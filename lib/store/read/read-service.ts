@@ -101,8 +101,12 @@ export class ReadService {
     return bad.length
   }
 
-  /** Up to `maxMsgNums` messages of one queue from `offset`; arguments are already checked. */
-  readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined): GetMessageResult {
+  /**
+   * Up to `maxMsgNums` messages of one queue from `offset`; arguments are already checked. A
+   * `pull` (getMessage) also stops at RocketMQ's per-pull message count; consume()'s reads take
+   * their batch size, within the same byte limits (and the count limit for records on disk).
+   */
+  readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined, pull = true): GetMessageResult {
     const result: GetMessageResultDraft = {
       status: 'NO_MESSAGE_IN_QUEUE',
       messages: [],
@@ -135,7 +139,7 @@ export class ReadService {
       result.status = 'OFFSET_OVERFLOW_BADLY'
       result.nextBeginOffset = max
     } else {
-      this.collect(queue, offset, maxMsgNums, tags, result)
+      this.collect(queue, offset, maxMsgNums, tags, pull, result)
     }
     return result
   }
@@ -145,6 +149,7 @@ export class ReadService {
     offset: number,
     maxMsgNums: number,
     tags: string[] | undefined,
+    pull: boolean,
     result: GetMessageResultDraft,
   ): void {
     const units = queue.getIndexBuffer(offset)
@@ -182,7 +187,7 @@ export class ReadService {
           continue
         }
         const inDisk = maxPhy - phy > this.memoryLimit
-        if (this.isTheBatchFull(size, maxMsgNums, batch.count, taken, inDisk)) break
+        if (this.isTheBatchFull(size, maxMsgNums, batch.count, taken, inDisk, pull)) break
         consumed++
         // A blank stands for a record a rebuild found lost (damage in the log): nothing to serve.
         if (phy === 0 && size === CQ_BLANK_UNIT_SIZE) continue
@@ -265,13 +270,14 @@ export class ReadService {
     return place
   }
 
-  private isTheBatchFull(size: number, maxMsgNums: number, count: number, total: number, inDisk: boolean): boolean {
+  private isTheBatchFull(size: number, maxMsgNums: number, count: number, total: number, inDisk: boolean, pull: boolean): boolean {
     if (count === 0) return false
     if (count >= maxMsgNums) return true
     if (inDisk) {
       return total + size > this.config.maxTransferBytesOnMessageInDisk || count > this.config.maxTransferCountOnMessageInDisk - 1
     }
-    return total + size > this.config.maxTransferBytesOnMessageInMemory || count > this.config.maxTransferCountOnMessageInMemory - 1
+    if (total + size > this.config.maxTransferBytesOnMessageInMemory) return true
+    return pull && count > this.config.maxTransferCountOnMessageInMemory - 1
   }
 
   /** The message whose record starts at `commitLogOffset`, or null (also when its body fails). */

@@ -103,7 +103,8 @@ export class Subscriptions {
           for (;;) {
             if (stopped()) return finish()
             deps.catchUp()
-            const result = deps.read.readQueue(topic, queueId, position, batchSize, tags)
+            // Not a pull: the read takes the subscription's batch size (see ReadService.readQueue).
+            const result = deps.read.readQueue(topic, queueId, position, batchSize, tags, false)
             if (result.status === 'FOUND') {
               batch = result.messages
               index = 0

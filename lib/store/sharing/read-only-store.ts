@@ -141,8 +141,8 @@ export class MessageStoreReader implements AsyncDisposable {
     this.offsets.mergeFrom(this.paths.consumerOffsets)
     this.subscriptions = new Subscriptions({
       read: {
-        readQueue: (topic, queueId, offset, max, tags) => {
-          const result = this.readQueue(topic, queueId, offset, max, tags)
+        readQueue: (topic, queueId, offset, max, tags, pull) => {
+          const result = this.readQueue(topic, queueId, offset, max, tags, pull)
           // Past the end only while the writer rebuilds the queue after a crash: wait there
           // instead of moving back (the writer's own consumers are never ahead of its queues).
           return result.status === 'OFFSET_OVERFLOW_BADLY' ? { ...result, nextBeginOffset: offset } : result
@@ -279,7 +279,15 @@ export class MessageStoreReader implements AsyncDisposable {
     return this.readQueue(topic, queueId, offset, maxMsgNums, filterTags(filter))
   }
 
-  private readQueue(topic: string, queueId: number, offset: number, maxMsgNums: number, tags: string[] | undefined): GetMessageResult {
+  /** As the writer's ReadService.readQueue (`pull`: getMessage's per-pull message count applies). */
+  private readQueue(
+    topic: string,
+    queueId: number,
+    offset: number,
+    maxMsgNums: number,
+    tags: string[] | undefined,
+    pull = true,
+  ): GetMessageResult {
     this.getMessageTimes++
     const log = this.compactionLog(topic, queueId)
     if (log !== null) return this.readCompacted(log, topic, queueId, offset, maxMsgNums, tags)
@@ -301,7 +309,7 @@ export class MessageStoreReader implements AsyncDisposable {
     for (let at = 0; at + CQ_STORE_UNIT_SIZE <= units.length; at += CQ_STORE_UNIT_SIZE) {
       const phy = readUnitOffset(units, at)
       const size = readUnitSize(units, at)
-      if (this.isBatchFull(messages.length, maxMsgNums, taken, size)) break
+      if (this.isBatchFull(messages.length, maxMsgNums, taken, size, pull)) break
       consumed++
       if (phy === 0 && size === CQ_BLANK_UNIT_SIZE) continue
       const message = this.log.read(phy, size)
@@ -359,10 +367,11 @@ export class MessageStoreReader implements AsyncDisposable {
   }
 
   /** The writer's transfer limits for reads from memory (a reader cannot tell what is cached). */
-  private isBatchFull(count: number, maxMsgNums: number, taken: number, size: number): boolean {
+  private isBatchFull(count: number, maxMsgNums: number, taken: number, size: number, pull: boolean): boolean {
     if (count === 0) return false
     if (count >= maxMsgNums) return true
-    return taken + size > this.config.maxTransferBytesOnMessageInMemory || count > this.config.maxTransferCountOnMessageInMemory - 1
+    if (taken + size > this.config.maxTransferBytesOnMessageInMemory) return true
+    return pull && count > this.config.maxTransferCountOnMessageInMemory - 1
   }
 
   /** The message whose record starts at `commitLogOffset`, or null when no record starts there. */
