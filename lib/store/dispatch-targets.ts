@@ -108,9 +108,12 @@ export class AppendedRequests {
     return record.topic === SCHEDULE_TOPIC ? null : fillRequest(this.request, record, result)
   }
 
-  /** The same in a new object, kept until its record is written (SYNC_FLUSH's write stage). */
-  copyOf(record: PreparedRecord, result: PutMessageResult): DispatchRequest | null {
-    return record.topic === SCHEDULE_TOPIC ? null : fillRequest(blankDispatchRequest(), record, result)
+  /**
+   * The same in an object of its own, kept until its record is written (SYNC_FLUSH's write stage):
+   * `spare`, one no longer in use, or a new one.
+   */
+  copyOf(record: PreparedRecord, result: PutMessageResult, spare: DispatchRequest | null = null): DispatchRequest | null {
+    return record.topic === SCHEDULE_TOPIC ? null : fillRequest(spare ?? blankDispatchRequest(), record, result)
   }
 }
 

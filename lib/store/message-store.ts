@@ -76,6 +76,8 @@ export class MessageStore implements AsyncDisposable {
   private readonly appendedRequests = new AppendedRequests()
   /** The records a put refills slice after slice; null while a put holds them (a nested put makes its own). */
   private recordSlots: RecordSlots | null = new RecordSlots()
+  /** A slice's built records, kept between puts; null while a put holds them (a nested put makes its own). */
+  private sliceRecords: (PreparedRecord | PrepareFailure | undefined)[] | null = null
 
   private constructor(private readonly e: StoreEngine) {
     this.storePath = e.storePath
@@ -245,7 +247,6 @@ export class MessageStore implements AsyncDisposable {
     const defaults = this.e.recordDefaults
     const compacted = this.e.compacted
     const commitLog = this.e.commitLog
-    const records: (PreparedRecord | PrepareFailure | undefined)[] = new Array(Math.min(PUT_SLICE, messages.length)).fill(undefined)
     const tally: PutTally = { appended: 0, bytes: 0, lastEnd: -1, waitForFlush: false, leftToDispatch: false }
     // Without a write buffer an appended record is readable at once, so it can be dispatched
     // from what we know here instead of being parsed back out of the commit log; the first that
@@ -255,6 +256,9 @@ export class MessageStore implements AsyncDisposable {
     let directDispatch = this.e.pool === null && !staged
     const slots = this.recordSlots
     this.recordSlots = null
+    // Taken while in use, so that a put made meanwhile (from the logger) gets an array of its own.
+    const records = this.sliceRecords ?? new Array<PreparedRecord | PrepareFailure | undefined>(PUT_SLICE).fill(undefined)
+    this.sliceRecords = null
     try {
       for (let from = 0; from < messages.length; from += PUT_SLICE) {
         const to = Math.min(messages.length, from + PUT_SLICE)
@@ -290,7 +294,7 @@ export class MessageStore implements AsyncDisposable {
           const record = records[i - from] as PreparedRecord
           if (directDispatch) directDispatch = this.dispatchAppended(record, result)
           // Staged (SYNC_FLUSH): dispatched from what the put knew once a commit writes it.
-          else if (staged) stageRequest(commitLog, this.appendedRequests.copyOf(record, result))
+          else if (staged) stageRequest(commitLog, this.appendedRequests.copyOf(record, result, commitLog.spareRequest()))
           // Dispatch waits for a new queue's first file: the next new queues start making theirs.
           else if (this.e.dispatcher.waiting !== null) this.e.targets.prepareAhead(record, result.queueOffset)
         }
@@ -299,6 +303,8 @@ export class MessageStore implements AsyncDisposable {
       // The slots let go of the messages (bodies, strings) before they wait for the next put.
       slots?.release()
       this.recordSlots = slots
+      records.fill(undefined, 0, Math.min(PUT_SLICE, messages.length))
+      this.sliceRecords = records
     }
     tally.leftToDispatch = !directDispatch
     return tally

@@ -54,6 +54,9 @@ export { PutMessageResult, type PutMessageStatus } from './put-message-result.js
  */
 export const COMMIT_LOG_RESERVE_CHUNK_BYTES = 2 * 1024 * 1024
 
+/** Dispatch requests kept for reuse at most (SYNC_FLUSH's staged records; a group is one per producer). */
+const MAX_SPARE_REQUESTS = 1024
+
 /**
  * The next queue offset per (topic, queueId): RocketMQ's topicQueueTable. Arrays indexed by queue
  * id under a per-topic map, so the append path builds no `topic-queueId` key string.
@@ -206,6 +209,14 @@ export class CommitLog {
    */
   private stagedRequests: DispatchRequest[] = []
   private stagedBlanks: number[] = []
+  /** The two arrays takeStagedRequests handed over last, emptied, for the next records staged. */
+  private idleRequests: DispatchRequest[] | null = null
+  private idleBlanks: number[] | null = null
+  /**
+   * Requests takeStagedRequests has seen dispatched, for the next records staged to be filled in
+   * (AppendedRequests.copyOf): one object per record in flight rather than one per put.
+   */
+  private readonly spareRequests: DispatchRequest[] = []
 
   /**
    * With `budget`, files older than the one being written are mapped on first use within it and
@@ -328,14 +339,37 @@ export class CommitLog {
     this.stagedBlanks.push(blankOffset)
   }
 
-  /** Hands over the requests kept so far (with their blanks); call after commitStaged(). */
+  /**
+   * Hands over the requests kept so far (with their blanks); call after commitStaged(). `take` must
+   * keep nothing of them once it returns (dispatch does not): they are filled in again for the
+   * next records staged.
+   */
   takeStagedRequests(take: (requests: DispatchRequest[], blanks: number[]) => void): void {
     if (this.stagedRequests.length === 0) return
     const requests = this.stagedRequests
     const blanks = this.stagedBlanks
-    this.stagedRequests = []
-    this.stagedBlanks = []
+    this.stagedRequests = this.idleRequests ?? []
+    this.stagedBlanks = this.idleBlanks ?? []
+    this.idleRequests = null
+    this.idleBlanks = null
     take(requests, blanks)
+    const spare = this.spareRequests
+    for (let i = 0; i < requests.length && spare.length < MAX_SPARE_REQUESTS; i++) {
+      const request = requests[i]
+      // The message's strings are not kept alive while the object waits.
+      request.keys = undefined
+      request.uniqKey = undefined
+      spare.push(request)
+    }
+    requests.length = 0
+    blanks.length = 0
+    this.idleRequests = requests
+    this.idleBlanks = blanks
+  }
+
+  /** A request object dispatch is done with, to fill in for a record to stage; null when there is none. */
+  spareRequest(): DispatchRequest | null {
+    return this.spareRequests.pop() ?? null
   }
 
   /** Writes out the stage (its records completed first: see WriteStage.prepare) and lends it again. */

@@ -324,7 +324,8 @@ export class ConsumeQueueTable {
 
   /** `units` were dispatched by a put: starts the write-back of the queues now and then (queue-write-back.ts). */
   writeBackBehind(units: number): void {
-    this.writeBack.note(units, () => this.all())
+    // The table itself, not a closure over it: this runs once per put.
+    this.writeBack.note(units, this)
   }
 
   /** Deletes the files whose units all point below `minPhy`. */

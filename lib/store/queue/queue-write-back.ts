@@ -23,11 +23,11 @@ export class QueueWriteBack {
   private readonly marks = new WeakMap<MappedFile, number>()
 
   /** Counts `units` dispatched; every WRITE_BACK_EVERY_UNITS, starts the write-back of the queues. */
-  note(units: number, queues: () => Iterable<ConsumeQueue>): void {
+  note(units: number, queues: { all(): Iterable<ConsumeQueue> }): void {
     this.units += units
     if (this.units < WRITE_BACK_EVERY_UNITS) return
     this.units = 0
-    for (const queue of queues()) this.writeBack(queue.mappedFileQueue.getLastMappedFile())
+    for (const queue of queues.all()) this.writeBack(queue.mappedFileQueue.getLastMappedFile())
   }
 
   private writeBack(file: MappedFile | null): void {
