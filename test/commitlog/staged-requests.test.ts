@@ -5,9 +5,8 @@
 import { describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../../lib/index.js'
-import { CommitLog } from '../../lib/store/commitlog/commit-log.js'
-import { resolveConfig } from '../../lib/store/config.js'
 import { blankDispatchRequest } from '../../lib/store/commitlog/record.js'
+import { StagedRequests } from '../../lib/store/commitlog/staged-requests.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const PRODUCERS = 8
@@ -80,26 +79,32 @@ describe('staged dispatch requests (SYNC_FLUSH)', () => {
   })
 
   it('hands out a request once dispatch is done with it, without the message strings it held', () => {
-    const config = resolveConfig({ flushDiskType: 'SYNC_FLUSH' })
-    const log = new CommitLog(tempDir('mqstore-staged-log-'), config, { address: '127.0.0.1', port: 10911 }, null)
+    const staged = new StagedRequests()
     const request = blankDispatchRequest()
     request.keys = 'k1 k2'
     request.uniqKey = 'U1'
-    log.stageRequest(request, -1)
-    expect(log.spareRequest()).toBeNull()
+    staged.add(request, -1)
+    expect(staged.spareRequest()).toBeNull()
     let seen: unknown[] = []
-    log.takeStagedRequests((requests) => {
+    let blanks: number[] = []
+    staged.take((requests, blankOffsets) => {
       seen = [...requests]
+      blanks = [...blankOffsets]
       // While dispatch runs, the request is offered to no one else.
-      expect(log.spareRequest()).toBeNull()
+      expect(staged.spareRequest()).toBeNull()
     })
     expect(seen).toEqual([request])
-    const again = log.spareRequest()
+    expect(blanks).toEqual([-1])
+    const again = staged.spareRequest()
     expect(again).toBe(request)
     expect(again?.keys).toBeUndefined()
     expect(again?.uniqKey).toBeUndefined()
-    expect(log.spareRequest()).toBeNull()
-    // Nothing staged: nothing handed over.
-    log.takeStagedRequests(() => expect.unreachable('no requests were staged'))
+    expect(staged.spareRequest()).toBeNull()
+    // Nothing staged since: nothing handed over. Dropped requests are not offered again.
+    staged.take(() => expect.unreachable('no requests were staged'))
+    staged.add(blankDispatchRequest(), 7)
+    staged.drop()
+    staged.take(() => expect.unreachable('the staged requests were dropped'))
+    expect(staged.spareRequest()).toBeNull()
   })
 })

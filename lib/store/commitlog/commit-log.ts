@@ -41,6 +41,7 @@ import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import { readSegmentBytes } from '../mapped/segment-io.js'
 import { WriteStage } from '../mapped/write-stage.js'
 import { ScanMappings } from './scan-mappings.js'
+import { StagedRequests } from './staged-requests.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
 import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 
@@ -53,9 +54,6 @@ export { PutMessageResult, type PutMessageStatus } from './put-message-result.js
  * store takes a few MB, and a full disk stops puts with CREATE_MAPEDFILE_FAILED, never a SIGBUS.
  */
 export const COMMIT_LOG_RESERVE_CHUNK_BYTES = 2 * 1024 * 1024
-
-/** Dispatch requests kept for reuse at most (SYNC_FLUSH's staged records; a group is one per producer). */
-const MAX_SPARE_REQUESTS = 1024
 
 /**
  * The next queue offset per (topic, queueId): RocketMQ's topicQueueTable. Arrays indexed by queue
@@ -203,20 +201,8 @@ export class CommitLog {
   private readonly stage: WriteStage | null
   /** Appends go to the transient store pool's write buffers (ASYNC_FLUSH with transientStorePoolEnable). */
   private readonly pooled: boolean
-  /**
-   * Dispatch requests of staged records, in log order, with the blank each append wrote before
-   * its record (or -1): the put's own dispatch, made once the record is in the file.
-   */
-  private stagedRequests: DispatchRequest[] = []
-  private stagedBlanks: number[] = []
-  /** The two arrays takeStagedRequests handed over last, emptied, for the next records staged. */
-  private idleRequests: DispatchRequest[] | null = null
-  private idleBlanks: number[] | null = null
-  /**
-   * Requests takeStagedRequests has seen dispatched, for the next records staged to be filled in
-   * (AppendedRequests.copyOf): one object per record in flight rather than one per put.
-   */
-  private readonly spareRequests: DispatchRequest[] = []
+  /** Dispatch requests of staged records: the put's own dispatch, made once the record is in the file. */
+  private readonly stagedRequests = new StagedRequests()
 
   /**
    * With `budget`, files older than the one being written are mapped on first use within it and
@@ -328,48 +314,19 @@ export class CommitLog {
     return this.stage?.commit() === true
   }
 
-  private dropStagedRequests(): void {
-    this.stagedRequests = []
-    this.stagedBlanks = []
-  }
-
   /** Keeps a staged record's dispatch request until takeStagedRequests(), after its commit. */
   stageRequest(request: DispatchRequest, blankOffset: number): void {
-    this.stagedRequests.push(request)
-    this.stagedBlanks.push(blankOffset)
+    this.stagedRequests.add(request, blankOffset)
   }
 
-  /**
-   * Hands over the requests kept so far (with their blanks); call after commitStaged(). `take` must
-   * keep nothing of them once it returns (dispatch does not): they are filled in again for the
-   * next records staged.
-   */
+  /** Hands over the requests kept so far (StagedRequests.take); call after commitStaged(). */
   takeStagedRequests(take: (requests: DispatchRequest[], blanks: number[]) => void): void {
-    if (this.stagedRequests.length === 0) return
-    const requests = this.stagedRequests
-    const blanks = this.stagedBlanks
-    this.stagedRequests = this.idleRequests ?? []
-    this.stagedBlanks = this.idleBlanks ?? []
-    this.idleRequests = null
-    this.idleBlanks = null
-    take(requests, blanks)
-    const spare = this.spareRequests
-    for (let i = 0; i < requests.length && spare.length < MAX_SPARE_REQUESTS; i++) {
-      const request = requests[i]
-      // The message's strings are not kept alive while the object waits.
-      request.keys = undefined
-      request.uniqKey = undefined
-      spare.push(request)
-    }
-    requests.length = 0
-    blanks.length = 0
-    this.idleRequests = requests
-    this.idleBlanks = blanks
+    this.stagedRequests.take(take)
   }
 
   /** A request object dispatch is done with, to fill in for a record to stage; null when there is none. */
   spareRequest(): DispatchRequest | null {
-    return this.spareRequests.pop() ?? null
+    return this.stagedRequests.spareRequest()
   }
 
   /** Writes out the stage (its records completed first: see WriteStage.prepare) and lends it again. */
@@ -392,7 +349,7 @@ export class CommitLog {
     // Raw bytes go through the mapping: what the stage holds goes into the file first (and its
     // records to the dispatcher's pass, which reads them there).
     this.stage?.release()
-    this.dropStagedRequests()
+    this.stagedRequests.drop()
     let done = 0
     while (done < bytes.length) {
       if (last === null || last.isFull()) last = this.mappedFileQueue.getLastMappedFile(startOffset + done)
@@ -661,7 +618,7 @@ export class CommitLog {
    */
   truncateTo(offset: number, erase = true): void {
     // Requests of records the truncation may remove: newer records could take their offsets.
-    this.dropStagedRequests()
+    this.stagedRequests.drop()
     this.mappedFileQueue.flushedWhere = offset
     this.mappedFileQueue.committedWhere = offset
     // Records past the end are erased for good: after a power cut, a page of new appends that was
