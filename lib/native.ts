@@ -80,6 +80,12 @@ export interface NativeBinding {
    */
   writeBack(fd: number, offset: number, length: number): boolean
   /**
+   * The same on the calling thread, for a few pages (a group commit's): their I/O starts now, and a
+   * sync that follows on the pool finds it under way. False where the system has no such call
+   * (macOS) or it failed (a hint: the sync reports real errors).
+   */
+  writeBackNow(fd: number, offset: number, length: number): boolean
+  /**
    * Exclusive non-blocking flock plus an fcntl write lock on the whole file (what a RocketMQ
    * broker's FileChannel.tryLock takes; an open-file-description lock on Linux). Throws EAGAIN /
    * EWOULDBLOCK / EACCES when either is held elsewhere, and then holds neither.
@@ -157,6 +163,7 @@ export const native: NativeBinding = {
   allocate: binding.allocate,
   createMapped: binding.createMapped,
   writeBack: binding.writeBack,
+  writeBackNow: binding.writeBackNow,
   lockFile: binding.lockFile,
   unlockFile: binding.unlockFile,
   errnoName: binding.errnoName,
@@ -168,7 +175,7 @@ export const native: NativeBinding = {
   platform: binding.platform,
 }
 
-type Interposable = Pick<NativeBinding, 'map' | 'allocate' | 'createMapped' | 'writeBack' | 'lockFile' | 'unlockFile'>
+type Interposable = Pick<NativeBinding, 'map' | 'allocate' | 'createMapped' | 'writeBack' | 'writeBackNow' | 'lockFile' | 'unlockFile'>
 
 /**
  * Test-only seam: replaces some of the binding's functions (a wrapper may call `original`), and
@@ -180,6 +187,7 @@ export function interposeNativeForTesting(wrap: (original: Readonly<Interposable
     allocate: native.allocate,
     createMapped: native.createMapped,
     writeBack: native.writeBack,
+    writeBackNow: native.writeBackNow,
     lockFile: native.lockFile,
     unlockFile: native.unlockFile,
   }

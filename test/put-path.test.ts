@@ -226,6 +226,25 @@ describe('write-back behind the writer', () => {
     if (process.platform === 'linux') expect(() => native.writeBack(fd, 0, 4096)).toThrow(/EBADF/)
   })
 
+  it('writeBackNow starts write-back on the calling thread, checks its arguments, and is a no-op elsewhere than Linux', () => {
+    const dir = tempDir()
+    const name = join(dir, 'file')
+    fs.writeFileSync(name, Buffer.alloc(64 * 1024, 7))
+    const fd = fs.openSync(name, 'r+')
+    try {
+      fs.writeSync(fd, Buffer.alloc(8192, 9), 0, 8192, 4096)
+      expect(native.writeBackNow(fd, 4096, 8192)).toBe(process.platform === 'linux')
+      expect(native.writeBackNow(fd, 0, 0)).toBe(process.platform === 'linux')
+      expect(() => native.writeBackNow(fd, -1, 10)).toThrow(RangeError)
+      expect(() => native.writeBackNow(fd, 0, 0.5)).toThrow(RangeError)
+      expect(() => native.writeBackNow('x' as unknown as number, 0, 10)).toThrow(TypeError)
+    } finally {
+      fs.closeSync(fd)
+    }
+    // A closed descriptor: the hint says it did nothing, and nothing throws.
+    expect(native.writeBackNow(fd, 0, 4096)).toBe(false)
+  })
+
   it('a burst of ASYNC_FLUSH puts that never yields asks for write-back of what it left behind, and loses nothing', async () => {
     const calls: [number, number][] = []
     const dir = tempDir()

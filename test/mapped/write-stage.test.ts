@@ -97,6 +97,57 @@ describe('the SYNC_FLUSH write stage', () => {
     }
   })
 
+  it("starts each group's write-back as its records are written, before the pool syncs them", async () => {
+    const writeBacks: { fd: number; offset: number; length: number }[] = []
+    const order: string[] = []
+    cleanups.push(
+      interposeNativeForTesting((original) => ({
+        writeBackNow: (fd, offset, length) => {
+          if (sizeOfFd(fd) === LOG_FILE) {
+            writeBacks.push({ fd, offset, length })
+            order.push('write-back')
+          }
+          return original.writeBackNow(fd, offset, length)
+        },
+      })),
+    )
+    cleanups.push(
+      interposeFdatasync({
+        async: (fd, callback, original) => {
+          if (sizeOfFd(fd) === LOG_FILE) order.push('sync')
+          original(fd, callback)
+        },
+      }),
+    )
+    const dir = tempDir('mqstore-stage-')
+    const store = await open(dir)
+    const results = await Promise.all(
+      Array.from({ length: 64 }, (_, n) => store.putMessage({ topic: 't', queueId: 0, body: bodyOf(n, 300) })),
+    )
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 'PUT_OK'))
+    // Every acknowledged byte went through a write-back that started right after its write: the
+    // ranges are contiguous from the first record to the last.
+    const first = Math.min(...results.map((r) => r.wroteOffset))
+    const end = Math.max(...results.map((r) => r.wroteOffset + r.wroteBytes))
+    expect(writeBacks.length).toBeGreaterThan(0)
+    let at = first
+    for (const w of writeBacks) {
+      expect(w.offset).toBe(at)
+      at += w.length
+    }
+    expect(at).toBe(end)
+    // One write-back per group commit at most (a commit with nothing new writes nothing), and the
+    // last group's sync comes after its write-back: the puts were acknowledged by it.
+    expect(writeBacks.length).toBeLessThanOrEqual(store.stats().groupCommitTimesTotal)
+    expect(order.at(-1)).toBe('sync')
+
+    // ASYNC_FLUSH puts (no write stage) never call it.
+    writeBacks.length = 0
+    const asyncStore = await open(tempDir('mqstore-stage-'), { flushDiskType: 'ASYNC_FLUSH' })
+    await asyncStore.putMessages(Array.from({ length: 64 }, (_, n) => ({ topic: 't', queueId: 0, body: bodyOf(n, 300) })))
+    expect(writeBacks).toEqual([])
+  })
+
   it('a record staged while a sync runs is neither in the file nor readable until the next group commit writes it', async () => {
     let holding = false
     const held: (() => void)[] = []

@@ -493,8 +493,12 @@ export class MappedFile {
     this.needsCreateSync = false
   }
 
-  /** Copies [committed, wrote) of the write buffer into the file; returns committedPosition. */
-  commit(commitLeastPages: number): number {
+  /**
+   * Copies [committed, wrote) of the write buffer into the file; returns committedPosition. With
+   * `startWriteBack`, their write-back starts at once, on this thread (a group commit's few pages,
+   * which its sync on the pool then finds under way).
+   */
+  commit(commitLeastPages: number, startWriteBack = false): number {
     const buffer = this.writeBuffer
     if (buffer === null) return this.wrotePosition
     if (this.hasPagesBetween(this.committedPosition, this.wrotePosition, commitLeastPages) && this.hold()) {
@@ -505,6 +509,7 @@ export class MappedFile {
         descriptors.use(this.fileName, true, (fd) => {
           const at = from - this.writeBase
           while (done < to - from) done += fs.writeSync(fd, buffer, at + done, to - from - done, from + done)
+          if (startWriteBack) native.writeBackNow(fd, from, to - from)
         })
         this.committedThroughWrites = true
         this.committedPosition = to

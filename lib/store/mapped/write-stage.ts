@@ -23,7 +23,7 @@ export interface StagedFile extends ZeroedFile {
   readonly committedPosition: number
   readonly appendBase: number
   isFull(): boolean
-  commit(commitLeastPages: number): number
+  commit(commitLeastPages: number, startWriteBack?: boolean): number
   setWriteBuffer(buffer: Buffer | null, base: number): void
 }
 
@@ -64,12 +64,16 @@ export class WriteStage {
     this.zeroAhead?.after(file)
   }
 
-  /** Writes the staged bytes into their file; false when nothing was staged. */
+  /**
+   * Writes the staged bytes into their file, and starts their write-back (a group commit syncs
+   * them next; the I/O is under way before the pool's thread wakes up to sync); false when nothing
+   * was staged.
+   */
   commit(): boolean {
     const file = this.holder
     if (file === null) return false
     const before = file.committedPosition
-    const wrote = file.commit(0) > before
+    const wrote = file.commit(0, true) > before
     this.zeroAhead?.after(file)
     return wrote
   }
