@@ -960,6 +960,11 @@ class WriteBackWork : public Napi::AsyncWorker {
 };
 #endif
 
+// The (fd, offset, length) of writeBack and writeBackNow; false (with a JS exception) when bad.
+bool ReadFileRange(const Napi::CallbackInfo& info, int* fd, uint64_t* offset, uint64_t* length) {
+  return ReadFd(info, fd) && ReadSize(info, 1, "offset", offset) && ReadSize(info, 2, "length", length);
+}
+
 // Starts write-back of the dirty pages of [offset, offset + length) on the libuv pool and returns
 // at once, without making them durable (no cache flush, no metadata): a later msync or fdatasync
 // then finds them written. Linux only (sync_file_range); elsewhere it does nothing, returns false.
@@ -967,9 +972,7 @@ Napi::Value WriteBack(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
   uint64_t offset = 0, length = 0;
-  if (!ReadFd(info, &fd) || !ReadSize(info, 1, "offset", &offset) || !ReadSize(info, 2, "length", &length)) {
-    return env.Undefined();
-  }
+  if (!ReadFileRange(info, &fd, &offset, &length)) return env.Undefined();
 #if defined(__linux__)
   if (length == 0) return Napi::Boolean::New(env, true);
   const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -995,9 +998,7 @@ Napi::Value WriteBackNow(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int fd = -1;
   uint64_t offset = 0, length = 0;
-  if (!ReadFd(info, &fd) || !ReadSize(info, 1, "offset", &offset) || !ReadSize(info, 2, "length", &length)) {
-    return env.Undefined();
-  }
+  if (!ReadFileRange(info, &fd, &offset, &length)) return env.Undefined();
 #if defined(__linux__)
   if (length == 0) return Napi::Boolean::New(env, true);
   int rc;

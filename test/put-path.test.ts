@@ -208,6 +208,14 @@ describe('index reservation on the put path', () => {
   })
 })
 
+/** writeBack and writeBackNow refuse a bad offset or length (RangeError) and a bad descriptor (TypeError). */
+function expectRangeChecks(call: (fd: number, offset: number, length: number) => boolean, fd: number): void {
+  expect(() => call(fd, -1, 10)).toThrow(RangeError)
+  expect(() => call(fd, 0.5, 10)).toThrow(RangeError)
+  expect(() => call(fd, 0, 0.5)).toThrow(RangeError)
+  expect(() => call('x' as unknown as number, 0, 10)).toThrow(TypeError)
+}
+
 describe('write-back behind the writer', () => {
   it('writeBack starts write-back of a range, checks its arguments, and is a no-op elsewhere than Linux', () => {
     const dir = tempDir()
@@ -217,9 +225,7 @@ describe('write-back behind the writer', () => {
     try {
       expect(native.writeBack(fd, 0, 1 << 20)).toBe(process.platform === 'linux')
       expect(native.writeBack(fd, 4096, 0)).toBe(process.platform === 'linux')
-      expect(() => native.writeBack(fd, -1, 10)).toThrow(RangeError)
-      expect(() => native.writeBack(fd, 0.5, 10)).toThrow(RangeError)
-      expect(() => native.writeBack('x' as unknown as number, 0, 10)).toThrow(TypeError)
+      expectRangeChecks(native.writeBack, fd)
     } finally {
       fs.closeSync(fd)
     }
@@ -235,9 +241,7 @@ describe('write-back behind the writer', () => {
       fs.writeSync(fd, Buffer.alloc(8192, 9), 0, 8192, 4096)
       expect(native.writeBackNow(fd, 4096, 8192)).toBe(process.platform === 'linux')
       expect(native.writeBackNow(fd, 0, 0)).toBe(process.platform === 'linux')
-      expect(() => native.writeBackNow(fd, -1, 10)).toThrow(RangeError)
-      expect(() => native.writeBackNow(fd, 0, 0.5)).toThrow(RangeError)
-      expect(() => native.writeBackNow('x' as unknown as number, 0, 10)).toThrow(TypeError)
+      expectRangeChecks(native.writeBackNow, fd)
     } finally {
       fs.closeSync(fd)
     }
