@@ -106,7 +106,8 @@ export interface NativeBinding {
    * within [start, start + length). The bytes around each inner range (before it, then after it)
    * go end to end into `outer` from outerAt; the inner bytes end to end into `inner` from innerAt,
    * with crcOut[k] (when given) their BODYCRC (crc32 & 0x7fffffff) from the same pass: a read's
-   * records without their bodies, and the bodies, one row each. Throws, writing nothing, a
+   * records without their bodies, and the bodies, one row each. With `inner` null only the outer
+   * bytes are copied (crcOut must then be null): a zero-copy read serves bodies in place. Throws, writing nothing, a
    * TypeError for a wrong argument type and a RangeError when count runs past an array, a range
    * lies outside src or its inner range outside it, a position is not a non-negative integer, the
    * bytes do not fit a destination, or a destination overlaps src.
@@ -117,7 +118,7 @@ export interface NativeBinding {
     count: number,
     outer: Uint8Array,
     outerAt: number,
-    inner: Uint8Array,
+    inner: Uint8Array | null,
     innerAt: number,
     crcOut: Int32Array | null,
   ): void

@@ -36,13 +36,19 @@ napi_value SplitCopyCrc(napi_env env, napi_callback_info info) {
   View src, table, outer, inner, crcs;
   if (!TypedArrayArg(env, args[0], napi_uint8_array, "src must be a Uint8Array", &src) ||
       !TypedArrayArg(env, args[1], napi_float64_array, "table must be a Float64Array", &table) ||
-      !TypedArrayArg(env, args[3], napi_uint8_array, "outer must be a Uint8Array", &outer) ||
-      !TypedArrayArg(env, args[5], napi_uint8_array, "inner must be a Uint8Array", &inner)) {
+      !TypedArrayArg(env, args[3], napi_uint8_array, "outer must be a Uint8Array", &outer)) {
     return nullptr;
   }
-  napi_valuetype crc_type;
-  if (napi_typeof(env, args[7], &crc_type) != napi_ok) return nullptr;
+  // A null inner: the inner ranges stay where they are (a zero-copy read serves them in place).
+  napi_valuetype inner_type, crc_type;
+  if (napi_typeof(env, args[5], &inner_type) != napi_ok || napi_typeof(env, args[7], &crc_type) != napi_ok) return nullptr;
+  const bool copy_inner = inner_type != napi_null;
+  if (copy_inner && !TypedArrayArg(env, args[5], napi_uint8_array, "inner must be a Uint8Array or null", &inner)) return nullptr;
   const bool want_crc = crc_type != napi_null && crc_type != napi_undefined;
+  if (want_crc && !copy_inner) {
+    napi_throw_type_error(env, nullptr, "crcOut must be null when inner is null");
+    return nullptr;
+  }
   if (want_crc && !TypedArrayArg(env, args[7], napi_int32_array, "crcOut must be an Int32Array or null", &crcs)) return nullptr;
   double count_value = 0, outer_at_value = 0, inner_at_value = 0;
   if (!NumberArg(env, args[2], "count must be a number", &count_value) ||
@@ -71,9 +77,9 @@ napi_value SplitCopyCrc(napi_env env, napi_callback_info info) {
       return nullptr;
     }
     outer_end += length - inner_length;
-    inner_end += inner_length;
+    if (copy_inner) inner_end += inner_length;
   }
-  if (outer_end > static_cast<double>(outer.length) || inner_end > static_cast<double>(inner.length)) {
+  if (outer_end > static_cast<double>(outer.length) || (copy_inner && inner_end > static_cast<double>(inner.length))) {
     napi_throw_range_error(env, nullptr, "the ranges do not fit their destinations");
     return nullptr;
   }
@@ -81,7 +87,7 @@ napi_value SplitCopyCrc(napi_env env, napi_callback_info info) {
   const auto overlaps = [&](const uint8_t* to, double from_at, double to_end) {
     return to_end > from_at && to + static_cast<size_t>(from_at) < src.data + src.length && src.data < to + static_cast<size_t>(to_end);
   };
-  if (overlaps(outer.data, outer_at_value, outer_end) || overlaps(inner.data, inner_at_value, inner_end)) {
+  if (overlaps(outer.data, outer_at_value, outer_end) || (copy_inner && overlaps(inner.data, inner_at_value, inner_end))) {
     napi_throw_range_error(env, nullptr, "a destination overlaps src");
     return nullptr;
   }
@@ -95,7 +101,7 @@ napi_value SplitCopyCrc(napi_env env, napi_callback_info info) {
   if (want_crc) EnsureCrcReady();
   auto* out = reinterpret_cast<int32_t*>(crcs.data);
   uint8_t* outer_to = outer.data + static_cast<size_t>(outer_at_value);
-  uint8_t* inner_to = inner.data + static_cast<size_t>(inner_at_value);
+  uint8_t* inner_to = copy_inner ? inner.data + static_cast<size_t>(inner_at_value) : nullptr;
   for (size_t k = 0; k < count; k++) {
     const double* row = rows + kSplitRow * k;
     const uint8_t* from = src.data + static_cast<size_t>(row[0]);
@@ -107,12 +113,12 @@ napi_value SplitCopyCrc(napi_env env, napi_callback_info info) {
     // The inner bytes are checked as they are copied: the bytes checked are the bytes served.
     if (want_crc) {
       out[k] = static_cast<int32_t>(CopyCrc32(inner_from, inner_to, inner_length) & 0x7fffffffu);
-    } else if (inner_length > 0) {
+    } else if (copy_inner && inner_length > 0) {
       memcpy(inner_to, inner_from, inner_length);
     }
     if (tail > 0) memcpy(outer_to + head, inner_from + inner_length, tail);
     outer_to += head + tail;
-    inner_to += inner_length;
+    if (copy_inner) inner_to += inner_length;
   }
   return nullptr;
 }

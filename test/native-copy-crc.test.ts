@@ -126,6 +126,27 @@ describe('splitCopyCrc', () => {
     }
   })
 
+  it('with a null inner, copies only the bytes around each inner range (the inner ones stay where they are); crcOut must then be null', () => {
+    const src = noise(4096)
+    const rows = [
+      [10, 300, 88, 200],
+      [400, 50, 0, 50],
+      [500, 120, 30, 0],
+    ]
+    const table = new Float64Array(rows.flatMap(([at, n, from, m]) => [at, n, at + from, m]))
+    const want = expected(src, rows)
+    const outer = Buffer.alloc(7 + want.outer.length + 3, 0xee)
+    native.splitCopyCrc(src, table, rows.length, outer, 7, null, 0, null)
+    expect(outer.subarray(7, 7 + want.outer.length).equals(want.outer)).toBe(true)
+    // Nothing before or after what was asked for.
+    expect(outer.subarray(0, 7).every((b) => b === 0xee)).toBe(true)
+    expect(outer.subarray(7 + want.outer.length).every((b) => b === 0xee)).toBe(true)
+    // The outer bytes must still fit; a CRC without an inner destination is a TypeError.
+    expect(() => native.splitCopyCrc(src, table, rows.length, Buffer.alloc(want.outer.length - 1), 0, null, 0, null)).toThrow(RangeError)
+    expect(() => native.splitCopyCrc(src, table, rows.length, outer, 0, null, 0, new Int32Array(3))).toThrow(TypeError)
+    expect(() => native.splitCopyCrc(src, table, rows.length, outer, 0, 'x' as unknown as Uint8Array, 0, null)).toThrow(TypeError)
+  })
+
   it('a range outside src, an inner range outside its range, a bad position, a destination too small or overlapping src, or a count past the arrays is a RangeError, and nothing is written', () => {
     const src = Buffer.alloc(100, 1)
     const outer = Buffer.alloc(60, 0)

@@ -213,6 +213,91 @@ describe('a message handed out', () => {
   })
 })
 
+describe('zero-copy reads (copyMessageBody: false)', () => {
+  it('serve bodies in place: views of the commit-log file, no copy of their own', async () => {
+    const store = await openStore({ copyMessageBody: false })
+    await fill(store)
+    for (const got of [
+      store.getMessage('g', 't', 0, 0, 32).messages,
+      store.queryMessage('t', 'k5', 4, 0, Number.MAX_SAFE_INTEGER).messages,
+    ]) {
+      expect(got.length).toBeGreaterThan(0)
+      for (const m of got) {
+        expect(m.body.equals(bodyOf(m.queueOffset))).toBe(true)
+        // The buffer behind the body is the whole file's view, not a buffer of the read's bodies.
+        expect(m.body.buffer.byteLength).toBeGreaterThanOrEqual(store.getMaxPhyOffset())
+        expect(m.body.byteOffset).toBeGreaterThan(m.commitLogOffset)
+      }
+    }
+  })
+
+  for (const checkCRCOnRead of [true, false]) {
+    it(`a page written through a view is served from the stored bytes, each such body a copy of its own (checkCRCOnRead: ${checkCRCOnRead})`, async () => {
+      const store = await openStore({ copyMessageBody: false, checkCRCOnRead })
+      await fill(store)
+      const expected = store.getMessage('g', 't', 0, 0, 32).messages.map(fieldsOf)
+      const first = store.getMessage('g', 't', 0, 0, 32).messages
+      // The whole file through the first body's buffer, fields and all, before any field is read.
+      new Uint8Array(first[0].body.buffer).fill(0xff)
+      expect(first.map(fieldsOf)).toEqual(expected)
+      const again = store.getMessage('g', 't', 0, 0, 32)
+      expect(again.bodyCrcFailures).toBe(0)
+      expect(again.messages.map(fieldsOf)).toEqual(expected)
+      for (const m of again.messages) {
+        expect(m.body.equals(bodyOf(m.queueOffset))).toBe(true)
+        expect(m.body.buffer.byteLength).toBe(m.body.length)
+      }
+      // A record put after the page was copied is served as the writer wrote it, not as the copy shows it.
+      await fill(store, COUNT + 2)
+      const later = store.getMessage('g', 't', 0, COUNT, 32).messages
+      expect(later.map((m) => m.queueOffset)).toEqual(Array.from({ length: COUNT + 2 }, (_, i) => COUNT + i))
+      expect(later.every((m) => m.body.equals(bodyOf(m.queueOffset - COUNT)))).toBe(true)
+      expect(later.map((m) => m.keys)).toEqual(Array.from({ length: COUNT + 2 }, (_, i) => [`k${i}`]))
+    })
+  }
+
+  it('read the same fields and bodies as copying reads, across commit-log files and with a read limit', async () => {
+    const many = 2_000
+    const put = async (store: MessageStore) => {
+      const batch = Array.from({ length: many }, (_, i) => ({
+        topic: 't',
+        queueId: i % 3,
+        body: bodyOf(i),
+        keys: [`k${i}`],
+        tags: `tag${i % 7}`,
+      }))
+      for (const r of await store.putMessages(batch)) expect(r.status).toBe('PUT_OK')
+    }
+    const readAll = (store: MessageStore) => {
+      const seen: { fields: ReturnType<typeof fieldsOf>; body: Buffer }[] = []
+      for (let queueId = 0; queueId < 3; queueId++) {
+        for (let offset = 0; ; ) {
+          const r = store.getMessage('g', 't', queueId, offset, 29)
+          if (r.messages.length === 0) break
+          for (const m of r.messages) seen.push({ fields: fieldsOf(m), body: Buffer.from(m.body) })
+          offset = r.nextBeginOffset
+        }
+      }
+      return seen
+    }
+    const copying = await openStore()
+    await put(copying)
+    expect(copying.getMinPhyOffset()).toBe(0)
+    // More than two commit-log files: reads of 29 cross from one file into the next.
+    expect(copying.getMaxPhyOffset()).toBeGreaterThan(2 * OPTIONS.mappedFileSizeCommitLog!)
+    const copied = readAll(copying)
+    await copying.close()
+    open.splice(0)
+    const inPlace = await openStore({ copyMessageBody: false })
+    expect(readAll(inPlace)).toEqual(copied)
+    expect(copied.length).toBe(many)
+    // A read limit (the in-memory count limit is 32) cuts the read, the offsets continue after it.
+    const cut = inPlace.getMessage('g', 't', 1, 0, 500)
+    expect(cut.messages.length).toBe(32)
+    expect(cut.nextBeginOffset).toBe(32)
+  })
+})
+
 describe('consume()', () => {
   it('hands out the messages of a batch without waiting: each next() is settled within one microtask', async () => {
     const store = await openStore()

@@ -11,23 +11,18 @@
 // `body.buffer` reaches the bodies of this read and nothing else; a body that fails its CRC is
 // zeroed before the read returns. Messages are lazy views (stored-message.ts).
 //
-// Zero-copy mode (copyMessageBody: false): bodies are views of a private copy-on-write mapping of
-// the commit-log file (MappedFile.exposedBuffer). Writing through one changes a private copy of
-// the page, never the file; the CRC is checked on the bytes handed out, and when they differ from
-// what is stored (someone wrote through an earlier view of the page) the record is served as a
-// copy of the stored bytes instead.
+// Zero-copy mode (copyMessageBody: false): the same pass, but bodies stay where they are: views of
+// a private copy-on-write mapping of the commit-log file (MappedFile.exposedBuffer). Writing
+// through one changes a private copy of the page, never the file. The fields are still read from
+// the private copy of the records, so nothing written through a view reaches them. Every body's
+// CRC is computed on the bytes handed out (with checkCRCOnRead off too): when they differ from
+// what is stored (someone wrote through an earlier view of the page, or the page was copied before
+// the writer reached it) the record is served as a copy of the stored bytes instead.
 import { Buffer } from 'node:buffer'
 import type { CommitLogReader } from '../commitlog/commit-log.js'
-import {
-  decodeMessage,
-  emptyRecordFields,
-  MIN_RECORD_LENGTH,
-  OFFSET_BODYCRC,
-  OFFSET_PHYSICALOFFSET,
-  type DecodedMessage,
-} from '../commitlog/record.js'
+import { emptyRecordFields, MIN_RECORD_LENGTH, OFFSET_BODYCRC, OFFSET_PHYSICALOFFSET } from '../commitlog/record.js'
 import type { MessageExt } from '../types.js'
-import { bodyCrcOf } from '../commitlog/body-crc.js'
+import { bodyCrcAt } from '../commitlog/body-crc.js'
 import { getInt64 } from '../bytes.js'
 import { native } from '../../native.js'
 import { identifyRecord, type QueuePlace } from './record-identity.js'
@@ -52,7 +47,7 @@ const ROW_BODY_LENGTH = 3
 const RECORD_SLAB_BYTES = 64 * 1024
 
 export interface ReadBatchOptions {
-  /** copyMessageBody: false hands out views of the private mapping. */
+  /** copyMessageBody: false hands out views of the private mapping (their CRCs always computed). */
   zeroCopy: boolean
   /** checkCRCOnRead: records whose body fails its CRC are not served. */
   verify: boolean
@@ -89,16 +84,16 @@ export class ReadBatch {
   private bodyBytes = 0
   /** The source of each run of queued records, and where the run ends (reads rarely span two files). */
   private sources: Buffer[] = []
+  /** Zero-copy mode: each run's file through its private mapping, at the same positions as its source. */
+  private exposedSources: Buffer[] = []
+  /** Zero-copy mode: the [start, length] of each body of a run, for crc32Ranges. */
+  private bodyRanges = new Int32Array(2 * INITIAL_RECORDS)
   private runEnds: number[] = []
   /** The slab the private record copies are cut from, and how much of it is used. */
   private slab: Buffer = EMPTY
   private slabView: DataView = new DataView(new ArrayBuffer(0))
   private slabUsed = 0
   private runCount = 0
-  // Zero-copy mode: messages decoded as they come.
-  private decoded: DecodedMessage[] = []
-  private decodedBytes = 0
-  private zeroCopyBad: number[] = []
   // One outcome per batch, refilled by each finish(): a read allocates what it hands out (the
   // messages, their array and bytes) and nothing for its own bookkeeping.
   private readonly outcome: BatchOutcome = { messages: [], bytes: 0, badBodies: [] }
@@ -122,11 +117,6 @@ export class ReadBatch {
     this.bodyBytes = 0
     this.runCount = 0
     this.badBodies.length = 0
-    if (this.zeroCopy) {
-      this.decoded = []
-      this.decodedBytes = 0
-      this.zeroCopyBad = []
-    }
   }
 
   /**
@@ -146,10 +136,6 @@ export class ReadBatch {
   /** Takes the record locate() found (and serves it, unless its body fails its CRC). */
   take(reader: CommitLogReader): void {
     this.taken++
-    if (this.zeroCopy) {
-      this.takeView(reader, this.sourceAt)
-      return
-    }
     const k = this.queued
     if (k === this.expected.length) this.grow()
     const source = this.source
@@ -157,6 +143,7 @@ export class ReadBatch {
     if (runs === 0 || this.sources[runs - 1] !== source) {
       if (runs > 0) this.runEnds[runs - 1] = k
       this.sources[runs] = source
+      if (this.zeroCopy) this.exposedSources[runs] = reader.exposed()
       this.runCount = runs + 1
     }
     const fields = this.fields
@@ -188,24 +175,7 @@ export class ReadBatch {
     this.table = table
     this.expected = expected
     this.actual = new Int32Array(n)
-  }
-
-  private takeView(reader: CommitLogReader, at: number): void {
-    const exposed = reader.exposed()
-    let message = exposed.length > at ? decodeMessage(exposed, at, false) : null
-    if (message !== null && this.verify && bodyCrcOf(message.body) !== message.bodyCRC) message = null
-    if (message === null) {
-      // Not what the file holds (a write through an earlier view of the page, or a page copied
-      // before the writer reached it): judge and serve the stored bytes, as a copy.
-      message = decodeMessage(reader.data, at, true)
-      if (message === null) return
-      if (this.verify && bodyCrcOf(message.body) !== message.bodyCRC) {
-        this.zeroCopyBad.push(message.commitLogOffset)
-        return
-      }
-    }
-    this.decoded.push(message)
-    this.decodedBytes += message.storeSize
+    this.bodyRanges = new Int32Array(2 * n)
   }
 
   /**
@@ -213,21 +183,7 @@ export class ReadBatch {
    * (the rest are zeroed like failing ones, so no served body's buffer reaches them).
    */
   finish(limit: number = Number.MAX_SAFE_INTEGER): BatchOutcome {
-    if (this.zeroCopy) {
-      let messages = this.decoded
-      let bytes = this.decodedBytes
-      if (messages.length > limit) {
-        messages = messages.slice(0, limit)
-        bytes = messages.reduce((sum, m) => sum + m.storeSize, 0)
-      }
-      const outcome = this.outcome
-      outcome.messages = messages
-      outcome.bytes = bytes
-      outcome.badBodies = this.zeroCopyBad
-      this.decoded = []
-      this.zeroCopyBad = []
-      return outcome
-    }
+    if (this.zeroCopy) return this.finishInPlace(limit)
     const count = this.queued
     if (count === 0) return this.done([], 0)
     const badBodies = this.badBodies
@@ -297,6 +253,71 @@ export class ReadBatch {
     return this.done(messages, served)
   }
 
+  /**
+   * finish() of zero-copy mode: the records without their bodies are copied as in copying mode
+   * (one native call per file), each body's CRC is computed where it lies in the private mapping
+   * (one more), and the bodies that match what is stored are served in place.
+   */
+  private finishInPlace(limit: number): BatchOutcome {
+    const count = this.queued
+    if (count === 0) return this.done([], 0)
+    const badBodies = this.badBodies
+    const base = this.reserveRecords(this.recordBytes)
+    const records = this.slab
+    const dv = this.slabView
+    const table = this.table
+    const expected = this.expected
+    const actual = this.actual
+    const ranges = this.bodyRanges
+    const messages: MessageExt[] = new Array(Math.min(count, limit))
+    let n = 0
+    let served = 0
+    let recordAt = base
+    const runs = this.runCount
+    for (let r = 0, first = 0; r < runs; r++) {
+      const end = r < runs - 1 ? this.runEnds[r] : count
+      const source = this.sources[r]
+      const exposed = this.exposedSources[r]
+      native.splitCopyCrc(source, first === 0 ? table : table.subarray(ROW * first), end - first, records, recordAt, null, 0, null)
+      // A body the private mapping does not reach gets an empty range here and a copy below.
+      for (let k = first, j = 0; k < end; k++, j += 2) {
+        const bodyAt = table[ROW * k + ROW_BODY_AT]
+        const bodyLength = table[ROW * k + ROW_BODY_LENGTH]
+        const inside = bodyAt + bodyLength <= exposed.length
+        ranges[j] = inside ? bodyAt : 0
+        ranges[j + 1] = inside ? bodyLength : 0
+      }
+      native.crc32Ranges(exposed, ranges, end - first, first === 0 ? actual : actual.subarray(first))
+      const bytes = new ReadBytes(records, dv, exposed)
+      for (let k = first; k < end; k++) {
+        const row = ROW * k
+        const length = table[row + ROW_LENGTH]
+        const bodyAt = table[row + ROW_BODY_AT]
+        const bodyLength = table[row + ROW_BODY_LENGTH]
+        const at = recordAt
+        recordAt += length - bodyLength
+        const inPlace = bodyAt + bodyLength <= exposed.length && actual[k] === expected[k]
+        // Not what the file holds: the stored bytes are judged, and served as a copy.
+        if (!inPlace && this.verify && bodyCrcAt(source, bodyAt, bodyLength) !== expected[k]) {
+          badBodies.push(getInt64(dv, at + OFFSET_PHYSICALOFFSET))
+          continue
+        }
+        if (n >= limit) continue
+        if (inPlace) {
+          messages[n++] = new StoredMessage(bytes, at, bodyAt, bodyLength)
+        } else {
+          const copy = Buffer.allocUnsafeSlow(bodyLength)
+          source.copy(copy, 0, bodyAt, bodyAt + bodyLength)
+          messages[n++] = new StoredMessage(new ReadBytes(records, dv, copy), at, 0, bodyLength)
+        }
+        served += length
+      }
+      first = end
+    }
+    if (n < messages.length) messages.length = n
+    return this.done(messages, served)
+  }
+
   /** Where `size` bytes of private record copies start in `slab` (a new slab when it is full). */
   private reserveRecords(size: number): number {
     if (this.slabUsed + size > this.slab.length) {
@@ -312,7 +333,10 @@ export class ReadBatch {
   private done(messages: MessageExt[], bytes: number): BatchOutcome {
     this.queued = 0
     // The mappings read are not kept reachable past the read.
-    for (let r = 0; r < this.runCount; r++) this.sources[r] = EMPTY
+    for (let r = 0; r < this.runCount; r++) {
+      this.sources[r] = EMPTY
+      if (this.zeroCopy) this.exposedSources[r] = EMPTY
+    }
     this.runCount = 0
     this.source = EMPTY
     const outcome = this.outcome

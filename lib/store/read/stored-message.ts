@@ -8,8 +8,9 @@
 // fields before the body, then those after it, end to end) into a private buffer no consumer can
 // reach, which the fields are read from, and bodies into the buffer the bodies are views of. So a
 // consumer may write into a body (or the whole buffer behind it) or transfer that buffer away, and
-// every other field still reads what was stored. In zero-copy mode the message is decoded eagerly
-// instead (decodeMessage), because the mapping under it may be unmapped or scribbled on later.
+// every other field still reads what was stored. In zero-copy mode the fields come from the same
+// private copy, and only the bodies are views of the commit-log file's private mapping, checked
+// where they lie: what a consumer writes through that mapping reaches no field.
 import { hex8, readHost } from '../commitlog/host-address.js'
 import {
   bornHostLength,
