@@ -62,6 +62,7 @@ export type LimitName =
   | 'groupSyncMs'
   | 'privateCopyP99Us'
   | 'lookupTouches'
+  | 'lookupTouchesOnly'
   | 'arrayBufferNs'
   | 'arrayBufferUnsweptNs'
 
@@ -739,6 +740,12 @@ function tables(b: BenchRuns): Tables {
       'lookup (each touch a cache and a TLB miss, as for a random key)',
     ],
     [
+      'the same touches without the private copy',
+      'lookups/s',
+      ...rates(limitFigure(b, 'lookupTouchesOnly')),
+      'lookup: 1 / this - 1 / the row above is the time of the copy and its buffer',
+    ],
+    [
       'one 256-byte body copied into a buffer of its own (allocUnsafeSlow + copy), p99, each timed alone',
       'us',
       ...times(limitFigure(b, 'privateCopyP99Us')),
@@ -955,6 +962,7 @@ export function jsonReport(b: BenchRuns): unknown {
       groupSyncMs: limitFigure(b, 'groupSyncMs') ?? null,
       privateCopyP99Us: limitFigure(b, 'privateCopyP99Us') ?? null,
       lookupTouches: limitFigure(b, 'lookupTouches') ?? null,
+      lookupTouchesOnly: limitFigure(b, 'lookupTouchesOnly') ?? null,
       arrayBufferNs: limitFigure(b, 'arrayBufferNs') ?? null,
       arrayBufferUnsweptNs: limitFigure(b, 'arrayBufferUnsweptNs') ?? null,
     },

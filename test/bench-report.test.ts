@@ -289,7 +289,7 @@ describe('bench limits in the report', () => {
       [800, 100],
       [700, 100],
     ])
-    b.limits = [360_000, 300_000, 400_000].map((lookupTouches) => limitsOf({ lookupTouches }))
+    b.limits = [360_000, 300_000, 400_000].map((lookupTouches) => limitsOf({ lookupTouches, lookupTouchesOnly: lookupTouches * 5 }))
     for (const run of b.runs) {
       run.mqstore!.lookup = { count: 10, found: 10, seconds: 1, rate: 180_000, latencyUs: { p50: 2, p99: 9, p999: 20, max: 30, mean: 3 } }
     }
@@ -297,6 +297,12 @@ describe('bench limits in the report', () => {
     const limit = lines.find((line) => line.includes("a lookup's memory touches alone"))
     expect(limit).toContain('360,000')
     expect(limit).toContain('300 k - 400 k')
+    // The touches without the copy, on the next row: what the copy's buffer costs is the difference.
+    const touches = lines[lines.indexOf(limit!) + 1]
+    expect(touches).toContain('the same touches without the private copy')
+    expect(touches).toContain('1,800,000')
+    expect(touches).toContain('1.50 M - 2.00 M')
+    expect((jsonReport(b) as { limits: { lookupTouchesOnly: { median: number } } }).limits.lookupTouchesOnly.median).toBe(1_800_000)
     expect(lines.find((line) => line.startsWith('lookup by key ') && line.includes('lookups/s'))).toMatch(/ 0\.50$/)
   })
 
