@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 
 import { MQStoreError } from '../../lib/errors.js'
 import { MessageStore, MessageStoreReader } from '../../lib/store/message-store.js'
+import type { MessageExt } from '../../lib/store/types.js'
 import { repoRoot, tempDir } from '../helpers/tmp.js'
 import { snapshotStore } from './store-snapshot.js'
 
@@ -99,6 +100,79 @@ describe('a read-only opener beside a writer in the same process', () => {
     expect(stats).toMatchObject({ readOnly: true, needsRecovery: false, storeExists: true, offsetStorePath: null })
     expect(stats.commitLogMaxOffset).toBe(w.getMaxPhyOffset())
     if (process.platform === 'linux') expect(stats.writerRunning).toBe(true)
+  })
+
+  it('reads every field as the writer does, a read larger than its first buffer included, and skips and counts a body that fails its CRC', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    const bodyOf = (i: number) => Buffer.alloc(2_000 + 97 * i, `${i}:`)
+    const results = await w.putMessages(
+      Array.from({ length: 40 }, (_, i) => ({
+        topic: 'big',
+        queueId: 0,
+        body: bodyOf(i),
+        tags: i % 2 === 0 ? 'even' : 'odd',
+        keys: [`k${i}`, 'all'],
+        properties: { n: String(i), note: 'é' },
+      })),
+    )
+    for (const result of results) expect(result.status).toBe('PUT_OK')
+    const fieldsOf = (m: MessageExt) => ({
+      topic: m.topic,
+      queueId: m.queueId,
+      queueOffset: m.queueOffset,
+      commitLogOffset: m.commitLogOffset,
+      storeSize: m.storeSize,
+      keys: m.keys,
+      tags: m.tags,
+      properties: { ...m.properties },
+      storeTimestamp: m.storeTimestamp,
+      bornTimestamp: m.bornTimestamp,
+      msgId: m.msgId,
+      bodyCRC: m.bodyCRC,
+      bornHost: m.bornHost,
+      storeHost: m.storeHost,
+      body: Buffer.from(m.body),
+    })
+    const r = await reader(dir)
+    // 32 records of 2-5 KB: more than the reader's first 64 KiB buffer, over several 64 KiB files.
+    const got = r.getMessage('g', 'big', 0, 0, 32)
+    expect(got.messages).toHaveLength(32)
+    expect(got.messages.map(fieldsOf)).toEqual(w.getMessage('g', 'big', 0, 0, 32).messages.map(fieldsOf))
+    expect(r.getMessage('g', 'big', 0, 32, 32).messages.map(fieldsOf)).toEqual(w.getMessage('g', 'big', 0, 32, 32).messages.map(fieldsOf))
+    const odd = r.getMessage('g', 'big', 0, 0, 32, 'odd').messages.map((m) => m.queueOffset)
+    expect(odd.length).toBeGreaterThan(10)
+    expect(odd.every((offset) => offset % 2 === 1)).toBe(true)
+    expect(odd).toEqual(w.getMessage('g', 'big', 0, 0, 32, 'odd').messages.map((m) => m.queueOffset))
+    // Queues whose records lie between one another's: each read takes its own out of what it reads.
+    const mixed = await w.putMessages(
+      Array.from({ length: 300 }, (_, i) => ({ topic: 'big', queueId: 1 + (i % 3), body: bodyOf(i % 7), keys: [`m${i}`] })),
+    )
+    for (const result of mixed) expect(result.status).toBe('PUT_OK')
+    for (const queueId of [1, 2, 3]) {
+      for (let offset = 0; offset < 100; offset += 32) {
+        const own = r.getMessage('g', 'big', queueId, offset, 32)
+        expect(own.messages.length).toBe(Math.min(32, 100 - offset))
+        expect(own.messages.map(fieldsOf)).toEqual(w.getMessage('g', 'big', queueId, offset, 32).messages.map(fieldsOf))
+      }
+    }
+    // A bit flipped in the body of message 5, where the file holds it.
+    const m5 = got.messages[5]
+    const files = fs.readdirSync(join(dir, 'commitlog')).sort()
+    const file = files.findLast((name) => Number(name) <= m5.commitLogOffset)!
+    const path = join(dir, 'commitlog', file)
+    const bytes = fs.readFileSync(path)
+    const recordAt = m5.commitLogOffset - Number(file)
+    const bodyAt = bytes.indexOf(bodyOf(5), recordAt)
+    expect(bodyAt).toBeGreaterThan(recordAt)
+    expect(bodyAt + m5.body.length).toBeLessThan(recordAt + m5.storeSize)
+    const fd = fs.openSync(path, 'r+')
+    fs.writeSync(fd, Buffer.from([bytes[bodyAt + 10] ^ 0x01]), 0, 1, bodyAt + 10)
+    fs.closeSync(fd)
+    const after = r.getMessage('g', 'big', 0, 0, 32)
+    expect(after.bodyCrcFailures).toBe(1)
+    expect(after.messages.map((m) => m.queueOffset)).toEqual(Array.from({ length: 32 }, (_, k) => k).filter((k) => k !== 5))
+    expect(after.messages.every((m) => m.body.equals(bodyOf(m.queueOffset)))).toBe(true)
   })
 
   it('refuses every writing call with READ_ONLY and reads nothing after close', async () => {

@@ -29,6 +29,7 @@ import { identifyRecord, type QueuePlace } from './record-identity.js'
 import { ReadBytes, StoredMessage } from './stored-message.js'
 
 const EMPTY = Buffer.alloc(0)
+const EMPTY_VIEW = new DataView(new ArrayBuffer(0))
 const INITIAL_RECORDS = 32
 /**
  * Entries per record in splitCopyCrc's table: the record's start and length in the source, and its
@@ -72,6 +73,7 @@ export class ReadBatch {
   readonly fields = emptyRecordFields()
   /** The bytes the record last located lies in (the reader's held file). */
   source: Buffer = EMPTY
+  private sourceView: DataView = EMPTY_VIEW
   private sourceAt = 0
   private taken = 0
   // Copying mode, per record queued (k < queued): its row of splitCopyCrc's table (see ROW), the
@@ -127,14 +129,26 @@ export class ReadBatch {
    */
   locate(reader: CommitLogReader, at: number, offset: number, place: QueuePlace | null): boolean {
     const source = reader.data
-    if (at < 0 || at + MIN_RECORD_LENGTH > source.length) return false
-    this.source = source
-    this.sourceAt = at
-    return identifyRecord(source, reader.views.of(source), at, offset, place, this.fields)
+    return this.locateIn(source, reader.views.of(source), at, offset, place)
   }
 
-  /** Takes the record locate() found (and serves it, unless its body fails its CRC). */
-  take(reader: CommitLogReader): void {
+  /**
+   * locate() in bytes of the caller's (`dv` a view of them): records another process's store holds,
+   * read into a buffer of the reader's. Copying mode only (take(null)).
+   */
+  locateIn(source: Buffer, dv: DataView, at: number, offset: number, place: QueuePlace | null): boolean {
+    if (at < 0 || at + MIN_RECORD_LENGTH > source.length) return false
+    this.source = source
+    this.sourceView = dv
+    this.sourceAt = at
+    return identifyRecord(source, dv, at, offset, place, this.fields)
+  }
+
+  /**
+   * Takes the record locate() found (and serves it, unless its body fails its CRC); `reader` is
+   * the one it was located with (null after locateIn()).
+   */
+  take(reader: CommitLogReader | null): void {
     this.taken++
     const k = this.queued
     if (k === this.expected.length) this.grow()
@@ -143,7 +157,7 @@ export class ReadBatch {
     if (runs === 0 || this.sources[runs - 1] !== source) {
       if (runs > 0) this.runEnds[runs - 1] = k
       this.sources[runs] = source
-      if (this.zeroCopy) this.exposedSources[runs] = reader.exposed()
+      if (this.zeroCopy) this.exposedSources[runs] = reader === null ? EMPTY : reader.exposed()
       this.runCount = runs + 1
     }
     const fields = this.fields
@@ -155,7 +169,7 @@ export class ReadBatch {
     row[r + ROW_LENGTH] = fields.totalSize
     row[r + ROW_BODY_AT] = fields.bodyAt
     row[r + ROW_BODY_LENGTH] = bodyLength
-    this.expected[k] = reader.views.of(source).getInt32(at + OFFSET_BODYCRC)
+    this.expected[k] = this.sourceView.getInt32(at + OFFSET_BODYCRC)
     this.recordBytes += fields.totalSize - bodyLength
     this.bodyBytes += bodyLength
     this.queued = k + 1
@@ -339,6 +353,7 @@ export class ReadBatch {
     }
     this.runCount = 0
     this.source = EMPTY
+    this.sourceView = EMPTY_VIEW
     const outcome = this.outcome
     outcome.messages = messages
     outcome.bytes = bytes

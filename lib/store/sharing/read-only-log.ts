@@ -15,6 +15,10 @@ import {
   type DecodedMessage,
 } from '../commitlog/record.js'
 import { readInt64BE } from '../bytes.js'
+import { CQ_STORE_UNIT_SIZE, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
+import { ReadBatch, type BatchOutcome } from '../read/read-batch.js'
+import { hasTagIn } from '../read/record-bytes.js'
+import { topicWordsOf, type QueuePlace } from '../read/record-identity.js'
 import { ReadOnlySegments } from './read-only-segments.js'
 
 /** The head of a record a unit is checked against: through PHYSICALOFFSET. */
@@ -23,6 +27,20 @@ const RECORD_HEAD_BYTES = OFFSET_PHYSICALOFFSET + 8
 const MAX_RECORD_BYTES = 64 * 1024 * 1024
 /** Bytes read per step when walking the last file for the log's end. */
 const WALK_CHUNK_BYTES = 1024 * 1024
+/** The least size of the buffer a queue read's records are read into (it grows to what reads need). */
+const READ_BUFFER_BYTES = 256 * 1024
+/** A read's pread runs on over the next units' records while each starts within this of the last one's end... */
+const READ_AHEAD_GAP_BYTES = 16 * 1024
+/** ...and the whole read stays within this. */
+const READ_AHEAD_BYTES = 128 * 1024
+const EMPTY = Buffer.alloc(0)
+
+/**
+ * What takeRecord() did with a consume-queue unit's record: taken (served by finishRead() unless
+ * its body fails its CRC), refused by the read's tag filter, missing (no whole record there: a
+ * file gone, or not written yet), or other (a whole record, but not the one the unit names).
+ */
+export type RecordTake = 'taken' | 'refused' | 'missing' | 'other'
 
 export class ReadOnlyCommitLog {
   readonly files: ReadOnlySegments
@@ -32,6 +50,19 @@ export class ReadOnlyCommitLog {
   private readonly crcOut = new Int32Array(1)
   /** Records not served because their body failed its CRC. */
   bodyCrcFailures = 0
+  // A queue read (beginRead, takeRecord, finishRead): the records are read into `buffer` one
+  // after another, checked there, and copied out with their CRCs in one pass, as the writer's reads
+  // do (read/read-batch.ts), so that messages are lazy views rather than decoded field by field.
+  private readonly batch = new ReadBatch({ zeroCopy: false, verify: true })
+  private buffer = Buffer.alloc(0)
+  private bufferView = new DataView(this.buffer.buffer, this.buffer.byteOffset, 0)
+  private bufferUsed = 0
+  /** The units of the read, and the commit-log range [windowFrom, windowEnd) its last pread brought to buffer[windowAt]. */
+  private units: Buffer = EMPTY
+  private windowFrom = -1
+  private windowEnd = -1
+  private windowAt = 0
+  private readonly place: QueuePlace = { topic: '', topicBytes: Buffer.alloc(0), topicWords: new Int32Array(0), queueId: 0, queueOffset: 0 }
 
   constructor(dir: string) {
     this.files = new ReadOnlySegments(dir)
@@ -139,6 +170,106 @@ export class ReadOnlyCommitLog {
       return null
     }
     return message
+  }
+
+  /**
+   * Starts a read of `topic`'s queue `queueId` whose consume-queue units are `units` (takeRecord()
+   * reads ahead over the records of the units after the one it is given).
+   */
+  beginRead(topic: string, queueId: number, units: Buffer): void {
+    const place = this.place
+    if (place.topic !== topic) {
+      place.topic = topic
+      place.topicBytes = Buffer.from(topic)
+      place.topicWords = topicWordsOf(place.topicBytes)
+    }
+    place.queueId = queueId
+    this.batch.begin()
+    this.units = units
+    this.bufferUsed = 0
+    this.windowFrom = -1
+    this.windowEnd = -1
+  }
+
+  /**
+   * Takes the record the unit at byte `unitAt` of the read's units names (`size` bytes at
+   * `offset`) when it is the record of queue offset `queueOffset` (and has one of `tags`, when
+   * given). Its bytes come from the read's buffer, read ahead when an earlier unit's read brought
+   * them, else read now.
+   */
+  takeRecord(unitAt: number, offset: number, size: number, queueOffset: number, tags: readonly string[] | undefined): RecordTake {
+    if (offset < 0 || size < MIN_RECORD_LENGTH || size > MAX_RECORD_BYTES) return 'missing'
+    let at: number
+    if (this.windowFrom >= 0 && offset >= this.windowFrom && offset + size <= this.windowEnd) {
+      at = this.windowAt + (offset - this.windowFrom)
+    } else {
+      at = this.readWindow(unitAt, offset, size)
+      if (at < 0) return 'missing'
+    }
+    const view = this.bufferView
+    if (view.getInt32(at + OFFSET_TOTALSIZE) !== size) return 'other'
+    const batch = this.batch
+    this.place.queueOffset = queueOffset
+    // Its size is the unit's, and locating checks every field against it: nothing past it is read.
+    if (!batch.locateIn(this.buffer, view, at, offset, this.place)) return 'other'
+    const fields = batch.fields
+    if (tags !== undefined && !hasTagIn(batch.source, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, tags)) {
+      batch.takeRefused()
+      return 'refused'
+    }
+    batch.take(null)
+    return 'taken'
+  }
+
+  /** The messages of the records taken whose bodies pass their CRC (the others are counted). */
+  finishRead(): BatchOutcome {
+    const outcome = this.batch.finish()
+    this.bodyCrcFailures += outcome.badBodies.length
+    this.units = EMPTY
+    return outcome
+  }
+
+  /**
+   * Reads the record at `offset` into the read's buffer with one pread, together with the records
+   * of the units after `unitAt` that follow it in the same file closely enough (each within
+   * READ_AHEAD_GAP_BYTES of the one before, READ_AHEAD_BYTES in all): a queue's records lie a few
+   * hundred bytes to a few kilobytes apart, and a system call costs more than copying that much.
+   * Returns where the record starts in the buffer, -1 when it is not all there.
+   */
+  private readWindow(unitAt: number, offset: number, size: number): number {
+    let segment = this.files.segmentOf(offset)
+    if (segment === null) return -1
+    let end = offset + size
+    const units = this.units
+    for (let u = unitAt + CQ_STORE_UNIT_SIZE; u + CQ_STORE_UNIT_SIZE <= units.length; u += CQ_STORE_UNIT_SIZE) {
+      const next = readUnitOffset(units, u)
+      const nextEnd = next + readUnitSize(units, u)
+      if (next < end || next - end > READ_AHEAD_GAP_BYTES || nextEnd - offset > READ_AHEAD_BYTES) break
+      if (this.files.segmentOf(next) !== segment) break
+      end = nextEnd
+    }
+    const length = end - offset
+    if (this.bufferUsed + length > this.buffer.length) {
+      // A new buffer: records taken from the last one stay there until finishRead() copies them.
+      this.buffer = Buffer.allocUnsafeSlow(Math.max(READ_BUFFER_BYTES, 2 * this.buffer.length, length))
+      this.bufferView = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.length)
+      this.bufferUsed = 0
+    }
+    const at = this.bufferUsed
+    const target = this.buffer.subarray(at, at + length)
+    let got = this.files.read(segment, offset - segment.offset, length, target).length
+    if (got < size && this.files.refresh().changed) {
+      // The file may have been replaced (recovery rebuilt it): read the new one.
+      segment = this.files.segmentOf(offset)
+      if (segment === null) return -1
+      got = this.files.read(segment, offset - segment.offset, length, target).length
+    }
+    if (got < size) return -1
+    this.windowFrom = offset
+    this.windowEnd = offset + got
+    this.windowAt = at
+    this.bufferUsed = at + got
+    return at
   }
 
   close(): void {

@@ -301,27 +301,29 @@ export class MessageStoreReader implements AsyncDisposable {
     if (offset > max) return { ...result, status: 'OFFSET_OVERFLOW_BADLY', messages: [], nextBeginOffset: max }
     const units = queue.readUnits(offset, Math.max(MIN_UNITS_PER_PULL, maxMsgNums))
     if (units.length === 0) return { ...result, status: 'OFFSET_FOUND_NULL', messages: [], nextBeginOffset: queue.rollNextFile(offset) }
-    const crcBefore = this.log.bodyCrcFailures
-    const messages: MessageExt[] = []
+    const commitLog = this.log
+    const crcBefore = commitLog.bodyCrcFailures
+    commitLog.beginRead(topic, queueId, units)
+    let matched = 0
     let consumed = 0
     let taken = 0
     let removing = false
     for (let at = 0; at + CQ_STORE_UNIT_SIZE <= units.length; at += CQ_STORE_UNIT_SIZE) {
       const phy = readUnitOffset(units, at)
       const size = readUnitSize(units, at)
-      if (this.isBatchFull(messages.length, maxMsgNums, taken, size, pull)) break
+      if (this.isBatchFull(matched, maxMsgNums, taken, size, pull)) break
       consumed++
       if (phy === 0 && size === CQ_BLANK_UNIT_SIZE) continue
-      const message = this.log.read(phy, size)
-      if (message === null) {
-        if (messages.length === 0 && phy < Math.max(0, this.log.minOffset())) removing = true
+      const took = commitLog.takeRecord(at, phy, size, offset + at / CQ_STORE_UNIT_SIZE, tags)
+      if (took === 'missing') {
+        if (matched === 0 && phy < Math.max(0, commitLog.minOffset())) removing = true
         continue
       }
-      if (message.topic !== topic || message.queueId !== queueId || message.queueOffset !== offset + at / CQ_STORE_UNIT_SIZE) continue
+      if (took === 'other') continue
       taken += size
-      if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) continue
-      messages.push(message)
+      if (took === 'taken') matched++
     }
+    const messages: MessageExt[] = commitLog.finishRead().messages
     this.getMessageFoundCount += messages.length
     const status = messages.length > 0 ? 'FOUND' : removing ? 'MESSAGE_WAS_REMOVING' : 'NO_MATCHED_MESSAGE'
     const bodyCrcFailures = this.log.bodyCrcFailures - crcBefore
