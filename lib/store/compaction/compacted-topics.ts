@@ -3,21 +3,22 @@
 // read path of compacted queues (removed offsets skipped; min / max / time from the compacted
 // files), policy changes at run time, and the consistency of the logs with the consume queues
 // after a crash (truncate what the commit log lost, copy in what the logs missed).
+import { Buffer } from 'node:buffer'
 import { MQStoreError } from '../../errors.js'
-import { bodyCrcOf } from '../commitlog/body-crc.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import {
   checkRecord,
-  decodeMessage,
   isPrepareFailure,
+  MIN_RECORD_LENGTH,
   OFFSET_PHYSICALOFFSET,
+  OFFSET_TOTALSIZE,
   SysFlag,
   tagsMatch,
   type DispatchRequest,
   type PrepareFailure,
   type PreparedRecord,
 } from '../commitlog/record.js'
-import { readInt64BE } from '../bytes.js'
+import { DataViewCache, getInt64, readInt64BE } from '../bytes.js'
 import { keysString } from '../message-validation.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { Clock } from '../environment.js'
@@ -27,6 +28,10 @@ import { hasCompact, TopicTable, type TopicConfig, type TopicConfigInput } from 
 import type { GetMessageResult, Message, MessageExt } from '../types.js'
 import type { ReadService } from '../read/read-service.js'
 import type { SubscriptionDeps } from '../read/subscriptions.js'
+import { ReadBatch, type BatchOutcome } from '../read/read-batch.js'
+import { hasTagIn } from '../read/record-bytes.js'
+import { isRecordOf, topicWordsOf, type QueuePlace } from '../read/record-identity.js'
+import type { SegmentLease } from './segment.js'
 
 export type { CompactReport } from './compaction-service.js'
 export type { TopicConfig, TopicConfigInput } from '../topics/topic-table.js'
@@ -59,6 +64,10 @@ export class CompactedTopics {
 
   /** Settings given at open (options.topics), applied over the saved ones by load(). */
   private readonly initial: Record<string, unknown> | undefined
+  // Reads: the batch their records are copied with, the place they must name, views of the files.
+  private batch: ReadBatch | null = null
+  private readonly place: QueuePlace = { topic: '', topicBytes: Buffer.alloc(0), topicWords: new Int32Array(0), queueId: 0, queueOffset: 0 }
+  private readonly views = new DataViewCache()
 
   constructor(deps: CompactedTopicsDeps, options: CompactionOptions | undefined, initial?: Record<string, unknown>) {
     this.deps = deps
@@ -244,32 +253,61 @@ export class CompactedTopics {
       return result
     }
     result.status = 'NO_MATCHED_MESSAGE'
-    const { maxTransferBytesOnMessageInMemory: maxBytes, checkCRCOnRead } = this.deps.config
+    const maxBytes = this.deps.config.maxTransferBytesOnMessageInMemory
     let next = offset
     let skipped = 0
-    this.service.read(topic, queueId, offset, (data, position, size, queueOffset, tagsCode) => {
-      if (result.messages.length >= maxMsgNums || (result.messages.length > 0 && result.bufferTotalSize + size > maxBytes)) return false
-      next = queueOffset + 1
-      if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
-      // Always a copy: a compaction log is a shared writable mapping, which a consumer must not
-      // reach (copyMessageBody: false applies to commit-log reads only).
-      const message = decodeMessage(data, position, true)
-      if (message === null) return true
-      if (checkCRCOnRead && message.body.length > 0 && bodyCrcOf(message.body) !== message.bodyCRC) {
-        result.bodyCrcFailures++
-        this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its body fails its CRC`)
-        return true
-      }
-      if (!this.isItsRecord(message, topic, queueId, queueOffset)) {
-        this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its record's header is damaged`)
-        return true
-      }
-      if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) return ++skipped < MAX_SKIPPED_PER_READ
-      result.messages.push(message)
-      result.bufferTotalSize += size
-      result.status = 'FOUND'
-      return true
-    })
+    let count = 0
+    let bytes = 0
+    // Always a copy, as the commit log's default reads make (read/read-batch.ts): a compaction log is
+    // a shared writable mapping, which a consumer must not reach (copyMessageBody: false applies to
+    // commit-log reads only). The files read stay held until the copies are made.
+    const batch = this.readBatch()
+    const place = this.placeOf(topic, queueId)
+    const held: SegmentLease[] = []
+    let outcome: BatchOutcome
+    try {
+      batch.begin()
+      this.service.read(
+        topic,
+        queueId,
+        offset,
+        (data, position, size, queueOffset, tagsCode) => {
+          if (count >= maxMsgNums || (count > 0 && bytes + size > maxBytes)) return false
+          next = queueOffset + 1
+          if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
+          if (position < 0 || position + MIN_RECORD_LENGTH > data.length) return true
+          const dv = this.views.of(data)
+          const phy = getInt64(dv, position + OFFSET_PHYSICALOFFSET)
+          if (!batch.locateIn(data, dv, position, phy, null) || dv.getInt32(position + OFFSET_TOTALSIZE) !== size) return true
+          place.queueOffset = queueOffset
+          if (!isRecordOf(data, dv, position, place, batch.fields) || !this.isItsPosition(phy, topic, queueId, queueOffset)) {
+            this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its record's header is damaged`)
+            return true
+          }
+          const fields = batch.fields
+          if (tags !== undefined && !hasTagIn(data, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, tags)) {
+            return ++skipped < MAX_SKIPPED_PER_READ
+          }
+          batch.take(null)
+          count++
+          bytes += size
+          return true
+        },
+        held,
+      )
+      outcome = batch.finish()
+    } finally {
+      for (const lease of held) lease.release()
+      // Nothing of a file is kept past the read.
+      this.views.clear()
+    }
+    for (const phy of outcome.badBodies) {
+      this.deps.log('error', `compacted read skipped ${topic}/${queueId} the copy of commit-log offset ${phy}: its body fails its CRC`)
+    }
+    result.bodyCrcFailures = outcome.badBodies.length
+    result.messages = outcome.messages
+    result.bufferTotalSize = outcome.bytes
+    if (outcome.messages.length > 0) result.status = 'FOUND'
     // Nothing at or after the offset survives (only keyless offsets were there): skip to the end.
     if (next === offset && result.messages.length === 0) next = max
     result.nextBeginOffset = next
@@ -278,13 +316,11 @@ export class CompactedTopics {
 
   /**
    * A copy in a compaction log keeps its commit-log header, which no CRC covers (the body CRC is
-   * checked above). It is served only when it names this queue and queue offset and a commit-log
-   * position the log has reached, and, while the consume queue still holds that offset's unit,
-   * the position the unit gives.
+   * checked on the copy served). It is served only when it names this queue and queue offset (the
+   * caller checks) and a commit-log position the log has reached, and, while the consume queue
+   * still holds that offset's unit, the position the unit gives.
    */
-  private isItsRecord(message: MessageExt, topic: string, queueId: number, queueOffset: number): boolean {
-    if (message.topic !== topic || message.queueId !== queueId || message.queueOffset !== queueOffset) return false
-    const phy = message.commitLogOffset
+  private isItsPosition(phy: number, topic: string, queueId: number, queueOffset: number): boolean {
     if (!Number.isSafeInteger(phy) || phy < 0 || phy >= this.deps.commitLog.getMaxOffset()) return false
     const queue = this.deps.queues.find(topic, queueId)
     if (queue === null || queueOffset < queue.getMinOffsetInQueue() || queueOffset >= queue.getMaxOffsetInQueue()) return true
@@ -295,6 +331,24 @@ export class CompactedTopics {
     } finally {
       unit.release()
     }
+  }
+
+  /** The batch compacted reads copy their records with (made on the first read). */
+  private readBatch(): ReadBatch {
+    this.batch ??= new ReadBatch({ zeroCopy: false, verify: this.deps.config.checkCRCOnRead })
+    return this.batch
+  }
+
+  /** The place a read's records must name; the topic's bytes are encoded once per topic. */
+  private placeOf(topic: string, queueId: number): QueuePlace {
+    const place = this.place
+    if (place.topic !== topic) {
+      place.topic = topic
+      place.topicBytes = Buffer.from(topic)
+      place.topicWords = topicWordsOf(place.topicBytes)
+    }
+    place.queueId = queueId
+    return place
   }
 
   /** What subscriptions read through: compacted queues here, the others from `reads`. */

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { MQStoreError } from '../../errors.js'
 import { ensureDirectory, syncDirectory, syncDirectoryAsync } from '../mapped/directory.js'
 import { formatOffsetName, parseOffsetName } from '../mapped/segment-name.js'
-import { CompactionSegment, MappingBudget } from './segment.js'
+import { CompactionSegment, MappingBudget, type SegmentLease } from './segment.js'
 
 export const CLEANED_SUFFIX = '.cleaned'
 export const SWAP_SUFFIX = '.swap'
@@ -165,9 +165,11 @@ export class CompactionLog {
 
   /**
    * Visits records from the first one at or after `fromOffset`, in order, holding each file while
-   * its records are visited. Returns the number visited.
+   * its records are visited; with `held`, the files stay held (their leases pushed there) until the
+   * caller releases them, for a caller that copies what it visited afterwards. Returns the number
+   * visited.
    */
-  read(fromOffset: number, visit: ReadVisitor): number {
+  read(fromOffset: number, visit: ReadVisitor, held?: SegmentLease[]): number {
     let visited = 0
     let i = this.findSegment(fromOffset)
     for (; i < this.segments.length; i++) {
@@ -175,6 +177,7 @@ export class CompactionLog {
       if (segment.count === 0 || segment.lastOffset() < fromOffset) continue
       const lease = segment.acquire()
       if (lease === null) continue
+      held?.push(lease)
       try {
         const data = lease.data
         for (let k = segment.lowerBound(fromOffset); k < segment.count; k++) {
@@ -182,7 +185,7 @@ export class CompactionLog {
           if (!visit(data, segment.positionAt(k), segment.sizeAt(k), segment.offsetAt(k), segment.tagsCodeAt(k))) return visited
         }
       } finally {
-        lease.release()
+        if (held === undefined) lease.release()
       }
     }
     return visited

@@ -16,7 +16,7 @@ import { cleanQueue, DEFAULT_SLICE_MS, dirtiness, Slicer, isEligible, type Dirti
 import { CompactionLog, type LogOpenReport, type ReadVisitor } from './compaction-log.js'
 import { OffsetMap } from './offset-map.js'
 import type { MappingBudget as BytesBudget } from '../mapped/mapping-budget.js'
-import { MappingBudget } from './segment.js'
+import { MappingBudget, type SegmentLease } from './segment.js'
 import { Throttler } from './throttler.js'
 
 export interface CompactionOptions {
@@ -254,8 +254,9 @@ export class CompactionService {
     return this.logOf(topic, queueId)?.offsetByTime(timestamp) ?? 0
   }
 
-  read(topic: string, queueId: number, fromOffset: number, visit: ReadVisitor): number {
-    return this.logOf(topic, queueId)?.read(fromOffset, visit) ?? 0
+  /** CompactionLog.read of the queue's log (0 when it has none). */
+  read(topic: string, queueId: number, fromOffset: number, visit: ReadVisitor, held?: SegmentLease[]): number {
+    return this.logOf(topic, queueId)?.read(fromOffset, visit, held) ?? 0
   }
 
   /** Queues (topic, queueId) that have a compaction log. */

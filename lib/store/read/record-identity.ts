@@ -62,7 +62,11 @@ export function identifyRecord(
   if (!locateRecordFields(dv, at, data.length, out)) return false
   if (getInt64(dv, at + OFFSET_PHYSICALOFFSET) !== offset) return false
   if (!propertiesAreWellFormed(data, dv, out.propertiesAt, out.propertiesAt + out.propertiesLength)) return false
-  if (place === null) return true
+  return place === null || isRecordOf(data, dv, at, place, out)
+}
+
+/** Whether the record located at `at` (its fields in `fields`) names `place`'s topic, queue and queue offset. */
+export function isRecordOf(data: Buffer, dv: DataView, at: number, place: QueuePlace, out: RecordFields): boolean {
   if (dv.getInt32(at + OFFSET_QUEUEID) !== place.queueId) return false
   if (getInt64(dv, at + OFFSET_QUEUEOFFSET) !== place.queueOffset) return false
   const topic = place.topicBytes
