@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
 import type { MessageExt } from '../lib/store/types.js'
+import { fieldsAndBodyOf, fieldsOf } from './helpers/message-fields.js'
 import { tempDir } from './helpers/tmp.js'
 
 const OPTIONS: OpenOptions = { mappedFileSizeCommitLog: 64 * 1024 }
@@ -42,27 +43,6 @@ async function fill(store: MessageStore, count = COUNT, tags?: (i: number) => st
       properties: { n: String(i) },
     })
     expect(r.status).toBe('PUT_OK')
-  }
-}
-
-/** What a message says about itself, read through every field. */
-function fieldsOf(m: MessageExt) {
-  return {
-    topic: m.topic,
-    queueId: m.queueId,
-    queueOffset: m.queueOffset,
-    commitLogOffset: m.commitLogOffset,
-    storeSize: m.storeSize,
-    keys: m.keys,
-    tags: m.tags,
-    properties: { ...m.properties },
-    storeTimestamp: m.storeTimestamp,
-    bornTimestamp: m.bornTimestamp,
-    msgId: m.msgId,
-    bodyCRC: m.bodyCRC,
-    sysFlag: m.sysFlag,
-    bornHost: m.bornHost,
-    storeHost: m.storeHost,
   }
 }
 
@@ -191,10 +171,10 @@ describe('a message handed out', () => {
     ]
     const copying = await openStore()
     await put(copying)
-    const copied = read(copying).map((m) => ({ ...fieldsOf(m), body: Buffer.from(m.body) }))
+    const copied = read(copying).map(fieldsAndBodyOf)
     await copying.close()
     open.splice(0)
-    const decoded = read(await openStore({ copyMessageBody: false })).map((m) => ({ ...fieldsOf(m), body: Buffer.from(m.body) }))
+    const decoded = read(await openStore({ copyMessageBody: false })).map(fieldsAndBodyOf)
     expect(copied.length).toBe(12)
     expect(copied).toEqual(decoded)
     expect(copied[1].bornHost).toEqual({ address: '2001:db8::1', port: 4567 })

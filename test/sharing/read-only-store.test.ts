@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 
 import { MQStoreError } from '../../lib/errors.js'
 import { MessageStore, MessageStoreReader } from '../../lib/store/message-store.js'
-import type { MessageExt } from '../../lib/store/types.js'
+import { fieldsAndBodyOf } from '../helpers/message-fields.js'
 import { repoRoot, tempDir } from '../helpers/tmp.js'
 import { snapshotStore } from './store-snapshot.js'
 
@@ -117,29 +117,14 @@ describe('a read-only opener beside a writer in the same process', () => {
       })),
     )
     for (const result of results) expect(result.status).toBe('PUT_OK')
-    const fieldsOf = (m: MessageExt) => ({
-      topic: m.topic,
-      queueId: m.queueId,
-      queueOffset: m.queueOffset,
-      commitLogOffset: m.commitLogOffset,
-      storeSize: m.storeSize,
-      keys: m.keys,
-      tags: m.tags,
-      properties: { ...m.properties },
-      storeTimestamp: m.storeTimestamp,
-      bornTimestamp: m.bornTimestamp,
-      msgId: m.msgId,
-      bodyCRC: m.bodyCRC,
-      bornHost: m.bornHost,
-      storeHost: m.storeHost,
-      body: Buffer.from(m.body),
-    })
     const r = await reader(dir)
     // 32 records of 2-5 KB: more than the reader's first 64 KiB buffer, over several 64 KiB files.
     const got = r.getMessage('g', 'big', 0, 0, 32)
     expect(got.messages).toHaveLength(32)
-    expect(got.messages.map(fieldsOf)).toEqual(w.getMessage('g', 'big', 0, 0, 32).messages.map(fieldsOf))
-    expect(r.getMessage('g', 'big', 0, 32, 32).messages.map(fieldsOf)).toEqual(w.getMessage('g', 'big', 0, 32, 32).messages.map(fieldsOf))
+    expect(got.messages.map(fieldsAndBodyOf)).toEqual(w.getMessage('g', 'big', 0, 0, 32).messages.map(fieldsAndBodyOf))
+    expect(r.getMessage('g', 'big', 0, 32, 32).messages.map(fieldsAndBodyOf)).toEqual(
+      w.getMessage('g', 'big', 0, 32, 32).messages.map(fieldsAndBodyOf),
+    )
     const odd = r.getMessage('g', 'big', 0, 0, 32, 'odd').messages.map((m) => m.queueOffset)
     expect(odd.length).toBeGreaterThan(10)
     expect(odd.every((offset) => offset % 2 === 1)).toBe(true)
@@ -153,7 +138,7 @@ describe('a read-only opener beside a writer in the same process', () => {
       for (let offset = 0; offset < 100; offset += 32) {
         const own = r.getMessage('g', 'big', queueId, offset, 32)
         expect(own.messages.length).toBe(Math.min(32, 100 - offset))
-        expect(own.messages.map(fieldsOf)).toEqual(w.getMessage('g', 'big', queueId, offset, 32).messages.map(fieldsOf))
+        expect(own.messages.map(fieldsAndBodyOf)).toEqual(w.getMessage('g', 'big', queueId, offset, 32).messages.map(fieldsAndBodyOf))
       }
     }
     // A bit flipped in the body of message 5, where the file holds it.

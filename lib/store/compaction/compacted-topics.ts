@@ -3,7 +3,6 @@
 // read path of compacted queues (removed offsets skipped; min / max / time from the compacted
 // files), policy changes at run time, and the consistency of the logs with the consume queues
 // after a crash (truncate what the commit log lost, copy in what the logs missed).
-import { Buffer } from 'node:buffer'
 import { MQStoreError } from '../../errors.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import {
@@ -30,7 +29,7 @@ import type { ReadService } from '../read/read-service.js'
 import type { SubscriptionDeps } from '../read/subscriptions.js'
 import { ReadBatch, type BatchOutcome } from '../read/read-batch.js'
 import { hasTagIn } from '../read/record-bytes.js'
-import { isRecordOf, topicWordsOf, type QueuePlace } from '../read/record-identity.js'
+import { emptyQueuePlace, isRecordOf, placeFor, type QueuePlace } from '../read/record-identity.js'
 import type { SegmentLease } from './segment.js'
 
 export type { CompactReport } from './compaction-service.js'
@@ -66,7 +65,7 @@ export class CompactedTopics {
   private readonly initial: Record<string, unknown> | undefined
   // Reads: the batch their records are copied with, the place they must name, views of the files.
   private batch: ReadBatch | null = null
-  private readonly place: QueuePlace = { topic: '', topicBytes: Buffer.alloc(0), topicWords: new Int32Array(0), queueId: 0, queueOffset: 0 }
+  private readonly place: QueuePlace = emptyQueuePlace()
   private readonly views = new DataViewCache()
 
   constructor(deps: CompactedTopicsDeps, options: CompactionOptions | undefined, initial?: Record<string, unknown>) {
@@ -262,7 +261,7 @@ export class CompactedTopics {
     // a shared writable mapping, which a consumer must not reach (copyMessageBody: false applies to
     // commit-log reads only). The files read stay held until the copies are made.
     const batch = this.readBatch()
-    const place = this.placeOf(topic, queueId)
+    const place = placeFor(this.place, topic, queueId)
     const held: SegmentLease[] = []
     let outcome: BatchOutcome
     try {
@@ -337,18 +336,6 @@ export class CompactedTopics {
   private readBatch(): ReadBatch {
     this.batch ??= new ReadBatch({ zeroCopy: false, verify: this.deps.config.checkCRCOnRead })
     return this.batch
-  }
-
-  /** The place a read's records must name; the topic's bytes are encoded once per topic. */
-  private placeOf(topic: string, queueId: number): QueuePlace {
-    const place = this.place
-    if (place.topic !== topic) {
-      place.topic = topic
-      place.topicBytes = Buffer.from(topic)
-      place.topicWords = topicWordsOf(place.topicBytes)
-    }
-    place.queueId = queueId
-    return place
   }
 
   /** What subscriptions read through: compacted queues here, the others from `reads`. */

@@ -1,6 +1,5 @@
 // The read path: pull reads of one queue with RocketMQ's statuses and transfer limits, reads by
 // commit-log offset, queries by key, and the per-queue offset and time lookups.
-import { Buffer } from 'node:buffer'
 import * as os from 'node:os'
 
 import type { CommitLog } from '../commitlog/commit-log.js'
@@ -14,7 +13,7 @@ import type { GetMessageResult, MessageExt, QueryMessageResult } from '../types.
 import type { CommitLogReader } from '../commitlog/commit-log.js'
 import { ReadBatch, type BatchOutcome } from './read-batch.js'
 import { hasKey, hasTagIn, isAsciiText, textEquals } from './record-bytes.js'
-import { topicWordsOf, type QueuePlace } from './record-identity.js'
+import { emptyQueuePlace, placeFor, type QueuePlace } from './record-identity.js'
 
 /** A GetMessageResult while it is being filled in (callers get it read-only). */
 type GetMessageResultDraft = { -readonly [K in keyof GetMessageResult]: GetMessageResult[K] } & { messages: MessageExt[] }
@@ -76,7 +75,7 @@ export class ReadService {
   bodyCrcFailures = 0
   /** A reader kept between reads (closed: it holds no file while idle). */
   private idleReader: CommitLogReader | null = null
-  private readonly place: QueuePlace = { topic: '', topicBytes: Buffer.alloc(0), topicWords: new Int32Array(0), queueId: 0, queueOffset: 0 }
+  private readonly place: QueuePlace = emptyQueuePlace()
   private readonly prefetch = new Float64Array(2 * PREFETCH_RECORDS)
   /** The commit-log offsets a query's index walk found. */
   private readonly candidates: number[] = []
@@ -167,7 +166,7 @@ export class ReadService {
     let taken = 0
     const batch = this.batch
     const reader = this.reader()
-    const place = this.placeOf(queue.topic, queue.queueId)
+    const place = placeFor(this.place, queue.topic, queue.queueId)
     let removing = false
     let outcome: BatchOutcome
     try {
@@ -256,18 +255,6 @@ export class ReadService {
   private releaseReader(reader: CommitLogReader): void {
     reader.close()
     this.idleReader = reader
-  }
-
-  /** The place a read's records must name; the topic's bytes are encoded once per topic. */
-  private placeOf(topic: string, queueId: number): QueuePlace {
-    const place = this.place
-    if (place.topic !== topic) {
-      place.topic = topic
-      place.topicBytes = Buffer.from(topic)
-      place.topicWords = topicWordsOf(place.topicBytes)
-    }
-    place.queueId = queueId
-    return place
   }
 
   private isTheBatchFull(size: number, maxMsgNums: number, count: number, total: number, inDisk: boolean, pull: boolean): boolean {

@@ -5,6 +5,7 @@
 // not, so a read checks the fields it knows before serving a record (RocketMQ does not). Properties
 // no writer makes (propertiesAreWellFormed) are damage too: such a record is not served.
 import type { CommitLogReader } from '../commitlog/commit-log.js'
+import { Buffer } from 'node:buffer'
 import {
   emptyRecordFields,
   locateRecordFields,
@@ -28,6 +29,22 @@ export interface QueuePlace {
 }
 
 const fields = emptyRecordFields()
+
+/** A place for reads to fill again and again (see placeFor). */
+export function emptyQueuePlace(): QueuePlace {
+  return { topic: '', topicBytes: Buffer.alloc(0), topicWords: new Int32Array(0), queueId: 0, queueOffset: 0 }
+}
+
+/** `place` set to `topic`'s queue `queueId`; the topic's bytes are encoded once per topic. */
+export function placeFor(place: QueuePlace, topic: string, queueId: number): QueuePlace {
+  if (place.topic !== topic) {
+    place.topic = topic
+    place.topicBytes = Buffer.from(topic)
+    place.topicWords = topicWordsOf(place.topicBytes)
+  }
+  place.queueId = queueId
+  return place
+}
 
 /** The whole big-endian 4-byte words of `bytes` (the last 0-3 bytes are left out). */
 export function topicWordsOf(bytes: Uint8Array): Int32Array {

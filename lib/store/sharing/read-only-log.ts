@@ -18,7 +18,7 @@ import { readInt64BE } from '../bytes.js'
 import { CQ_STORE_UNIT_SIZE, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
 import { ReadBatch, type BatchOutcome } from '../read/read-batch.js'
 import { hasTagIn } from '../read/record-bytes.js'
-import { topicWordsOf, type QueuePlace } from '../read/record-identity.js'
+import { emptyQueuePlace, placeFor, type QueuePlace } from '../read/record-identity.js'
 import { ReadOnlySegments } from './read-only-segments.js'
 
 /** The head of a record a unit is checked against: through PHYSICALOFFSET. */
@@ -62,7 +62,7 @@ export class ReadOnlyCommitLog {
   private windowFrom = -1
   private windowEnd = -1
   private windowAt = 0
-  private readonly place: QueuePlace = { topic: '', topicBytes: Buffer.alloc(0), topicWords: new Int32Array(0), queueId: 0, queueOffset: 0 }
+  private readonly place: QueuePlace = emptyQueuePlace()
 
   constructor(dir: string) {
     this.files = new ReadOnlySegments(dir)
@@ -177,13 +177,7 @@ export class ReadOnlyCommitLog {
    * reads ahead over the records of the units after the one it is given).
    */
   beginRead(topic: string, queueId: number, units: Buffer): void {
-    const place = this.place
-    if (place.topic !== topic) {
-      place.topic = topic
-      place.topicBytes = Buffer.from(topic)
-      place.topicWords = topicWordsOf(place.topicBytes)
-    }
-    place.queueId = queueId
+    placeFor(this.place, topic, queueId)
     this.batch.begin()
     this.units = units
     this.bufferUsed = 0
