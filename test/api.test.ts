@@ -154,6 +154,13 @@ describe('errors that explain', () => {
     expect((nothingNear as Error).message).toBe(`unknown option 'colour'`)
   })
 
+  it('refuses commit-log files of 2 GiB or more, whose positions would not fit a 32-bit int', async () => {
+    const tooBig = await MessageStore.open(dir, { mappedFileSizeCommitLog: 2 ** 31 }).catch((e: unknown) => e)
+    expect(tooBig).toMatchObject({ code: 'INVALID_OPTION' })
+    expect((tooBig as Error).message).toContain('mappedFileSizeCommitLog must be at most 2147483647 bytes')
+    expect(fs.existsSync(`${dir}/commitlog`)).toBe(false)
+  })
+
   it('misuse is checked the same way everywhere: a negative offset or a bad queue is a RangeError or TypeError', async () => {
     const store = await openStore()
     await store.putMessage({ topic: 't', body: 'x' })

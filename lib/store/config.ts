@@ -104,6 +104,8 @@ export interface MessageStoreConfig {
 export type MessageStoreOptions = Partial<MessageStoreConfig> & { preset?: 'embedded' | 'rocketmq' }
 
 const MiB = 1024 * 1024
+/** The largest commit-log file: its positions are 32-bit ints (RocketMQ's setting is an int). */
+export const MAX_COMMIT_LOG_FILE_BYTES = 2 ** 31 - 1
 
 export const EMBEDDED_DEFAULTS: Readonly<MessageStoreConfig> = Object.freeze({
   mappedFileSizeCommitLog: 128 * MiB,
@@ -280,6 +282,11 @@ export function resolveConfig(options: MessageStoreOptions = {}): MessageStoreCo
   config.mappedFileSizeConsumeQueue = Math.ceil(config.mappedFileSizeConsumeQueue / 20) * 20
   if (config.mappedFileSizeCommitLog < 4096) {
     throw new MQStoreError('INVALID_OPTION', 'mappedFileSizeCommitLog must be at least 4096 bytes')
+  }
+  // A position in a commit-log file is a 32-bit int, as in RocketMQ (whose setting is an int):
+  // the body CRCs of puts and reads are computed over 32-bit ranges of a file.
+  if (config.mappedFileSizeCommitLog > MAX_COMMIT_LOG_FILE_BYTES) {
+    throw new MQStoreError('INVALID_OPTION', `mappedFileSizeCommitLog must be at most ${MAX_COMMIT_LOG_FILE_BYTES} bytes (2 GiB - 1)`)
   }
   if (
     !/^\s*\d{1,2}\s*(;\s*\d{1,2}\s*)*;?\s*$/.test(config.deleteWhen) ||
