@@ -249,6 +249,114 @@ describe('a read-only opener beside a writer in the same process', () => {
   })
 })
 
+describe('lookups and reads in a row in a reader', () => {
+  it('answers lookups by key and offset as the writer, records longer than its first read and keys sharing a hash included, and skips a body that fails its CRC', async () => {
+    const dir = tempDir()
+    const w = await writer(dir)
+    const bodyOf = (i: number) => Buffer.alloc(i % 5 === 0 ? 9_000 + i : 100 + i, `${i}:`)
+    // "Aa" and "BB" have the same Java hash, so these keys share index slots and entries' hashes.
+    const keysOf = (i: number) => [`k${i}`, i % 2 === 0 ? 'xAa' : 'xBB']
+    const results = await w.putMessages(
+      Array.from({ length: 60 }, (_, i) => ({ topic: i % 3 === 0 ? 'other' : 'kv', queueId: i % 2, body: bodyOf(i), keys: keysOf(i) })),
+    )
+    for (const result of results) expect(result.status).toBe('PUT_OK')
+    const r = await reader(dir)
+    const same = (a: { messages: readonly Parameters<typeof fieldsAndBodyOf>[0][] }, b: typeof a) =>
+      expect(a.messages.map(fieldsAndBodyOf)).toEqual(b.messages.map(fieldsAndBodyOf))
+    for (let i = 0; i < 60; i++) {
+      const topic = i % 3 === 0 ? 'other' : 'kv'
+      const got = r.queryMessage(topic, `k${i}`, 4)
+      expect(got.messages.map((m) => m.body.equals(bodyOf(i)))).toEqual([true])
+      same(got, w.queryMessage(topic, `k${i}`, 4))
+      expect(r.lookMessageByOffset(results[i].wroteOffset)).toEqual(w.lookMessageByOffset(results[i].wroteOffset))
+      expect(fieldsAndBodyOf(r.lookMessageByOffset(results[i].wroteOffset)!)).toEqual(
+        fieldsAndBodyOf(w.lookMessageByOffset(results[i].wroteOffset)!),
+      )
+    }
+    // The keys that share a hash: each record checked on its own topic and keys.
+    const aa = r.queryMessage('kv', 'xAa', 64)
+    expect(aa.messages.map((m) => m.body.toString().split(':')[0])).toEqual(
+      Array.from({ length: 60 }, (_, i) => i)
+        .filter((i) => i % 3 !== 0 && i % 2 === 0)
+        .map(String),
+    )
+    same(aa, w.queryMessage('kv', 'xAa', 64))
+    same(r.queryMessage('kv', 'xBB', 3), w.queryMessage('kv', 'xBB', 3))
+    expect(r.queryMessage('kv', 'xBB', 3).messages.map((m) => m.queueOffset)).toEqual(
+      w.queryMessage('kv', 'xBB', 3).messages.map((m) => m.queueOffset),
+    )
+    expect(r.getLatestByKey('kv', 'xBB')?.body.equals(bodyOf(59))).toBe(true)
+    // A store-time range that ends before the puts finds nothing.
+    expect(r.queryMessage('kv', 'k1', 4, 0, results[0].storeTimestamp - 1).messages).toEqual([])
+    expect(r.lookMessageByOffset(results[5].wroteOffset + 4)).toBeNull()
+    expect(r.lookMessageByOffset(w.getMaxPhyOffset())).toBeNull()
+
+    // A bit flipped in the body of the newest 'xAa' message (58): lookups serve the others.
+    const newest = r.getLatestByKey('kv', 'xAa')!
+    expect(newest.body.equals(bodyOf(58))).toBe(true)
+    const file = fs
+      .readdirSync(join(dir, 'commitlog'))
+      .sort()
+      .findLast((name) => Number(name) <= newest.commitLogOffset)!
+    const path = join(dir, 'commitlog', file)
+    const bodyAt = fs.readFileSync(path).indexOf(bodyOf(58), newest.commitLogOffset - Number(file))
+    const fd = fs.openSync(path, 'r+')
+    fs.writeSync(fd, Buffer.from([0xff]), 0, 1, bodyAt + 3)
+    fs.closeSync(fd)
+    expect(r.getLatestByKey('kv', 'xAa')?.body.equals(bodyOf(56))).toBe(true)
+    const after = r.queryMessage('kv', 'xAa', 2)
+    expect(after.bodyCrcFailures).toBe(1)
+    expect(after.messages.map((m) => m.body.toString().split(':')[0])).toEqual(['52', '56'])
+    expect(r.lookMessageByOffset(newest.commitLogOffset)).toBeNull()
+    expect(r.queryMessage('kv', 'k58', 4).messages).toEqual([])
+  })
+
+  it('finds a key put just now in an index file and a commit-log file the writer has just started', async () => {
+    const dir = tempDir()
+    const w = await writer(dir, { maxHashSlotNum: 16, maxIndexNum: 64 })
+    const r = await reader(dir)
+    for (let i = 0; i < 300; i++) {
+      const [put] = await w.putMessages([{ topic: 't', queueId: 0, body: Buffer.alloc(500, i), keys: [`n${i}`] }])
+      expect(put.status).toBe('PUT_OK')
+      // No pause between the put and the lookups: every roll is seen at once.
+      expect(r.queryMessage('t', `n${i}`, 1).messages.map((m) => m.queueOffset)).toEqual([i])
+      expect(r.getLatestByKey('t', `n${i}`)?.queueOffset).toBe(i)
+    }
+    expect(fs.readdirSync(join(dir, 'index')).length).toBeGreaterThan(3)
+    expect(fs.readdirSync(join(dir, 'commitlog')).length).toBeGreaterThan(2)
+  })
+
+  it('reads in a row see new units at once, across consume-queue and commit-log rolls, and a mid-queue answer knows the end of at most 100 ms before', async () => {
+    const dir = tempDir()
+    const w = await writer(dir, { mappedFileSizeConsumeQueue: 20 * 4 })
+    const r = await reader(dir)
+    let next = 0
+    for (let round = 0; round < 40; round++) {
+      await putMany(w, 'rows', 0, round * 7, 7)
+      // A read in a row of reads that reaches past the known end sees every unit put before it.
+      for (;;) {
+        const got = r.getMessage('g', 'rows', 0, next, 3)
+        if (got.status !== 'FOUND') {
+          expect(got.status).toBe('OFFSET_OVERFLOW_ONE')
+          break
+        }
+        expect(got.messages.map((m) => m.body.toString())).toEqual(got.messages.map((m) => body(m.queueOffset).toString()))
+        next = got.nextBeginOffset
+      }
+      expect(next).toBe((round + 1) * 7)
+    }
+    expect(fs.readdirSync(join(dir, 'commitlog')).length).toBeGreaterThan(1)
+    // A read of units known already may answer with the end of its last look...
+    const before = r.getMessage('g', 'rows', 0, 0, 3).maxOffset
+    await putMany(w, 'rows', 0, 280, 5)
+    expect([before, before + 5]).toContain(r.getMessage('g', 'rows', 0, 0, 3).maxOffset)
+    // ...of no more than 100 ms before; the queue's own bounds are read at every call.
+    expect(r.getMaxOffsetInQueue('rows', 0)).toBe(before + 5)
+    await new Promise((resolve) => setTimeout(resolve, 110))
+    expect(r.getMessage('g', 'rows', 0, 0, 3).maxOffset).toBe(before + 5)
+  })
+})
+
 describe('offsets in a reader', () => {
   it('start from the writer file, are kept apart from it, and resume from the reader own file', async () => {
     const dir = tempDir()

@@ -4,7 +4,6 @@
 // key) before it is served, and a chain is followed only backwards and within the file.
 import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
-import { join } from 'node:path'
 
 import {
   HASH_SLOT_SIZE,
@@ -16,7 +15,7 @@ import {
   readIndexEntry,
   topicKeyHash,
 } from '../index/index-layout.js'
-import { listNames } from './read-only-segments.js'
+import { ReadOnlySegments } from './read-only-segments.js'
 
 export interface IndexDimensions {
   maxHashSlotNum: number
@@ -24,13 +23,18 @@ export interface IndexDimensions {
 }
 
 export class ReadOnlyIndex {
+  /** The index files, listed again when the folder changed, their descriptors kept open. */
+  private readonly files: ReadOnlySegments
+  private readonly slot = Buffer.alloc(HASH_SLOT_SIZE)
   private readonly entry = Buffer.alloc(INDEX_ENTRY_SIZE)
   private readonly entryView = new DataView(this.entry.buffer, this.entry.byteOffset, INDEX_ENTRY_SIZE)
 
   constructor(
-    private readonly dir: string,
+    dir: string,
     private readonly dimensions: IndexDimensions,
-  ) {}
+  ) {
+    this.files = new ReadOnlySegments(dir, indexFileOrder)
+  }
 
   /**
    * Calls `visit` with the commit-log offsets the index holds for `topic`#`key`, newest file
@@ -38,19 +42,23 @@ export class ReadOnlyIndex {
    */
   forEachOffset(topic: string, key: string, limit: number, visit: (offset: number) => boolean): void {
     const hash = topicKeyHash(topic, key)
-    const names = listNames(this.dir).filter(isIndexFileName).reverse()
+    // A look at the folder for every lookup (one stat): a key put just now may be in a file the
+    // writer has just started.
+    this.files.refresh()
+    const segments = this.files.segments
     let seen = 0
-    for (const name of names) {
-      let fd = -1
+    for (let f = segments.length - 1; f >= 0; f--) {
+      const segment = segments[f]
       try {
-        fd = fs.openSync(join(this.dir, name), 'r')
-        const size = fs.fstatSync(fd).size
-        const slots = this.slotsOf(size)
+        const fd = this.files.descriptor(segment)
+        if (fd < 0) continue
+        // Listed while the writer created it: the file reaches its full size right after.
+        if (this.slotsOf(segment.size) === null) segment.size = fs.fstatSync(fd).size
+        const slots = this.slotsOf(segment.size)
         if (slots === null) continue
-        const entries = (size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) / INDEX_ENTRY_SIZE
-        const slot = Buffer.alloc(HASH_SLOT_SIZE)
-        if (fs.readSync(fd, slot, 0, HASH_SLOT_SIZE, hashSlotPosition(hash, slots)) < HASH_SLOT_SIZE) continue
-        let at = slot.readInt32BE(0)
+        const entries = (segment.size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) / INDEX_ENTRY_SIZE
+        if (fs.readSync(fd, this.slot, 0, HASH_SLOT_SIZE, hashSlotPosition(hash, slots)) < HASH_SLOT_SIZE) continue
+        let at = this.slot.readInt32BE(0)
         for (let steps = 0; at > 0 && at < entries && steps < entries; steps++) {
           if (fs.readSync(fd, this.entry, 0, INDEX_ENTRY_SIZE, indexEntryPosition(at, slots)) < INDEX_ENTRY_SIZE) break
           const { keyHash, phyOffset, prevIndex } = readIndexEntry(this.entryView, 0)
@@ -63,8 +71,7 @@ export class ReadOnlyIndex {
         }
       } catch {
         // A file deleted or replaced while read: the others still answer.
-      } finally {
-        if (fd >= 0) fs.closeSync(fd)
+        this.files.invalidate()
       }
     }
   }
@@ -76,4 +83,19 @@ export class ReadOnlyIndex {
     const perSlot = HASH_SLOT_SIZE + 4 * INDEX_ENTRY_SIZE
     return size > INDEX_HEADER_SIZE && (size - INDEX_HEADER_SIZE) % perSlot === 0 ? (size - INDEX_HEADER_SIZE) / perSlot : null
   }
+
+  close(): void {
+    this.files.close()
+  }
+}
+
+/**
+ * An index file's place among the others: the time its name spells (yyyyMMddHHmmssSSS), read as
+ * UTC so that no two names share one (local time repeats an hour a year) and the order is the names'.
+ */
+function indexFileOrder(name: string): number | null {
+  if (!isIndexFileName(name)) return null
+  const n = (from: number, to: number): number => Number(name.slice(from, to))
+  const millis = Date.UTC(n(0, 4), n(4, 6) - 1, n(6, 8), n(8, 10), n(10, 12), n(12, 14), n(14, 17))
+  return Number.isFinite(millis) ? millis : null
 }

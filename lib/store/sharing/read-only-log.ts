@@ -17,9 +17,9 @@ import {
 import { readInt64BE } from '../bytes.js'
 import { CQ_STORE_UNIT_SIZE, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
 import { ReadBatch, type BatchOutcome } from '../read/read-batch.js'
-import { hasTagIn } from '../read/record-bytes.js'
+import { hasKey, hasTagIn, textEquals } from '../read/record-bytes.js'
 import { emptyQueuePlace, placeFor, type QueuePlace } from '../read/record-identity.js'
-import { ReadOnlySegments } from './read-only-segments.js'
+import { LISTING_MAX_AGE_MS, ReadOnlySegments } from './read-only-segments.js'
 
 /** The head of a record a unit is checked against: through PHYSICALOFFSET. */
 const RECORD_HEAD_BYTES = OFFSET_PHYSICALOFFSET + 8
@@ -29,6 +29,8 @@ const MAX_RECORD_BYTES = 64 * 1024 * 1024
 const WALK_CHUNK_BYTES = 1024 * 1024
 /** The least size of the buffer a queue read's records are read into (it grows to what reads need). */
 const READ_BUFFER_BYTES = 256 * 1024
+/** A lookup reads this much at a record's offset, and the rest of a longer record with a second read. */
+const LOOKUP_READ_BYTES = 4096
 /** A read's pread runs on over the next units' records while each starts within this of the last one's end... */
 const READ_AHEAD_GAP_BYTES = 16 * 1024
 /** ...and the whole read stays within this. */
@@ -42,10 +44,21 @@ const EMPTY = Buffer.alloc(0)
  */
 export type RecordTake = 'taken' | 'refused' | 'missing' | 'other'
 
+/** What a lookup by key asks of a record besides its offset: its topic, a key, a store-time range (ms). */
+export interface KeyedLookup {
+  topic: string
+  key: string
+  keyIsAscii: boolean
+  from: number
+  to: number
+}
+
 export class ReadOnlyCommitLog {
   readonly files: ReadOnlySegments
   /** Where the walk for the log's end stopped last time (it resumes there). */
   private walkedTo = -1
+  /** When the folder was last listed (Date.now()). */
+  private listedAt = 0
   private readonly head = Buffer.alloc(RECORD_HEAD_BYTES)
   private readonly crcOut = new Int32Array(1)
   /** Records not served because their body failed its CRC. */
@@ -68,14 +81,25 @@ export class ReadOnlyCommitLog {
     this.files = new ReadOnlySegments(dir)
   }
 
-  refresh(): void {
+  refresh(now = Date.now()): void {
+    this.listedAt = now
     if (this.files.refresh().replaced) this.walkedTo = -1
+  }
+
+  /** refresh() when the last one is LISTING_MAX_AGE_MS old (reads in a row; see ReadOnlyQueue.refreshFor). */
+  refreshIfOld(now: number): void {
+    if (now - this.listedAt >= LISTING_MAX_AGE_MS) this.refresh(now)
+  }
+
+  /** The first offset as the last listing saw it, -1 when it held no file. */
+  knownMinOffset(): number {
+    return this.files.segments[0]?.offset ?? -1
   }
 
   /** The first offset still on disk, -1 when the log holds no file. */
   minOffset(): number {
     this.refresh()
-    return this.files.segments[0]?.offset ?? -1
+    return this.knownMinOffset()
   }
 
   /**
@@ -215,9 +239,88 @@ export class ReadOnlyCommitLog {
     return 'taken'
   }
 
-  /** The messages of the records taken whose bodies pass their CRC (the others are counted). */
-  finishRead(): BatchOutcome {
-    const outcome = this.batch.finish()
+  /**
+   * Starts a read of records by their commit-log offsets (lookups by key or by offset): takeAt()
+   * each, then finishRead().
+   */
+  beginLookups(): void {
+    this.batch.begin()
+    this.units = EMPTY
+    this.bufferUsed = 0
+    this.windowFrom = -1
+    this.windowEnd = -1
+  }
+
+  /**
+   * Takes the record at `offset`, checked as the writer checks a lookup's candidate: a whole record
+   * that says it is at `offset`, and with `keyed`, `keyed.topic`'s, holding the key (in KEYS or as
+   * UNIQ_KEY) and stored within the range. False when it is not taken.
+   */
+  takeAt(offset: number, keyed: KeyedLookup | null): boolean {
+    const at = this.readRecord(offset)
+    if (at < 0) return false
+    const batch = this.batch
+    if (!batch.locateIn(this.buffer, this.bufferView, at, offset, null)) return false
+    if (keyed !== null) {
+      const fields = batch.fields
+      const source = batch.source
+      if (!textEquals(source, fields.topicAt, fields.topicAt + fields.topicLength, keyed.topic)) return false
+      if (!hasKey(source, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, keyed.key, keyed.keyIsAscii)) return false
+      const stored = readInt64BE(source, fields.storeTimestampAt)
+      if (stored < keyed.from || stored > keyed.to) return false
+    }
+    batch.take(null)
+    this.bufferUsed = at + batch.fields.totalSize
+    return true
+  }
+
+  /**
+   * Reads the record at `offset` into the read's buffer (after what was taken): one pread of up to
+   * LOOKUP_READ_BYTES, and one of the whole record when it is longer. Where it starts, -1 when no
+   * whole record of a plausible size is there.
+   */
+  private readRecord(offset: number): number {
+    if (offset < 0) return -1
+    let at = this.roomFor(LOOKUP_READ_BYTES)
+    let got = this.readAt(offset, at, LOOKUP_READ_BYTES, MIN_RECORD_LENGTH)
+    if (got < MIN_RECORD_LENGTH) return -1
+    const size = this.bufferView.getInt32(at + OFFSET_TOTALSIZE)
+    if (size < MIN_RECORD_LENGTH || size > MAX_RECORD_BYTES) return -1
+    if (size > got) {
+      at = this.roomFor(size)
+      got = this.readAt(offset, at, size, size)
+    }
+    return got >= size ? at : -1
+  }
+
+  /** Where `length` bytes fit in the read's buffer after what was taken (a new buffer when they do not). */
+  private roomFor(length: number): number {
+    if (this.bufferUsed + length > this.buffer.length) {
+      // Records taken from the last buffer stay there until finishRead() copies them.
+      this.buffer = Buffer.allocUnsafeSlow(Math.max(READ_BUFFER_BYTES, 2 * this.buffer.length, length))
+      this.bufferView = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.length)
+      this.bufferUsed = 0
+    }
+    return this.bufferUsed
+  }
+
+  /**
+   * Reads up to `length` bytes at commit-log `offset` into buffer[at...] (not past the end of the
+   * file holding it) and returns how many came; when fewer than `needed` came, the files are listed
+   * again and, if the listing changed (a file rolled to, or rebuilt), the read is repeated.
+   */
+  private readAt(offset: number, at: number, length: number, needed: number): number {
+    for (let attempt = 0; ; attempt++) {
+      const segment = this.files.segmentOf(offset)
+      const target = this.buffer.subarray(at, at + length)
+      const got = segment === null ? 0 : this.files.read(segment, offset - segment.offset, length, target).length
+      if (got >= needed || attempt === 1 || !this.files.refresh().changed) return got
+    }
+  }
+
+  /** The messages of the records taken whose bodies pass their CRC (the others are counted), at most `limit`. */
+  finishRead(limit?: number): BatchOutcome {
+    const outcome = this.batch.finish(limit)
     this.bodyCrcFailures += outcome.badBodies.length
     this.units = EMPTY
     return outcome
@@ -231,7 +334,7 @@ export class ReadOnlyCommitLog {
    * Returns where the record starts in the buffer, -1 when it is not all there.
    */
   private readWindow(unitAt: number, offset: number, size: number): number {
-    let segment = this.files.segmentOf(offset)
+    const segment = this.files.segmentOf(offset)
     if (segment === null) return -1
     let end = offset + size
     const units = this.units
@@ -242,22 +345,8 @@ export class ReadOnlyCommitLog {
       if (this.files.segmentOf(next) !== segment) break
       end = nextEnd
     }
-    const length = end - offset
-    if (this.bufferUsed + length > this.buffer.length) {
-      // A new buffer: records taken from the last one stay there until finishRead() copies them.
-      this.buffer = Buffer.allocUnsafeSlow(Math.max(READ_BUFFER_BYTES, 2 * this.buffer.length, length))
-      this.bufferView = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.length)
-      this.bufferUsed = 0
-    }
-    const at = this.bufferUsed
-    const target = this.buffer.subarray(at, at + length)
-    let got = this.files.read(segment, offset - segment.offset, length, target).length
-    if (got < size && this.files.refresh().changed) {
-      // The file may have been replaced (recovery rebuilt it): read the new one.
-      segment = this.files.segmentOf(offset)
-      if (segment === null) return -1
-      got = this.files.read(segment, offset - segment.offset, length, target).length
-    }
+    const at = this.roomFor(end - offset)
+    const got = this.readAt(offset, at, end - offset, size)
     if (got < size) return -1
     this.windowFrom = offset
     this.windowEnd = offset + got

@@ -7,10 +7,8 @@ import { join } from 'node:path'
 
 import { CQ_STORE_UNIT_SIZE, isBlankUnit, isValidUnit, queueOffsetAt, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
 import type { ReadOnlyCommitLog } from './read-only-log.js'
-import { ReadOnlySegments } from './read-only-segments.js'
+import { LISTING_MAX_AGE_MS, ReadOnlySegments } from './read-only-segments.js'
 
-/** How old the listing may be when the follower looks at the queue's end without listing it. */
-const LISTING_MAX_AGE_MS = 100
 /** Units read per step when looking for the queue's end or start. */
 const SCAN_UNITS = 4096
 
@@ -21,8 +19,9 @@ export class ReadOnlyQueue {
   /** The first readable queue offset, and the first file and commit-log start it was found for. */
   private start = 0
   private startFor = ''
-  /** When the folder was last looked at (Date.now()). */
+  /** When the folder was last listed, and the end last read (Date.now()). */
   private listedAt = 0
+  private refreshedAt = 0
   private readonly scan = Buffer.alloc(SCAN_UNITS * CQ_STORE_UNIT_SIZE)
 
   constructor(
@@ -43,9 +42,21 @@ export class ReadOnlyQueue {
   /** The first queue offset whose message is still in the commit log (RocketMQ's minLogicOffset). */
   getMinOffsetInQueue(): number {
     this.refresh()
+    return this.minOffset(this.log.minOffset())
+  }
+
+  /** The queue offset after the last whole unit, as the last refresh found it. */
+  get knownEnd(): number {
+    return this.end
+  }
+
+  /**
+   * The first readable queue offset for the listing the last refresh saw and a commit log that
+   * starts at `logMin` (found once per change of either: a walk over the units of the first file).
+   */
+  minOffset(logMin: number): number {
     const first = this.files.segments[0]
     if (first === undefined) return 0
-    const logMin = this.log.minOffset()
     const key = `${first.id}:${logMin}:${this.end}`
     if (key === this.startFor) return this.start
     let offset = queueOffsetAt(first.offset)
@@ -72,6 +83,19 @@ export class ReadOnlyQueue {
   }
 
   /**
+   * Brings the queue up to date for a read of the units before `upTo`, for reads in a row: nothing
+   * when those units are known and the end was read within the last LISTING_MAX_AGE_MS, else the
+   * end is read again, with the folder listed only when its listing is that old (or the units run
+   * past the files listed). A read's answer then counts new units as soon as it reaches them, and
+   * files deleted or rebuilt within that time as it last saw them: the units of a deleted file are
+   * still read from its open descriptor, as the writer serves a file it is deleting.
+   */
+  refreshFor(upTo: number, now: number): void {
+    if (upTo <= this.end && now - this.refreshedAt < LISTING_MAX_AGE_MS) return
+    this.refresh(now - this.listedAt < LISTING_MAX_AGE_MS, now)
+  }
+
+  /**
    * The queue's end for the follower's frequent looks: one read of the unit after the known end
    * when the listing is recent, a full refresh when that unit is there (or the listing is old:
    * files rolled, deleted or rebuilt are noticed within LISTING_MAX_AGE_MS).
@@ -88,18 +112,20 @@ export class ReadOnlyQueue {
     return this.end
   }
 
-  /** Reads the folder (when it changed) and the units after the known end. */
-  refresh(): void {
-    this.listedAt = Date.now()
-    const change = this.files.refresh()
-    const segments = this.files.segments
-    if (segments.length === 0) {
+  /**
+   * Reads the units after the known end, after listing the folder again (when it changed), or
+   * with `keepListing` on the last listing unless the units run past the files it holds.
+   */
+  refresh(keepListing = false, now = Date.now()): void {
+    this.refreshedAt = now
+    let listed = !keepListing || this.files.segments.length === 0
+    if (listed) this.list(now)
+    const files = this.files
+    if (files.segments.length === 0) {
       this.end = 0
       return
     }
-    // Rebuilt by the writer's recovery: find the end again from the first file.
-    if (change.replaced) this.end = 0
-    const firstOffset = queueOffsetAt(segments[0].offset)
+    const firstOffset = queueOffsetAt(files.segments[0].offset)
     if (this.end < firstOffset) this.end = firstOffset
     for (let steps = 0; steps < 1 << 16; steps++) {
       const segment = this.files.segmentOf(this.end * CQ_STORE_UNIT_SIZE)
@@ -120,10 +146,28 @@ export class ReadOnlyQueue {
       // A unit that is not (yet) whole ends the data; a full step of whole ones reads on.
       if (whole < bytes.length) return
       if (bytes.length === this.scan.length) continue
-      // The file ended: the next one takes over if it starts right there.
-      const next = segments.find((s) => s.offset > segment.offset)
+      // The file ended: the next one takes over if it starts right there (listed now if the
+      // listing was kept and holds no next file: the writer may have rolled since).
+      let next = files.segments.find((s) => s.offset > segment.offset)
+      if (next === undefined && !listed) {
+        listed = true
+        if (this.list(now)) continue
+        next = files.segments.find((s) => s.offset > segment.offset)
+      }
       if (next === undefined || next.offset !== this.end * CQ_STORE_UNIT_SIZE) return
     }
+  }
+
+  /** Lists the folder again (when it changed); true when the queue was rebuilt and its end is found again. */
+  private list(now: number): boolean {
+    this.listedAt = now
+    const change = this.files.refresh()
+    // Rebuilt by the writer's recovery: find the end again from the first file.
+    if (!change.replaced) return false
+    this.end = 0
+    const first = this.files.segments[0]
+    if (first !== undefined) this.end = queueOffsetAt(first.offset)
+    return true
   }
 
   /** The newest unit of a scan counts once its record is all in the commit log (blanks always). */

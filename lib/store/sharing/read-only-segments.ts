@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { parseOffsetName } from '../mapped/segment-name.js'
 
 export interface ReadOnlySegment {
-  /** Start offset (the file's name). */
+  /** Start offset (the file's name; for index files, the time it names). */
   readonly offset: number
   readonly path: string
   readonly ino: number
@@ -23,6 +23,8 @@ export interface ReadOnlySegment {
    * deleted file's last descriptor closes, so a file written anew under the old name may get it.
    */
   readonly id: string
+  /** The file's size when listed (a file being created may still grow to its full size). */
+  size: number
   /** The descriptor, opened on first read; -1 before, or once the file could not be opened. */
   fd: number
 }
@@ -37,13 +39,25 @@ export interface ListingChange {
 
 const UNCHANGED: ListingChange = { changed: false, replaced: false }
 
+/**
+ * How old a listing may be when a read or the follower goes on with it: a folder's stat costs a
+ * few microseconds, as much as reading a queue's units, and files only come and go at rolls,
+ * retention and the writer's recovery. New records are seen without a listing (they land in
+ * files already listed; a read that runs past the listed files lists them again at once).
+ */
+export const LISTING_MAX_AGE_MS = 100
+
 export class ReadOnlySegments {
   /** By start offset. */
   segments: ReadOnlySegment[] = []
   /** The folder's inode and times when last listed ('' before the first listing). */
   private stamp = ''
 
-  constructor(readonly dir: string) {}
+  /** `order` gives a file's place from its name (null: not a segment); by default the offset it names. */
+  constructor(
+    readonly dir: string,
+    private readonly order: (name: string) => number | null = parseOffsetName,
+  ) {}
 
   /** Lists the folder again if it changed since the last listing (one stat when it did not). */
   refresh(): ListingChange {
@@ -54,7 +68,7 @@ export class ReadOnlySegments {
     const next: ReadOnlySegment[] = []
     let replaced = false
     for (const name of listNames(this.dir)) {
-      const offset = parseOffsetName(name)
+      const offset = this.order(name)
       if (offset === null) continue
       const path = join(this.dir, name)
       let st: fs.BigIntStats
@@ -72,7 +86,7 @@ export class ReadOnlySegments {
         continue
       }
       if (known !== undefined) replaced = true
-      next.push({ offset, path, ino: Number(st.ino), id, fd: -1 })
+      next.push({ offset, path, ino: Number(st.ino), id, size: Number(st.size), fd: -1 })
     }
     next.sort((a, b) => a.offset - b.offset)
     const first = next[0]?.offset ?? Number.POSITIVE_INFINITY
@@ -111,12 +125,25 @@ export class ReadOnlySegments {
   /** Bytes [pos, pos + length) of a segment; fewer at its end, none when it cannot be read. */
   read(segment: ReadOnlySegment, pos: number, length: number, into?: Buffer): Buffer {
     const target = into !== undefined && into.length >= length ? into.subarray(0, length) : Buffer.allocUnsafe(length)
+    const fd = this.descriptor(segment)
+    if (fd < 0) return target.subarray(0, 0)
+    let done = 0
+    while (done < length) {
+      const n = fs.readSync(fd, target, done, length - done, pos + done)
+      if (n <= 0) break
+      done += n
+    }
+    return target.subarray(0, done)
+  }
+
+  /** The segment's descriptor, opened now if it is not open; -1 when the file cannot be opened. */
+  descriptor(segment: ReadOnlySegment): number {
     if (segment.fd < 0) {
       try {
         segment.fd = fs.openSync(segment.path, 'r')
       } catch {
         this.invalidate()
-        return target.subarray(0, 0)
+        return -1
       }
       openSegments.add(segment)
       if (openSegments.size > MAX_OPEN_SEGMENTS) closeSegment(openSegments.values().next().value as ReadOnlySegment)
@@ -124,13 +151,7 @@ export class ReadOnlySegments {
       openSegments.delete(segment)
       openSegments.add(segment)
     }
-    let done = 0
-    while (done < length) {
-      const n = fs.readSync(segment.fd, target, done, length - done, pos + done)
-      if (n <= 0) break
-      done += n
-    }
-    return target.subarray(0, done)
+    return segment.fd
   }
 
   /** Closes every descriptor; the listing is kept, and a later read opens them again. */

@@ -22,6 +22,7 @@ import {
   filterTags,
 } from '../message-validation.js'
 import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
+import { isAsciiText } from '../read/record-bytes.js'
 import { Subscriptions } from '../read/subscriptions.js'
 import { mergeQueueSubscriptions } from '../read/topic-subscription.js'
 import { readStoreSizesRecord } from '../store-sizes.js'
@@ -42,7 +43,7 @@ import type {
 import { Follower, FOLLOW_INTERVAL_MS } from './follower.js'
 import { compactionLogDir, TopicsFile, ReadOnlyCompactionLog } from './read-only-compaction.js'
 import { ReadOnlyIndex } from './read-only-index.js'
-import { ReadOnlyCommitLog } from './read-only-log.js'
+import { ReadOnlyCommitLog, type KeyedLookup } from './read-only-log.js'
 import { ReadOnlyQueue } from './read-only-queue.js'
 import { listNames } from './read-only-segments.js'
 import { writerHoldsLock } from './writer-lock.js'
@@ -292,14 +293,22 @@ export class MessageStoreReader implements AsyncDisposable {
     const log = this.compactionLog(topic, queueId)
     if (log !== null) return this.readCompacted(log, topic, queueId, offset, maxMsgNums, tags)
     const queue = this.queue(topic, queueId)
-    const max = queue.getMaxOffsetInQueue()
-    const min = queue.getMinOffsetInQueue()
+    // The end and listings as of this read, or of one less than LISTING_MAX_AGE_MS ago when
+    // the units it asks for are known (reads in a row pay no stat and no look at the end each).
+    const now = Date.now()
+    // Without a tag filter no more than maxMsgNums units are taken, and reading more would cost a
+    // larger pread here and, through the records' read-ahead, the records of the reads after this one.
+    const want = tags === undefined ? maxMsgNums : Math.max(MIN_UNITS_PER_PULL, maxMsgNums)
+    queue.refreshFor(offset + want, now)
+    this.log.refreshIfOld(now)
+    const max = queue.knownEnd
+    const min = queue.minOffset(this.log.knownMinOffset())
     const result = { minOffset: min, maxOffset: max, bufferTotalSize: 0, suggestPullingFromSlave: false, bodyCrcFailures: 0 }
     if (max === 0) return { ...result, status: 'NO_MESSAGE_IN_QUEUE', messages: [], nextBeginOffset: 0 }
     if (offset < min) return { ...result, status: 'OFFSET_TOO_SMALL', messages: [], nextBeginOffset: min }
     if (offset === max) return { ...result, status: 'OFFSET_OVERFLOW_ONE', messages: [], nextBeginOffset: offset }
     if (offset > max) return { ...result, status: 'OFFSET_OVERFLOW_BADLY', messages: [], nextBeginOffset: max }
-    const units = queue.readUnits(offset, Math.max(MIN_UNITS_PER_PULL, maxMsgNums))
+    const units = queue.readUnits(offset, want)
     if (units.length === 0) return { ...result, status: 'OFFSET_FOUND_NULL', messages: [], nextBeginOffset: queue.rollNextFile(offset) }
     const commitLog = this.log
     const crcBefore = commitLog.bodyCrcFailures
@@ -380,8 +389,11 @@ export class MessageStoreReader implements AsyncDisposable {
   lookMessageByOffset(commitLogOffset: number): MessageExt | null {
     this.assertOpen()
     checkOffset(commitLogOffset, 'commitLogOffset')
-    this.log.refresh()
-    return this.log.read(commitLogOffset)
+    const log = this.log
+    log.refreshIfOld(Date.now())
+    log.beginLookups()
+    log.takeAt(commitLogOffset, null)
+    return log.finishRead().messages[0] ?? null
   }
 
   /** As MessageStore.queryMessage: the newest matches, oldest first. */
@@ -390,28 +402,27 @@ export class MessageStoreReader implements AsyncDisposable {
     const to = end ?? Date.now()
     checkQueryArguments(topic, key, maxNum, from, to)
     this.assertOpen()
-    const crcBefore = this.log.bodyCrcFailures
-    const messages: MessageExt[] = []
-    this.log.refresh()
+    const log = this.log
+    const crcBefore = log.bodyCrcFailures
+    log.refreshIfOld(Date.now())
+    // As the writer: a full batch of candidates (other keys share hashes), each checked on its
+    // record, the newest maxNum whose bodies pass served.
+    const candidates: number[] = []
     this.index.forEachOffset(topic, key, this.config.maxMsgsNumBatch, (offset) => {
-      const message = this.keyed(offset, topic, key)
-      if (
-        message !== null &&
-        message.storeTimestamp >= from &&
-        message.storeTimestamp <= to &&
-        !messages.some((m) => m.commitLogOffset === offset)
-      ) {
-        messages.push(message)
-      }
-      return messages.length >= maxNum
+      if (!candidates.includes(offset)) candidates.push(offset)
+      return false
     })
+    const keyed: KeyedLookup = { topic, key, keyIsAscii: isAsciiText(key), from, to }
+    log.beginLookups()
+    for (const offset of candidates) log.takeAt(offset, keyed)
+    const messages: MessageExt[] = log.finishRead(maxNum).messages
     messages.sort((a, b) => a.commitLogOffset - b.commitLogOffset)
     const last = messages[messages.length - 1]
     return {
       messages,
       indexLastUpdateTimestamp: last?.storeTimestamp ?? 0,
       indexLastUpdatePhyoffset: last?.commitLogOffset ?? 0,
-      bodyCrcFailures: this.log.bodyCrcFailures - crcBefore,
+      bodyCrcFailures: log.bodyCrcFailures - crcBefore,
     }
   }
 
@@ -419,20 +430,17 @@ export class MessageStoreReader implements AsyncDisposable {
   getLatestByKey(topic: string, key: string): MessageExt | null {
     checkQueryArguments(topic, key, 1, 0, 0)
     this.assertOpen()
-    this.log.refresh()
+    const log = this.log
+    log.refreshIfOld(Date.now())
+    const keyed: KeyedLookup = { topic, key, keyIsAscii: isAsciiText(key), from: 0, to: Number.MAX_SAFE_INTEGER }
     let latest: MessageExt | null = null
     this.index.forEachOffset(topic, key, Number.MAX_SAFE_INTEGER, (offset) => {
-      latest = this.keyed(offset, topic, key)
+      log.beginLookups()
+      log.takeAt(offset, keyed)
+      latest = log.finishRead().messages[0] ?? null
       return latest !== null
     })
     return latest
-  }
-
-  /** The message at `offset` when it is `topic`'s and carries `key`, else null. */
-  private keyed(offset: number, topic: string, key: string): MessageExt | null {
-    const message = this.log.read(offset)
-    if (message === null || message.topic !== topic) return null
-    return message.keys.includes(key) || message.properties.UNIQ_KEY === key ? message : null
   }
 
   private checkedQueue(topic: string, queueId: number): ReadOnlyQueue {
@@ -667,6 +675,7 @@ export class MessageStoreReader implements AsyncDisposable {
     for (const queue of this.queues.values()) queue.close()
     for (const log of this.compactionLogs.values()) log.close()
     this.log.close()
+    this.index.close()
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
