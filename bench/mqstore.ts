@@ -138,22 +138,8 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const expected = scannedQueueSize(config.count)
           log(`mqstore: scan ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}, twice`)
           const scanStarted = now()
-          result.scan = await timeScan(expected, () => {
-            let offset = 0
-            let seen = 0
-            let bytes = 0
-            for (;;) {
-              const got = store.getMessage(GROUP, SCAN_TOPIC, SCAN_QUEUE, offset, SCAN_BATCH)
-              if (got.status !== 'FOUND') break
-              for (const m of got.messages) {
-                if (m.queueOffset !== seen) throw new Error(`scan out of order: ${m.queueOffset} at ${seen}`)
-                bytes += m.body.length
-                seen++
-              }
-              offset = got.nextBeginOffset
-            }
-            check(seen === expected && bytes === expected * BODY_SIZE, `scan saw ${seen} messages, ${bytes} bytes`)
-          })
+          const writer = store
+          result.scan = await timeScan(expected, () => scanPass(writer, expected))
           windows.push(windowSince('scan, getMessage', scanStarted))
 
           log(`mqstore: consume() ${SCAN_TOPIC}/${SCAN_QUEUE} (${expected} messages) x${SCAN_RUNS}, twice`)
@@ -170,6 +156,17 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
             check(seen === expected && bytes === expected * BODY_SIZE, `consume saw ${seen} messages, ${bytes} bytes`)
           })
           windows.push(windowSince('scan, consume()', consumeStarted))
+
+          // The same reads by a read-only opener (another process's view: pread, no mapping).
+          log(`mqstore: a reader's scan of ${SCAN_TOPIC}/${SCAN_QUEUE} x${SCAN_RUNS}, twice`)
+          const reader = await MessageStore.open(dir, { readOnly: true })
+          try {
+            const readerStarted = now()
+            result.scanReader = await timeScan(expected, () => scanPass(reader, expected))
+            windows.push(windowSince("scan, a reader's getMessage", readerStarted))
+          } finally {
+            await reader.close()
+          }
         }
 
         // (3) random lookups by key
@@ -193,6 +190,29 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const faults = addFaultsSince(0, lookupFaults)
           const repeat = timeLookups(n, lookup, isRight)
           result.lookup = lookupResult(n, found, seconds, latency, repeat.latency, faults)
+
+          // The first keys again through a read-only opener (its lookups pread what they touch).
+          const readerLookups = Math.min(n, READER_LOOKUPS)
+          log(`mqstore: ${readerLookups} of those lookups by a reader`)
+          const reader = await MessageStore.open(dir, { readOnly: true })
+          try {
+            const byReader = (j: number) => reader.queryMessage(topics[j], keys[j], 32, 0, Number.MAX_SAFE_INTEGER)
+            for (let j = 0; j < Math.min(readerLookups, LOOKUP_WARMUP); j++) byReader(j)
+            const r0 = now()
+            const got = timeLookups(readerLookups, byReader, isRight)
+            const readerSeconds = secondsSince(r0)
+            windows.push(windowSince("lookup, a reader's", r0))
+            check(got.found === readerLookups, `a reader's lookups found ${got.found} of ${readerLookups}`)
+            result.lookupReader = {
+              count: readerLookups,
+              found: got.found,
+              seconds: readerSeconds,
+              rate: readerLookups / readerSeconds,
+              latencyUs: summarizeNs(got.latency),
+            }
+          } finally {
+            await reader.close()
+          }
         }
 
         // (4) reopen
@@ -301,6 +321,27 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     windows.push(windowSince('timer', timerStarted))
   }
   return result
+}
+
+/** Lookups a read-only opener makes in the lookup phase (each costs it a few system calls). */
+const READER_LOOKUPS = 20_000
+
+/** One pass of the scan phase: the scanned queue read in order, SCAN_BATCH at a time, and checked. */
+function scanPass(store: Pick<MessageStore, 'getMessage'>, expected: number): void {
+  let offset = 0
+  let seen = 0
+  let bytes = 0
+  for (;;) {
+    const got = store.getMessage(GROUP, SCAN_TOPIC, SCAN_QUEUE, offset, SCAN_BATCH)
+    if (got.status !== 'FOUND') break
+    for (const m of got.messages) {
+      if (m.queueOffset !== seen) throw new Error(`scan out of order: ${m.queueOffset} at ${seen}`)
+      bytes += m.body.length
+      seen++
+    }
+    offset = got.nextBeginOffset
+  }
+  check(seen === expected && bytes === expected * BODY_SIZE, `scan saw ${seen} messages, ${bytes} bytes`)
 }
 
 /** Writes ~bigBytes in a child that SIGKILLs itself, then recovers and reopens the store here. */

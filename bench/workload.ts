@@ -550,7 +550,11 @@ export interface EngineResult {
   scan?: ScanResult
   /** The same queue read through consume() (mqstore only). */
   scanConsume?: ScanResult
+  /** The same queue read by a read-only opener in the same process (mqstore only). */
+  scanReader?: ScanResult
   lookup?: LookupResult
+  /** The first of the lookup phase's keys looked up by a read-only opener (mqstore only). */
+  lookupReader?: LookupResult
   reopen?: ReopenResult
   sync?: SyncResult
   big?: BigStoreResult

@@ -200,6 +200,26 @@ describe('scan passes', () => {
   })
 })
 
+describe("a reader's rows", () => {
+  it("prints a read-only opener's scan and lookups for mqstore alone, and no such rows without them", () => {
+    const b = bench(0.1, [[900, 100]])
+    const row = (start: string) =>
+      textReport(b)
+        .split('\n')
+        .find((l) => l.startsWith(start))
+    const scan = 'scan one queue, getMessage 32 at a time, a read-only opener (pread)'
+    const lookups = 'lookup by key, a read-only opener (pread)'
+    expect(row(scan)).toBeUndefined()
+    expect(row(lookups)).toBeUndefined()
+    const mq = b.runs[0].mqstore!
+    mq.scanReader = { count: 100, runs: [0.0002], seconds: 0.0002, rate: 500_000 }
+    const latencyUs = { p50: 1, p99: 1, p999: 1, max: 1, mean: 1 }
+    mq.lookupReader = { count: 10, found: 10, seconds: 0.0002, rate: 50_000, latencyUs }
+    expect(row(scan)).toMatch(/msg\/s \(\+\) +500,000 +- /)
+    expect(row(lookups)).toMatch(/lookups\/s \(\+\) +50,000 +- /)
+  })
+})
+
 describe("the put phase's loop", () => {
   it('hands over every message in order, a batch at a time, and stops at the first result that is not PUT_OK', async () => {
     const seen: number[] = []
