@@ -9,14 +9,22 @@ import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
-import { checkRecord } from '../commitlog/record.js'
+import { checkRecord, OFFSET_PHYSICALOFFSET, OFFSET_TOTALSIZE, tagsMatch } from '../commitlog/record.js'
+import { getInt64 } from '../bytes.js'
+import type { BatchOutcome, ReadBatch } from '../read/read-batch.js'
+import { hasTagIn } from '../read/record-bytes.js'
+import { isRecordOf, type QueuePlace } from '../read/record-identity.js'
 import { parseLenientJson } from '../consumer-offsets.js'
-import { ReadOnlySegments, type ReadOnlySegment } from './read-only-segments.js'
+import { LISTING_MAX_AGE_MS, ReadOnlySegments, type ReadOnlySegment } from './read-only-segments.js'
 
 /** How long a reading of config/topics.json stands before the file is looked at again. */
 const TOPICS_MAX_AGE_MS = 50
 /** Bytes read per step when indexing a compaction-log file. */
 const SCAN_BYTES = 256 * 1024
+/** Records a read steps over for the tag filter before it answers (as the writer). */
+const MAX_SKIPPED_PER_READ = 800
+/** A read takes the records that follow one another in a file with one pread of up to this much. */
+const READ_RUN_BYTES = 128 * 1024
 
 /** What is known of one file (one inode, by ReadOnlySegment.id): its records, as far as they were indexed. */
 interface FileRecords {
@@ -35,13 +43,16 @@ export class ReadOnlyCompactionLog {
   readonly files: ReadOnlySegments
   private readonly records = new Map<string, FileRecords>()
   private readonly probe = Buffer.alloc(4)
+  /** When refresh() last ran (Date.now()). */
+  private refreshedAt = 0
 
   constructor(dir: string) {
     this.files = new ReadOnlySegments(dir)
   }
 
   /** Lists the folder again if it changed, and indexes what the active file gained. */
-  refresh(): void {
+  refresh(now = Date.now()): void {
+    this.refreshedAt = now
     if (this.files.refresh().changed) {
       const live = new Set(this.files.segments.map((s) => s.id))
       for (const id of this.records.keys()) if (!live.has(id)) this.records.delete(id)
@@ -54,12 +65,29 @@ export class ReadOnlyCompactionLog {
     }
   }
 
-  private index(segment: ReadOnlySegment): FileRecords {
+  /**
+   * refresh() for a read of the records before `upTo`, in a row of reads: skipped when those are
+   * known and the last refresh was less than LISTING_MAX_AGE_MS ago (a swap by the cleaner is then
+   * seen that much later; the replaced files still read from the descriptors held).
+   */
+  refreshFor(upTo: number, now: number): void {
+    if (upTo <= this.maxOffset() && now - this.refreshedAt < LISTING_MAX_AGE_MS) return
+    this.refresh(now)
+  }
+
+  /** What is known of a file's records, as the last refresh indexed them. */
+  private known(segment: ReadOnlySegment): FileRecords {
     let known = this.records.get(segment.id)
     if (known === undefined) {
       known = { offsets: [], positions: [], sizes: [], times: [], tagsCodes: [], scannedTo: 0, sealed: false }
       this.records.set(segment.id, known)
     }
+    return known
+  }
+
+  /** Indexes what the file gained since it was last looked at (nothing once it is sealed). */
+  private index(segment: ReadOnlySegment): FileRecords {
+    const known = this.known(segment)
     if (known.sealed) return known
     // The active file is preallocated: a zero length where the next record would start (or the
     // file's end) means nothing new, told by one small read instead of a step's worth of zeros.
@@ -87,49 +115,120 @@ export class ReadOnlyCompactionLog {
     return known
   }
 
-  /** The first surviving offset (the end when none survives). */
+  /** The first surviving offset (the end when none survives), as of the last refresh. */
   minOffset(): number {
-    this.refresh()
     for (const segment of this.files.segments) {
-      const known = this.index(segment)
+      const known = this.known(segment)
       if (known.offsets.length > 0) return known.offsets[0]
     }
     return this.maxOffset()
   }
 
-  /** The offset after the last record (the last file's base when it is still empty). */
+  /** The offset after the last record (the last file's base when it is still empty), as of the last refresh. */
   maxOffset(): number {
     const segments = this.files.segments
     const last = segments[segments.length - 1]
     if (last === undefined) return 0
-    const known = this.index(last)
+    const known = this.known(last)
     const lastOffset = known.offsets.length === 0 ? -1 : known.offsets[known.offsets.length - 1]
     return Math.max(last.offset, lastOffset + 1)
   }
 
   /**
-   * Visits the records from the first at or after `fromOffset`, in order, with their bytes (a
-   * private copy), until `visit` returns false.
+   * Visits the records from the first at or after `fromOffset`, in order, until `visit` returns
+   * false: each at `position` of `data` (`dv` a view of it), a private copy made by one pread for
+   * each run of records that follow one another in a file (up to READ_RUN_BYTES, and `runRecords`
+   * records: what the caller expects to take). Before a run is read, `wants` is asked whether the
+   * read goes on to a record of its first record's size. The copies stay as they are after the
+   * visit, so a caller may keep them until the read ends.
    */
-  read(fromOffset: number, visit: (bytes: Buffer, queueOffset: number, size: number, tagsCode: number) => boolean): void {
+  read(
+    fromOffset: number,
+    visit: (data: Buffer, dv: DataView, position: number, size: number, queueOffset: number, tagsCode: number) => boolean,
+    runRecords = Number.POSITIVE_INFINITY,
+    wants: (size: number) => boolean = () => true,
+  ): void {
     const segments = this.files.segments
     let start = 0
     for (let i = 0; i < segments.length; i++) if (segments[i].offset <= fromOffset) start = i
     for (let i = start; i < segments.length; i++) {
-      const known = this.index(segments[i])
-      let k = lowerBound(known.offsets, fromOffset)
-      for (; k < known.offsets.length; k++) {
-        const bytes = this.files.read(segments[i], known.positions[k], known.sizes[k])
-        if (bytes.length < known.sizes[k]) break
-        if (!visit(bytes, known.offsets[k], known.sizes[k], known.tagsCodes[k])) return
+      const known = this.known(segments[i])
+      const { positions, sizes } = known
+      for (let k = lowerBound(known.offsets, fromOffset); k < known.offsets.length; ) {
+        if (!wants(sizes[k])) return
+        // The run: the records from k on that follow one another, within READ_RUN_BYTES.
+        const runAt = positions[k]
+        let end = k + 1
+        while (end < positions.length && end - k < runRecords && positions[end] === positions[end - 1] + sizes[end - 1]) {
+          if (positions[end] + sizes[end] - runAt > READ_RUN_BYTES) break
+          end++
+        }
+        const want = positions[end - 1] + sizes[end - 1] - runAt
+        const data = this.files.read(segments[i], runAt, want, Buffer.allocUnsafeSlow(want))
+        const dv = new DataView(data.buffer, data.byteOffset, data.length)
+        for (; k < end; k++) {
+          const position = positions[k] - runAt
+          // Fewer bytes than indexed: the file was swapped or cut under the read.
+          if (position + sizes[k] > data.length) return
+          if (!visit(data, dv, position, sizes[k], known.offsets[k], known.tagsCodes[k])) return
+        }
       }
     }
+  }
+
+  /**
+   * A getMessage of this queue (`place` names its topic and queue) from `fromOffset`, as the writer
+   * reads a compacted queue: the survivors in order, at most `maxMsgNums` (and no more than
+   * `maxBytes` once one is taken), with one of `tags` when given (at most MAX_SKIPPED_PER_READ
+   * refused), each served only when it is the copy of its queue offset, copied and its body checked
+   * by `batch`. `next` is the offset after the last one visited, `max` when nothing at or after
+   * `fromOffset` survives.
+   */
+  readMessages(
+    batch: ReadBatch,
+    place: QueuePlace,
+    fromOffset: number,
+    maxMsgNums: number,
+    maxBytes: number,
+    tags: string[] | undefined,
+  ): { outcome: BatchOutcome; next: number } {
+    let next = fromOffset
+    let skipped = 0
+    let count = 0
+    let bytes = 0
+    batch.begin()
+    const wants = (size: number) => count < maxMsgNums && (count === 0 || bytes + size <= maxBytes)
+    this.read(
+      fromOffset,
+      (data, dv, position, size, queueOffset, tagsCode) => {
+        if (!wants(size)) return false
+        next = queueOffset + 1
+        if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
+        const phy = getInt64(dv, position + OFFSET_PHYSICALOFFSET)
+        if (!batch.locateIn(data, dv, position, phy, null) || dv.getInt32(position + OFFSET_TOTALSIZE) !== size) return true
+        place.queueOffset = queueOffset
+        if (!isRecordOf(data, dv, position, place, batch.fields)) return true
+        const fields = batch.fields
+        if (tags !== undefined && !hasTagIn(data, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, tags)) {
+          return ++skipped < MAX_SKIPPED_PER_READ
+        }
+        batch.take(null)
+        count++
+        bytes += size
+        return true
+      },
+      maxMsgNums,
+      wants,
+    )
+    const outcome = batch.finish()
+    if (next === fromOffset && outcome.messages.length === 0) next = this.maxOffset()
+    return { outcome, next }
   }
 
   /** Store time of the record at `queueOffset` (exactly), -1 when it is not kept. */
   storeTimeAt(queueOffset: number): number {
     for (const segment of this.files.segments) {
-      const known = this.index(segment)
+      const known = this.known(segment)
       const k = lowerBound(known.offsets, queueOffset)
       if (k < known.offsets.length && known.offsets[k] === queueOffset) return known.times[k]
     }
@@ -139,7 +238,7 @@ export class ReadOnlyCompactionLog {
   /** The first kept offset stored at or after `timestamp`; the end when every record is older. */
   offsetByTime(timestamp: number): number {
     for (const segment of this.files.segments) {
-      const known = this.index(segment)
+      const known = this.known(segment)
       for (let k = 0; k < known.times.length; k++) if (known.times[k] >= timestamp) return known.offsets[k]
     }
     return this.maxOffset()

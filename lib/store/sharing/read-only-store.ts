@@ -9,7 +9,6 @@ import { dirname, relative, resolve, isAbsolute } from 'node:path'
 
 import { MQStoreError } from '../../errors.js'
 import { resolveConfig, type MessageStoreConfig, type MessageStoreOptions } from '../config.js'
-import { decodeMessage, tagsMatch } from '../commitlog/record.js'
 import { ConsumerOffsets } from '../consumer-offsets.js'
 import {
   checkCommitOptions,
@@ -22,7 +21,9 @@ import {
   filterTags,
 } from '../message-validation.js'
 import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
+import { ReadBatch } from '../read/read-batch.js'
 import { isAsciiText } from '../read/record-bytes.js'
+import { emptyQueuePlace, placeFor } from '../read/record-identity.js'
 import { Subscriptions } from '../read/subscriptions.js'
 import { mergeQueueSubscriptions } from '../read/topic-subscription.js'
 import { readStoreSizesRecord } from '../store-sizes.js'
@@ -96,8 +97,6 @@ export interface ReaderStats {
   readonly offsetStorePath: string | null
 }
 
-/** Records a compacted read steps over for the tag filter before it answers (as the writer). */
-const MAX_SKIPPED_PER_READ = 800
 /** Units read per getMessage at the least (as the writer: RocketMQ reads 16,000 bytes of units). */
 const MIN_UNITS_PER_PULL = 800
 
@@ -111,6 +110,9 @@ export class MessageStoreReader implements AsyncDisposable {
   private readonly queues = new Map<string, ReadOnlyQueue>()
   private readonly topics: TopicsFile
   private readonly compactionLogs = new Map<string, ReadOnlyCompactionLog>()
+  /** Compacted reads copy their records as the writer's do (read/read-batch.ts). */
+  private readonly compactedBatch = new ReadBatch({ zeroCopy: false, verify: true })
+  private readonly compactedPlace = emptyQueuePlace()
   private readonly offsets: ConsumerOffsets
   private readonly offsetStorePath: string | null
   private readonly subscriptions: Subscriptions
@@ -206,8 +208,8 @@ export class MessageStoreReader implements AsyncDisposable {
     return queue
   }
 
-  /** The compaction log of a queue of a compacted topic (null for other topics), up to date. */
-  private compactionLog(topic: string, queueId: number): ReadOnlyCompactionLog | null {
+  /** The compaction log of a queue of a compacted topic (null for other topics), up to date unless `refresh` is false. */
+  private compactionLog(topic: string, queueId: number, refresh = true): ReadOnlyCompactionLog | null {
     if (!this.topics.isCompacted(topic)) return null
     const key = `${topic}-${queueId}`
     let log = this.compactionLogs.get(key)
@@ -215,7 +217,7 @@ export class MessageStoreReader implements AsyncDisposable {
       log = new ReadOnlyCompactionLog(compactionLogDir(this.paths.compaction, topic, queueId))
       this.compactionLogs.set(key, log)
     }
-    log.refresh()
+    if (refresh) log.refresh()
     return log
   }
 
@@ -290,15 +292,18 @@ export class MessageStoreReader implements AsyncDisposable {
     pull = true,
   ): GetMessageResult {
     this.getMessageTimes++
-    const log = this.compactionLog(topic, queueId)
-    if (log !== null) return this.readCompacted(log, topic, queueId, offset, maxMsgNums, tags)
-    const queue = this.queue(topic, queueId)
     // The end and listings as of this read, or of one less than LISTING_MAX_AGE_MS ago when
     // the units it asks for are known (reads in a row pay no stat and no look at the end each).
     const now = Date.now()
     // Without a tag filter no more than maxMsgNums units are taken, and reading more would cost a
     // larger pread here and, through the records' read-ahead, the records of the reads after this one.
     const want = tags === undefined ? maxMsgNums : Math.max(MIN_UNITS_PER_PULL, maxMsgNums)
+    const log = this.compactionLog(topic, queueId, false)
+    if (log !== null) {
+      log.refreshFor(offset + want, now)
+      return this.readCompacted(log, topic, queueId, offset, maxMsgNums, tags)
+    }
+    const queue = this.queue(topic, queueId)
     queue.refreshFor(offset + want, now)
     this.log.refreshIfOld(now)
     const max = queue.knownEnd
@@ -354,27 +359,15 @@ export class MessageStoreReader implements AsyncDisposable {
     if (max === 0) return { ...result, status: 'NO_MESSAGE_IN_QUEUE', messages: [], nextBeginOffset: 0 }
     if (offset === max) return { ...result, status: 'OFFSET_OVERFLOW_ONE', messages: [], nextBeginOffset: offset }
     if (offset > max) return { ...result, status: 'OFFSET_OVERFLOW_BADLY', messages: [], nextBeginOffset: max }
-    const messages: MessageExt[] = []
-    let next = offset
-    let skipped = 0
-    let taken = 0
-    log.read(offset, (bytes, queueOffset, size, tagsCode) => {
-      if (messages.length >= maxMsgNums || (messages.length > 0 && taken + size > this.config.maxTransferBytesOnMessageInMemory))
-        return false
-      next = queueOffset + 1
-      if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
-      const message = decodeMessage(bytes, 0, false)
-      if (message === null || message.topic !== topic || message.queueId !== queueId || message.queueOffset !== queueOffset) return true
-      if (tags !== undefined && (message.tags === undefined || !tags.includes(message.tags))) return ++skipped < MAX_SKIPPED_PER_READ
-      messages.push(message)
-      taken += size
-      return true
-    })
-    // Nothing at or after the offset survives: skip to the end.
-    if (next === offset && messages.length === 0) next = max
+    const maxBytes = this.config.maxTransferBytesOnMessageInMemory
+    const place = placeFor(this.compactedPlace, topic, queueId)
+    const { outcome, next } = log.readMessages(this.compactedBatch, place, offset, maxMsgNums, maxBytes, tags)
+    const messages: MessageExt[] = outcome.messages
+    this.log.bodyCrcFailures += outcome.badBodies.length
     this.getMessageFoundCount += messages.length
     const status = messages.length > 0 ? 'FOUND' : 'NO_MATCHED_MESSAGE'
-    return { ...result, status, messages, nextBeginOffset: next, bufferTotalSize: taken }
+    const bodyCrcFailures = outcome.badBodies.length
+    return { ...result, status, messages, nextBeginOffset: next, bufferTotalSize: outcome.bytes, bodyCrcFailures }
   }
 
   /** The writer's transfer limits for reads from memory (a reader cannot tell what is cached). */
