@@ -378,6 +378,32 @@ describe('compacted topics in the store', () => {
     expect(served.map(fieldsOf)).toEqual(before)
   })
 
+  it("checks each copy's position against its consume-queue unit across the queue's files, and skips one that names another record's", async () => {
+    const store = await openStore()
+    // 450 offsets over three consume-queue files of 200 units; reads of 32 cross their ends.
+    const results = await store.putMessages(
+      Array.from({ length: 450 }, (_, i) => ({ topic: TOPIC, queueId: 0, body: `value-${i}`, keys: `user-${i}` })),
+    )
+    for (const result of results) expect(result.status).toBe('PUT_OK')
+    expect(fs.readdirSync(join(dir, 'consumequeue', TOPIC, '0')).length).toBe(3)
+    expect(readQueue(store).map((m) => m.commitLogOffset)).toEqual(results.map((r) => r.wroteOffset))
+    await store.close()
+    open.splice(open.indexOf(store), 1)
+    // The copy of offset 250 (in the second consume-queue file) made to name offset 251's record.
+    const logDir = join(dir, 'compaction', TOPIC, '0')
+    const body = Buffer.from('value-250')
+    const file = fs.readdirSync(logDir).find((name) => fs.readFileSync(join(logDir, name)).includes(body))!
+    const bytes = fs.readFileSync(join(logDir, file))
+    const bodyAt = bytes.indexOf(body)
+    let recordAt = 0
+    while (recordAt + bytes.readInt32BE(recordAt) <= bodyAt) recordAt += bytes.readInt32BE(recordAt)
+    bytes.writeBigInt64BE(BigInt(results[251].wroteOffset), recordAt + OFFSET_PHYSICALOFFSET)
+    fs.writeFileSync(join(logDir, file), bytes)
+    const again = await openStore()
+    const served = readQueue(again).map((m) => m.queueOffset)
+    expect(served).toEqual(Array.from({ length: 450 }, (_, i) => i).filter((i) => i !== 250))
+  })
+
   it('serves copies from compacted queues and skips a record whose body fails its CRC', async () => {
     let store = await openStore()
     for (let i = 0; i < 5; i++) await store.putMessage({ topic: TOPIC, queueId: 0, body: `body-${i}-${'q'.repeat(40)}`, keys: `k${i}` })

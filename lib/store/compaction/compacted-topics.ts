@@ -30,6 +30,7 @@ import type { SubscriptionDeps } from '../read/subscriptions.js'
 import { ReadBatch, type BatchOutcome } from '../read/read-batch.js'
 import { hasTagIn } from '../read/record-bytes.js'
 import { emptyQueuePlace, isRecordOf, placeFor, type QueuePlace } from '../read/record-identity.js'
+import type { SelectMappedBufferResult } from '../mapped/mapped-file-types.js'
 import type { SegmentLease } from './segment.js'
 
 export type { CompactReport } from './compaction-service.js'
@@ -66,6 +67,7 @@ export class CompactedTopics {
   // Reads: the batch their records are copied with, the place they must name, views of the files.
   private batch: ReadBatch | null = null
   private readonly place: QueuePlace = emptyQueuePlace()
+  private readonly positions = new UnitPositions()
   private readonly views = new DataViewCache()
 
   constructor(deps: CompactedTopicsDeps, options: CompactionOptions | undefined, initial?: Record<string, unknown>) {
@@ -263,6 +265,8 @@ export class CompactedTopics {
     const batch = this.readBatch()
     const place = placeFor(this.place, topic, queueId)
     const held: SegmentLease[] = []
+    const positions = this.positions
+    positions.begin(this.deps.queues.find(topic, queueId), this.deps.commitLog.getMaxOffset())
     let outcome: BatchOutcome
     try {
       batch.begin()
@@ -279,7 +283,7 @@ export class CompactedTopics {
           const phy = getInt64(dv, position + OFFSET_PHYSICALOFFSET)
           if (!batch.locateIn(data, dv, position, phy, null) || dv.getInt32(position + OFFSET_TOTALSIZE) !== size) return true
           place.queueOffset = queueOffset
-          if (!isRecordOf(data, dv, position, place, batch.fields) || !this.isItsPosition(phy, topic, queueId, queueOffset)) {
+          if (!isRecordOf(data, dv, position, place, batch.fields) || !positions.holds(phy, queueOffset)) {
             this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its record's header is damaged`)
             return true
           }
@@ -296,6 +300,7 @@ export class CompactedTopics {
       )
       outcome = batch.finish()
     } finally {
+      positions.end()
       for (const lease of held) lease.release()
       // Nothing of a file is kept past the read.
       this.views.clear()
@@ -311,25 +316,6 @@ export class CompactedTopics {
     if (next === offset && result.messages.length === 0) next = max
     result.nextBeginOffset = next
     return result
-  }
-
-  /**
-   * A copy in a compaction log keeps its commit-log header, which no CRC covers (the body CRC is
-   * checked on the copy served). It is served only when it names this queue and queue offset (the
-   * caller checks) and a commit-log position the log has reached, and, while the consume queue
-   * still holds that offset's unit, the position the unit gives.
-   */
-  private isItsPosition(phy: number, topic: string, queueId: number, queueOffset: number): boolean {
-    if (!Number.isSafeInteger(phy) || phy < 0 || phy >= this.deps.commitLog.getMaxOffset()) return false
-    const queue = this.deps.queues.find(topic, queueId)
-    if (queue === null || queueOffset < queue.getMinOffsetInQueue() || queueOffset >= queue.getMaxOffsetInQueue()) return true
-    const unit = queue.getIndexBuffer(queueOffset)
-    if (unit === null) return true
-    try {
-      return ConsumeQueue.readOffset(unit.buffer, 0) === phy
-    } finally {
-      unit.release()
-    }
   }
 
   /** The batch compacted reads copy their records with (made on the first read). */
@@ -454,5 +440,55 @@ export class CompactedTopics {
 
   close(): Promise<void> {
     return this.service.close()
+  }
+}
+
+/**
+ * What a compacted read checks each copy's position against. A copy in a compaction log keeps its
+ * commit-log header, which no CRC covers (the body CRC is checked on the copy served): it is served
+ * only when it names its queue and queue offset (the read checks) and a commit-log position the log
+ * has reached, and, while the consume queue still holds that offset's unit, the position the unit
+ * gives. The units come from one hold of the queue's file per read (getIndexBuffer reaches to the
+ * file's written end), taken again only for an offset outside it.
+ */
+class UnitPositions {
+  private queue: ConsumeQueue | null = null
+  private min = 0
+  private max = 0
+  private logMax = 0
+  private units: SelectMappedBufferResult | null = null
+  private from = 0
+  private count = 0
+
+  /** Starts a read of `queue` (null: the queue has no units) with the commit log ending at `logMax`. */
+  begin(queue: ConsumeQueue | null, logMax: number): void {
+    this.queue = queue
+    this.logMax = logMax
+    this.min = queue?.getMinOffsetInQueue() ?? 0
+    this.max = queue?.getMaxOffsetInQueue() ?? 0
+  }
+
+  /** Whether the copy of `queueOffset` may be served with the commit-log position `phy` it names. */
+  holds(phy: number, queueOffset: number): boolean {
+    if (!Number.isSafeInteger(phy) || phy < 0 || phy >= this.logMax) return false
+    const queue = this.queue
+    if (queue === null || queueOffset < this.min || queueOffset >= this.max) return true
+    if (this.units === null || queueOffset < this.from || queueOffset >= this.from + this.count) {
+      this.end()
+      const units = queue.getIndexBuffer(queueOffset)
+      if (units === null) return true
+      this.units = units
+      this.from = queueOffset
+      this.count = Math.floor(units.size / CQ_STORE_UNIT_SIZE)
+      if (this.count === 0) return true
+    }
+    return ConsumeQueue.readOffset(this.units.buffer, (queueOffset - this.from) * CQ_STORE_UNIT_SIZE) === phy
+  }
+
+  /** Lets go of the units held (the read ended). */
+  end(): void {
+    this.units?.release()
+    this.units = null
+    this.count = 0
   }
 }
