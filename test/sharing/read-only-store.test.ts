@@ -309,6 +309,9 @@ describe('lookups and reads in a row in a reader', () => {
     expect(after.messages.map((m) => m.body.toString().split(':')[0])).toEqual(['52', '56'])
     expect(r.lookMessageByOffset(newest.commitLogOffset)).toBeNull()
     expect(r.queryMessage('kv', 'k58', 4).messages).toEqual([])
+    // Its store time is read from its head, as the writer reads it.
+    expect(r.getMessageStoreTimeStamp('kv', 0, newest.queueOffset)).toBe(newest.storeTimestamp)
+    expect(w.getMessageStoreTimeStamp('kv', 0, newest.queueOffset)).toBe(newest.storeTimestamp)
   })
 
   it('reads a compacted queue as the writer: every field, across segments, in pieces, with tags, and a body damaged after it was indexed skipped and counted', async () => {

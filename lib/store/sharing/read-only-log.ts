@@ -1,18 +1,17 @@
 // The commit log as a read-only opener sees it: records read by offset (checked before they are
 // served), the first offset still on disk, and where the written records end.
 import { Buffer } from 'node:buffer'
-import { native } from '../../native.js'
 import {
   BLANK_MAGIC_CODE,
-  decodeMessage,
   MESSAGE_MAGIC_CODE,
   MIN_RECORD_LENGTH,
   OFFSET_MAGIC,
   OFFSET_PHYSICALOFFSET,
   OFFSET_QUEUEID,
   OFFSET_QUEUEOFFSET,
+  OFFSET_SYSFLAG,
   OFFSET_TOTALSIZE,
-  type DecodedMessage,
+  storeTimestampOffset,
 } from '../commitlog/record.js'
 import { readInt64BE } from '../bytes.js'
 import { CQ_STORE_UNIT_SIZE, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
@@ -23,6 +22,8 @@ import { LISTING_MAX_AGE_MS, ReadOnlySegments } from './read-only-segments.js'
 
 /** The head of a record a unit is checked against: through PHYSICALOFFSET. */
 const RECORD_HEAD_BYTES = OFFSET_PHYSICALOFFSET + 8
+/** A record's head through its store time, with an IPv6 born host (the longest it can be). */
+const STAMP_HEAD_BYTES = 96
 /** A record longer than this is damage (maxMessageSize is at most a few MiB plus headroom). */
 const MAX_RECORD_BYTES = 64 * 1024 * 1024
 /** Bytes read per step when walking the last file for the log's end. */
@@ -60,7 +61,7 @@ export class ReadOnlyCommitLog {
   /** When the folder was last listed (Date.now()). */
   private listedAt = 0
   private readonly head = Buffer.alloc(RECORD_HEAD_BYTES)
-  private readonly crcOut = new Int32Array(1)
+  private readonly stampHead = Buffer.alloc(STAMP_HEAD_BYTES)
   /** Records not served because their body failed its CRC. */
   bodyCrcFailures = 0
   // A queue read (beginRead, takeRecord, finishRead): the records are read into `buffer` one
@@ -161,39 +162,25 @@ export class ReadOnlyCommitLog {
   }
 
   /**
-   * The message whose record starts at `offset` (of `size` bytes when given), decoded from a
-   * private copy of its bytes; null when no whole record is there or its body fails its CRC.
+   * The store time in the record at `offset` (of `size` bytes when given), read from its head as
+   * the writer's pickupStoreTimestamp reads it, the head checked (size, magic, its own offset); -1
+   * when no such record is there.
    */
-  read(offset: number, size = -1): DecodedMessage | null {
-    if (offset < 0) return null
-    let segment = this.files.segmentOf(offset)
-    if (segment === null) return null
-    let within = offset - segment.offset
-    let length = size
-    if (length < 0) {
-      const head = this.files.read(segment, within, 8, this.head)
-      if (head.length < 8 || head.readInt32BE(OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return null
-      length = head.readInt32BE(OFFSET_TOTALSIZE)
+  storeTimestampAt(offset: number, size = -1): number {
+    if (offset < 0) return -1
+    for (let attempt = 0; ; attempt++) {
+      const segment = this.files.segmentOf(offset)
+      const head = segment === null ? EMPTY : this.files.read(segment, offset - segment.offset, STAMP_HEAD_BYTES, this.stampHead)
+      if (head.length >= RECORD_HEAD_BYTES) {
+        if (head.readInt32BE(OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE || readInt64BE(head, OFFSET_PHYSICALOFFSET) !== offset) return -1
+        const length = head.readInt32BE(OFFSET_TOTALSIZE)
+        if (length < MIN_RECORD_LENGTH || (size >= 0 && length !== size)) return -1
+        const at = storeTimestampOffset(head.readInt32BE(OFFSET_SYSFLAG))
+        return at + 8 <= head.length ? readInt64BE(head, at) : -1
+      }
+      // Not (yet) in a file listed: a file rolled to, or rebuilt.
+      if (attempt === 1 || !this.files.refresh().changed) return -1
     }
-    if (length < MIN_RECORD_LENGTH || length > MAX_RECORD_BYTES) return null
-    let bytes = this.files.read(segment, within, length)
-    if (bytes.length < length && this.files.refresh().changed) {
-      // The file may have been replaced (recovery rebuilt it): read the new one.
-      segment = this.files.segmentOf(offset)
-      if (segment === null) return null
-      within = offset - segment.offset
-      bytes = this.files.read(segment, within, length)
-    }
-    if (bytes.length < length || bytes.readInt32BE(OFFSET_TOTALSIZE) !== length) return null
-    if (bytes.readInt32BE(OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE) return null
-    const message = decodeMessage(bytes, 0, false)
-    if (message === null || message.commitLogOffset !== offset) return null
-    native.crc32Each([message.body], this.crcOut)
-    if (this.crcOut[0] !== message.bodyCRC) {
-      this.bodyCrcFailures++
-      return null
-    }
-    return message
   }
 
   /**

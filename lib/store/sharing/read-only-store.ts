@@ -468,7 +468,7 @@ export class MessageStoreReader implements AsyncDisposable {
 
   private storeTimeAt(queue: ReadOnlyQueue, queueOffset: number): number {
     const unit = this.unitAt(queue, queueOffset)
-    return unit === null ? -1 : (this.log.read(unit.offset, unit.size)?.storeTimestamp ?? -1)
+    return unit === null ? -1 : this.log.storeTimestampAt(unit.offset, unit.size)
   }
 
   /**
@@ -519,7 +519,7 @@ export class MessageStoreReader implements AsyncDisposable {
       return this.compactionLog(topic, queueId)?.storeTimeAt(0) ?? this.storeTimeAt(queue, queue.getMinOffsetInQueue())
     }
     const min = this.log.minOffset()
-    return min < 0 ? -1 : (this.log.read(min)?.storeTimestamp ?? -1)
+    return min < 0 ? -1 : this.log.storeTimestampAt(min)
   }
 
   getMinPhyOffset(): number {
