@@ -8,16 +8,13 @@ import type { CommitLog } from '../commitlog/commit-log.js'
 import {
   checkRecord,
   isPrepareFailure,
-  MIN_RECORD_LENGTH,
   OFFSET_PHYSICALOFFSET,
-  OFFSET_TOTALSIZE,
   SysFlag,
-  tagsMatch,
   type DispatchRequest,
   type PrepareFailure,
   type PreparedRecord,
 } from '../commitlog/record.js'
-import { DataViewCache, getInt64, readInt64BE } from '../bytes.js'
+import { DataViewCache, readInt64BE } from '../bytes.js'
 import { keysString } from '../message-validation.js'
 import type { MessageStoreConfig } from '../config.js'
 import type { Clock } from '../environment.js'
@@ -28,17 +25,14 @@ import type { GetMessageResult, Message, MessageExt } from '../types.js'
 import type { ReadService } from '../read/read-service.js'
 import type { SubscriptionDeps } from '../read/subscriptions.js'
 import { ReadBatch, type BatchOutcome } from '../read/read-batch.js'
-import { hasTagIn } from '../read/record-bytes.js'
-import { emptyQueuePlace, isRecordOf, placeFor, type QueuePlace } from '../read/record-identity.js'
+import { emptyQueuePlace, placeFor, type QueuePlace } from '../read/record-identity.js'
 import type { SelectMappedBufferResult } from '../mapped/mapped-file-types.js'
 import type { SegmentLease } from './segment.js'
+import { CompactedRead } from './compacted-read.js'
 
 export type { CompactReport } from './compaction-service.js'
 export type { TopicConfig, TopicConfigInput } from '../topics/topic-table.js'
 import { CompactionService, type CleanerStats, type CompactionOptions, type CompactReport } from './compaction-service.js'
-
-/** Records a compacted read passes over (removed by the tag filter) before it gives up. */
-const MAX_SKIPPED_PER_READ = 800
 
 export interface CompactedTopicsDeps {
   topicsFile: string
@@ -66,6 +60,7 @@ export class CompactedTopics {
   private readonly initial: Record<string, unknown> | undefined
   // Reads: the batch their records are copied with, the place they must name, views of the files.
   private batch: ReadBatch | null = null
+  private read: CompactedRead | null = null
   private readonly place: QueuePlace = emptyQueuePlace()
   private readonly positions = new UnitPositions()
   private readonly views = new DataViewCache()
@@ -254,51 +249,25 @@ export class CompactedTopics {
       return result
     }
     result.status = 'NO_MATCHED_MESSAGE'
-    const maxBytes = this.deps.config.maxTransferBytesOnMessageInMemory
-    let next = offset
-    let skipped = 0
-    let count = 0
-    let bytes = 0
     // Always a copy, as the commit log's default reads make (read/read-batch.ts): a compaction log is
     // a shared writable mapping, which a consumer must not reach (copyMessageBody: false applies to
     // commit-log reads only). The files read stay held until the copies are made.
-    const batch = this.readBatch()
-    const place = placeFor(this.place, topic, queueId)
+    const read = this.compactedRead()
+    placeFor(this.place, topic, queueId)
     const held: SegmentLease[] = []
     const positions = this.positions
     positions.begin(this.deps.queues.find(topic, queueId), this.deps.commitLog.getMaxOffset())
     let outcome: BatchOutcome
     try {
-      batch.begin()
+      read.begin(offset, { maxMsgNums, maxBytes: this.deps.config.maxTransferBytesOnMessageInMemory, tags })
       this.service.read(
         topic,
         queueId,
         offset,
-        (data, position, size, queueOffset, tagsCode) => {
-          if (count >= maxMsgNums || (count > 0 && bytes + size > maxBytes)) return false
-          next = queueOffset + 1
-          if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
-          if (position < 0 || position + MIN_RECORD_LENGTH > data.length) return true
-          const dv = this.views.of(data)
-          const phy = getInt64(dv, position + OFFSET_PHYSICALOFFSET)
-          if (!batch.locateIn(data, dv, position, phy, null) || dv.getInt32(position + OFFSET_TOTALSIZE) !== size) return true
-          place.queueOffset = queueOffset
-          if (!isRecordOf(data, dv, position, place, batch.fields) || !positions.holds(phy, queueOffset)) {
-            this.deps.log('error', `compacted read skipped ${topic}/${queueId} offset ${queueOffset}: its record's header is damaged`)
-            return true
-          }
-          const fields = batch.fields
-          if (tags !== undefined && !hasTagIn(data, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, tags)) {
-            return ++skipped < MAX_SKIPPED_PER_READ
-          }
-          batch.take(null)
-          count++
-          bytes += size
-          return true
-        },
+        (data, position, size, queueOffset, tagsCode) => read.visit(data, this.views.of(data), position, size, queueOffset, tagsCode),
         held,
       )
-      outcome = batch.finish()
+      outcome = read.finish()
     } finally {
       positions.end()
       for (const lease of held) lease.release()
@@ -313,8 +282,7 @@ export class CompactedTopics {
     result.bufferTotalSize = outcome.bytes
     if (outcome.messages.length > 0) result.status = 'FOUND'
     // Nothing at or after the offset survives (only keyless offsets were there): skip to the end.
-    if (next === offset && result.messages.length === 0) next = max
-    result.nextBeginOffset = next
+    result.nextBeginOffset = read.next === offset && result.messages.length === 0 ? max : read.next
     return result
   }
 
@@ -322,6 +290,21 @@ export class CompactedTopics {
   private readBatch(): ReadBatch {
     this.batch ??= new ReadBatch({ zeroCopy: false, verify: this.deps.config.checkCRCOnRead })
     return this.batch
+  }
+
+  /** What a compacted read takes of the copies it visits (made on the first read). */
+  private compactedRead(): CompactedRead {
+    this.read ??= new CompactedRead(
+      this.readBatch(),
+      this.place,
+      (phy, queueOffset) => this.positions.holds(phy, queueOffset),
+      (queueOffset) =>
+        this.deps.log(
+          'error',
+          `compacted read skipped ${this.place.topic}/${this.place.queueId} offset ${queueOffset}: its record's header is damaged`,
+        ),
+    )
+    return this.read
   }
 
   /** What subscriptions read through: compacted queues here, the others from `reads`. */

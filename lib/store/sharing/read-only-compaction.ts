@@ -9,11 +9,9 @@ import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 
-import { checkRecord, OFFSET_PHYSICALOFFSET, OFFSET_TOTALSIZE, tagsMatch } from '../commitlog/record.js'
-import { getInt64 } from '../bytes.js'
-import type { BatchOutcome, ReadBatch } from '../read/read-batch.js'
-import { hasTagIn } from '../read/record-bytes.js'
-import { isRecordOf, type QueuePlace } from '../read/record-identity.js'
+import { checkRecord } from '../commitlog/record.js'
+import type { CompactedRead, CompactedReadLimits } from '../compaction/compacted-read.js'
+import type { BatchOutcome } from '../read/read-batch.js'
 import { parseLenientJson } from '../consumer-offsets.js'
 import { LISTING_MAX_AGE_MS, ReadOnlySegments, type ReadOnlySegment } from './read-only-segments.js'
 
@@ -21,8 +19,6 @@ import { LISTING_MAX_AGE_MS, ReadOnlySegments, type ReadOnlySegment } from './re
 const TOPICS_MAX_AGE_MS = 50
 /** Bytes read per step when indexing a compaction-log file. */
 const SCAN_BYTES = 256 * 1024
-/** Records a read steps over for the tag filter before it answers (as the writer). */
-const MAX_SKIPPED_PER_READ = 800
 /** A read takes the records that follow one another in a file with one pread of up to this much. */
 const READ_RUN_BYTES = 128 * 1024
 
@@ -177,51 +173,20 @@ export class ReadOnlyCompactionLog {
   }
 
   /**
-   * A getMessage of this queue (`place` names its topic and queue) from `fromOffset`, as the writer
-   * reads a compacted queue: the survivors in order, at most `maxMsgNums` (and no more than
-   * `maxBytes` once one is taken), with one of `tags` when given (at most MAX_SKIPPED_PER_READ
-   * refused), each served only when it is the copy of its queue offset, copied and its body checked
-   * by `batch`. `next` is the offset after the last one visited, `max` when nothing at or after
-   * `fromOffset` survives.
+   * A getMessage of this queue from `fromOffset`, as the writer reads a compacted queue (`read`
+   * takes the copies: see compaction/compacted-read.ts). `next` is the offset after the last copy
+   * visited, the end when nothing at or after `fromOffset` survives.
    */
-  readMessages(
-    batch: ReadBatch,
-    place: QueuePlace,
-    fromOffset: number,
-    maxMsgNums: number,
-    maxBytes: number,
-    tags: string[] | undefined,
-  ): { outcome: BatchOutcome; next: number } {
-    let next = fromOffset
-    let skipped = 0
-    let count = 0
-    let bytes = 0
-    batch.begin()
-    const wants = (size: number) => count < maxMsgNums && (count === 0 || bytes + size <= maxBytes)
+  readMessages(read: CompactedRead, fromOffset: number, limits: CompactedReadLimits): { outcome: BatchOutcome; next: number } {
+    read.begin(fromOffset, limits)
     this.read(
       fromOffset,
-      (data, dv, position, size, queueOffset, tagsCode) => {
-        if (!wants(size)) return false
-        next = queueOffset + 1
-        if (!tagsMatch(tags, tagsCode)) return ++skipped < MAX_SKIPPED_PER_READ
-        const phy = getInt64(dv, position + OFFSET_PHYSICALOFFSET)
-        if (!batch.locateIn(data, dv, position, phy, null) || dv.getInt32(position + OFFSET_TOTALSIZE) !== size) return true
-        place.queueOffset = queueOffset
-        if (!isRecordOf(data, dv, position, place, batch.fields)) return true
-        const fields = batch.fields
-        if (tags !== undefined && !hasTagIn(data, fields.propertiesAt, fields.propertiesAt + fields.propertiesLength, tags)) {
-          return ++skipped < MAX_SKIPPED_PER_READ
-        }
-        batch.take(null)
-        count++
-        bytes += size
-        return true
-      },
-      maxMsgNums,
-      wants,
+      (data, dv, position, size, queueOffset, tagsCode) => read.visit(data, dv, position, size, queueOffset, tagsCode),
+      limits.maxMsgNums,
+      (size) => read.wants(size),
     )
-    const outcome = batch.finish()
-    if (next === fromOffset && outcome.messages.length === 0) next = this.maxOffset()
+    const outcome = read.finish()
+    const next = read.next === fromOffset && outcome.messages.length === 0 ? this.maxOffset() : read.next
     return { outcome, next }
   }
 

@@ -21,6 +21,7 @@ import {
   filterTags,
 } from '../message-validation.js'
 import { CQ_BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, readUnitOffset, readUnitSize } from '../queue/cq-unit.js'
+import { CompactedRead } from '../compaction/compacted-read.js'
 import { ReadBatch } from '../read/read-batch.js'
 import { isAsciiText } from '../read/record-bytes.js'
 import { emptyQueuePlace, placeFor } from '../read/record-identity.js'
@@ -110,9 +111,9 @@ export class MessageStoreReader implements AsyncDisposable {
   private readonly queues = new Map<string, ReadOnlyQueue>()
   private readonly topics: TopicsFile
   private readonly compactionLogs = new Map<string, ReadOnlyCompactionLog>()
-  /** Compacted reads copy their records as the writer's do (read/read-batch.ts). */
-  private readonly compactedBatch = new ReadBatch({ zeroCopy: false, verify: true })
+  /** Compacted reads take and copy their records as the writer's do (compaction/compacted-read.ts). */
   private readonly compactedPlace = emptyQueuePlace()
+  private readonly compactedRead = new CompactedRead(new ReadBatch({ zeroCopy: false, verify: true }), this.compactedPlace)
   private readonly offsets: ConsumerOffsets
   private readonly offsetStorePath: string | null
   private readonly subscriptions: Subscriptions
@@ -359,9 +360,9 @@ export class MessageStoreReader implements AsyncDisposable {
     if (max === 0) return { ...result, status: 'NO_MESSAGE_IN_QUEUE', messages: [], nextBeginOffset: 0 }
     if (offset === max) return { ...result, status: 'OFFSET_OVERFLOW_ONE', messages: [], nextBeginOffset: offset }
     if (offset > max) return { ...result, status: 'OFFSET_OVERFLOW_BADLY', messages: [], nextBeginOffset: max }
-    const maxBytes = this.config.maxTransferBytesOnMessageInMemory
-    const place = placeFor(this.compactedPlace, topic, queueId)
-    const { outcome, next } = log.readMessages(this.compactedBatch, place, offset, maxMsgNums, maxBytes, tags)
+    placeFor(this.compactedPlace, topic, queueId)
+    const limits = { maxMsgNums, maxBytes: this.config.maxTransferBytesOnMessageInMemory, tags }
+    const { outcome, next } = log.readMessages(this.compactedRead, offset, limits)
     const messages: MessageExt[] = outcome.messages
     this.log.bodyCrcFailures += outcome.badBodies.length
     this.getMessageFoundCount += messages.length
