@@ -373,6 +373,25 @@ describe('lookups and reads in a row in a reader', () => {
     expect(after.messages.map(fieldsAndBodyOf)).toEqual(w.getMessage('g', 'kv', 0, 10, 20).messages.map(fieldsAndBodyOf))
   })
 
+  it('walks a long chain of keys sharing a hash while its visits open more files than the reader keeps open', async () => {
+    const dir = tempDir()
+    const w = await writer(dir, { maxHashSlotNum: 64, maxIndexNum: 4096 })
+    // "xAa" once, then 2,200 records of "xBB" (the same Java hash) in 4 KiB bodies: the chain from
+    // the newest entry back to "xAa" visits records in some 150 commit-log files of 64 KiB.
+    const first = await w.putMessages([{ topic: 't', queueId: 0, body: Buffer.alloc(100, 1), keys: ['xAa'] }])
+    expect(first[0].status).toBe('PUT_OK')
+    for (let b = 0; b < 22; b++) {
+      const batch = await w.putMessages(
+        Array.from({ length: 100 }, () => ({ topic: 't', queueId: 0, body: Buffer.alloc(4000, 2), keys: ['xBB'] })),
+      )
+      for (const result of batch) expect(result.status).toBe('PUT_OK')
+    }
+    expect(fs.readdirSync(join(dir, 'commitlog')).length).toBeGreaterThan(140)
+    const r = await reader(dir)
+    expect(r.getLatestByKey('t', 'xAa')?.commitLogOffset).toBe(first[0].wroteOffset)
+    expect(r.getLatestByKey('t', 'xAa')?.body.equals(Buffer.alloc(100, 1))).toBe(true)
+  })
+
   it('finds a key put just now in an index file and a commit-log file the writer has just started', async () => {
     const dir = tempDir()
     const w = await writer(dir, { maxHashSlotNum: 16, maxIndexNum: 64 })

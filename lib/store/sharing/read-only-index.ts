@@ -60,7 +60,11 @@ export class ReadOnlyIndex {
         if (fs.readSync(fd, this.slot, 0, HASH_SLOT_SIZE, hashSlotPosition(hash, slots)) < HASH_SLOT_SIZE) continue
         let at = this.slot.readInt32BE(0)
         for (let steps = 0; at > 0 && at < entries && steps < entries; steps++) {
-          if (fs.readSync(fd, this.entry, 0, INDEX_ENTRY_SIZE, indexEntryPosition(at, slots)) < INDEX_ENTRY_SIZE) break
+          // Asked for again at each entry: a visit may open other files, and the process-wide cap
+          // on open descriptors may have closed this one (its number then names another file).
+          const entryFd = this.files.descriptor(segment)
+          if (entryFd < 0) break
+          if (fs.readSync(entryFd, this.entry, 0, INDEX_ENTRY_SIZE, indexEntryPosition(at, slots)) < INDEX_ENTRY_SIZE) break
           const { keyHash, phyOffset, prevIndex } = readIndexEntry(this.entryView, 0)
           if (keyHash === hash) {
             if (visit(phyOffset) || ++seen >= limit) return
