@@ -18,6 +18,7 @@ import {
   keyOf,
   log,
   LOOKUP_WARMUP,
+  makeBodies,
   makeBody,
   makeTempDir,
   now,
@@ -49,6 +50,7 @@ import {
   type BigStoreResult,
   type EngineResult,
   type PhaseWindow,
+  type ScanResult,
   putInBatches,
   windowSince,
 } from './workload.js'
@@ -238,12 +240,31 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           const openMs = Number(t2 - t1) / 1e6
           result.reopen = { closeMs, openMs, totalMs: closeMs + openMs, secondOpenMs }
         }
+
+        // (4b) the scanned queue read zero-copy (copyMessageBody: false): the store opened so.
+        if (phases.has('scan')) {
+          log(`mqstore: zero-copy scan of ${SCAN_TOPIC}/${SCAN_QUEUE} x${SCAN_RUNS}, twice`)
+          await store.close()
+          store = await MessageStore.open(dir, { ...options, copyMessageBody: false })
+          const zeroCopy = store
+          const expected = scannedQueueSize(config.count)
+          const zeroCopyStarted = now()
+          result.scanZeroCopy = await timeScan(expected, () => scanPass(zeroCopy, expected))
+          windows.push(windowSince('scan, zero-copy getMessage', zeroCopyStarted))
+        }
       } finally {
         await store.close()
       }
     } finally {
       removeDir(dir)
     }
+  }
+
+  // (5a) a compacted queue read, in a store of its own
+  if (phases.has('scan')) {
+    const compactedStarted = now()
+    result.scanCompacted = await compactedScan(config)
+    windows.push(windowSince('scan, a compacted queue', compactedStarted))
   }
 
   // (5) SYNC put, 64 producers
@@ -322,6 +343,56 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
     windows.push(windowSince('timer', timerStarted))
   }
   return result
+}
+
+/** Puts of the compacted-queue scan's store (at most --count), over half as many keys. */
+const COMPACTED_PUTS = 100_000
+const COMPACTED_TOPIC = 'BenchCompacted'
+
+/**
+ * A compacted queue read in order, getMessage SCAN_BATCH at a time, as the scan phase reads (its
+ * passes timed by timeScan): COMPACTED_PUTS messages of the bench's bodies over half as many keys
+ * put into one queue of a compacted topic, a compaction pass run, and the survivors read.
+ */
+async function compactedScan(config: BenchConfig): Promise<ScanResult> {
+  const n = Math.min(config.count, COMPACTED_PUTS)
+  const keys = Math.max(1, n >> 1)
+  log(`mqstore: a compacted queue of ${n} puts over ${keys} keys, compacted, then scanned x${SCAN_RUNS}, twice`)
+  const dir = makeTempDir('mqstore-compacted')
+  try {
+    const store = await MessageStore.open(dir, { ...MQSTORE_OPTIONS, topics: { [COMPACTED_TOPIC]: { cleanupPolicy: 'compact' } } })
+    try {
+      for (let first = 0; first < n; first += PUT_BATCH) {
+        const bodies = makeBodies(first, Math.min(PUT_BATCH, n - first))
+        const results = await store.putMessages(
+          bodies.map((body, j) => ({ topic: COMPACTED_TOPIC, queueId: 0, body, keys: `k${(first + j) % keys}` })),
+        )
+        for (const result of results) check(result.status === 'PUT_OK', `compacted put: ${result.status}`)
+      }
+      await store.compact(COMPACTED_TOPIC)
+      const pass = (): number => {
+        let offset = store.getMinOffsetInQueue(COMPACTED_TOPIC, 0)
+        let seen = 0
+        for (;;) {
+          const got = store.getMessage(GROUP, COMPACTED_TOPIC, 0, offset, SCAN_BATCH)
+          if (got.status !== 'FOUND') break
+          seen += got.messages.length
+          offset = got.nextBeginOffset
+        }
+        return seen
+      }
+      const survivors = pass()
+      check(survivors >= keys && survivors < n, `the compacted queue holds ${survivors} of ${n} messages over ${keys} keys`)
+      return await timeScan(survivors, () => {
+        const seen = pass()
+        check(seen === survivors, `compacted scan saw ${seen} messages, not ${survivors}`)
+      })
+    } finally {
+      await store.close()
+    }
+  } finally {
+    removeDir(dir)
+  }
 }
 
 /** Lookups a read-only opener makes in the lookup phase (each costs it a few system calls). */

@@ -175,6 +175,20 @@ const ROWS: Row[] = [
     limit: 'memcpy',
   },
   {
+    phase: `scan one queue, getMessage ${SCAN_BATCH} at a time, zero-copy (copyMessageBody: false)`,
+    unit: 'msg/s',
+    direction: 'higher',
+    digits: 0,
+    value: (r) => r.scanZeroCopy?.rate,
+  },
+  {
+    phase: `scan a compacted queue (each key put twice), getMessage ${SCAN_BATCH} at a time`,
+    unit: 'msg/s',
+    direction: 'higher',
+    digits: 0,
+    value: (r) => r.scanCompacted?.rate,
+  },
+  {
     phase: `scan one queue, getMessage ${SCAN_BATCH} at a time, a read-only opener (pread)`,
     unit: 'msg/s',
     direction: 'higher',

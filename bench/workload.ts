@@ -552,6 +552,10 @@ export interface EngineResult {
   scanConsume?: ScanResult
   /** The same queue read by a read-only opener in the same process (mqstore only). */
   scanReader?: ScanResult
+  /** The same queue read zero-copy, copyMessageBody: false (mqstore only). */
+  scanZeroCopy?: ScanResult
+  /** A compacted queue's survivors read in order (mqstore only; bench/mqstore.ts compactedScan). */
+  scanCompacted?: ScanResult
   lookup?: LookupResult
   /** The first of the lookup phase's keys looked up by a read-only opener (mqstore only). */
   lookupReader?: LookupResult

@@ -201,7 +201,7 @@ describe('scan passes', () => {
 })
 
 describe("a reader's rows", () => {
-  it("prints a read-only opener's scan and lookups for mqstore alone, and no such rows without them", () => {
+  it("prints a read-only opener's scan and lookups, and the zero-copy and compacted scans, for mqstore alone, and no such rows without them", () => {
     const b = bench(0.1, [[900, 100]])
     const row = (start: string) =>
       textReport(b)
@@ -217,6 +217,14 @@ describe("a reader's rows", () => {
     mq.lookupReader = { count: 10, found: 10, seconds: 0.0002, rate: 50_000, latencyUs }
     expect(row(scan)).toMatch(/msg\/s \(\+\) +500,000 +- /)
     expect(row(lookups)).toMatch(/lookups\/s \(\+\) +50,000 +- /)
+    const zeroCopy = 'scan one queue, getMessage 32 at a time, zero-copy (copyMessageBody: false)'
+    const compacted = 'scan a compacted queue (each key put twice), getMessage 32 at a time'
+    expect(row(zeroCopy)).toBeUndefined()
+    expect(row(compacted)).toBeUndefined()
+    mq.scanZeroCopy = { count: 100, runs: [0.00004], seconds: 0.00004, rate: 2_500_000 }
+    mq.scanCompacted = { count: 100, runs: [0.00005], seconds: 0.00005, rate: 2_000_000 }
+    expect(row(zeroCopy)).toMatch(/msg\/s \(\+\) +2,500,000 +- /)
+    expect(row(compacted)).toMatch(/msg\/s \(\+\) +2,000,000 +- /)
   })
 })
 
