@@ -60,8 +60,8 @@ export class ReadOnlyCommitLog {
   private walkedTo = -1
   /** When the folder was last listed (Date.now()). */
   private listedAt = 0
-  private readonly head = Buffer.alloc(RECORD_HEAD_BYTES)
-  private readonly stampHead = Buffer.alloc(STAMP_HEAD_BYTES)
+  /** A record's head, read for holdsRecord() and storeTimestampAt(). */
+  private readonly head = Buffer.alloc(STAMP_HEAD_BYTES)
   /** Records not served because their body failed its CRC. */
   bodyCrcFailures = 0
   // A queue read (beginRead, takeRecord, finishRead): the records are read into `buffer` one
@@ -170,7 +170,7 @@ export class ReadOnlyCommitLog {
     if (offset < 0) return -1
     for (let attempt = 0; ; attempt++) {
       const segment = this.files.segmentOf(offset)
-      const head = segment === null ? EMPTY : this.files.read(segment, offset - segment.offset, STAMP_HEAD_BYTES, this.stampHead)
+      const head = segment === null ? EMPTY : this.files.read(segment, offset - segment.offset, STAMP_HEAD_BYTES, this.head)
       if (head.length >= RECORD_HEAD_BYTES) {
         if (head.readInt32BE(OFFSET_MAGIC) !== MESSAGE_MAGIC_CODE || readInt64BE(head, OFFSET_PHYSICALOFFSET) !== offset) return -1
         const length = head.readInt32BE(OFFSET_TOTALSIZE)
@@ -189,11 +189,7 @@ export class ReadOnlyCommitLog {
    */
   beginRead(topic: string, queueId: number, units: Buffer): void {
     placeFor(this.place, topic, queueId)
-    this.batch.begin()
-    this.units = units
-    this.bufferUsed = 0
-    this.windowFrom = -1
-    this.windowEnd = -1
+    this.begin(units)
   }
 
   /**
@@ -231,8 +227,13 @@ export class ReadOnlyCommitLog {
    * each, then finishRead().
    */
   beginLookups(): void {
+    this.begin(EMPTY)
+  }
+
+  /** A new read: an empty batch, the buffer from its start, no read-ahead window. */
+  private begin(units: Buffer): void {
     this.batch.begin()
-    this.units = EMPTY
+    this.units = units
     this.bufferUsed = 0
     this.windowFrom = -1
     this.windowEnd = -1
