@@ -19,6 +19,7 @@ import {
   BLANK_MAGIC_CODE,
   decodeMessage,
 } from '../lib/store/commitlog/record.js'
+import type { StoreEngine } from '../lib/store/store-engine.js'
 import { recordWriteBacks } from './helpers/map-handle.js'
 import { tempDir } from './helpers/tmp.js'
 
@@ -295,6 +296,45 @@ describe('write-back behind the writer', () => {
       expect(calls).toBe(0)
     } finally {
       restore()
+    }
+  })
+
+  it('a batch that crosses file ends dispatches every record itself, the one after each end-of-file blank too', async () => {
+    const dir = tempDir()
+    // Records of about 200 bytes in files of 16 KiB: a slice of 64 records meets at most one file end.
+    const store = await MessageStore.open(dir, { mappedFileSizeCommitLog: 16 * 1024, messageIndexEnable: true })
+    try {
+      // The queue's first file is made on its first put (dispatch waits for it, then a pass reads the log).
+      expect((await store.putMessage({ topic: 'RollTopic', queueId: 0, body: 'first' })).status).toBe('PUT_OK')
+      const dispatcher = (store as unknown as { e: StoreEngine }).e.dispatcher
+      const reput = dispatcher.doReput.bind(dispatcher)
+      let parsed = 0
+      dispatcher.doReput = () => {
+        const n = reput()
+        parsed += n
+        return n
+      }
+      const body = (i: number) => Buffer.from(`roll body ${i} `.padEnd(150, '.'))
+      const results = await store.putMessages(
+        Array.from({ length: 400 }, (_, i) => ({ topic: 'RollTopic', queueId: 0, body: body(i), keys: `r${i}` })),
+      )
+      expect(results.map((r) => r.status)).toEqual(results.map(() => 'PUT_OK'))
+      expect(fs.readdirSync(join(dir, 'commitlog')).length).toBeGreaterThan(4)
+      expect(parsed).toBe(0)
+      // Units and index entries as the records say.
+      const got: Buffer[] = []
+      for (let offset = 1; offset < 401; ) {
+        const read = store.getMessage('g', 'RollTopic', 0, offset, 32)
+        expect(read.status).toBe('FOUND')
+        for (const m of read.messages) got.push(m.body)
+        offset = read.nextBeginOffset
+      }
+      expect(got.map((b) => b.toString())).toEqual(Array.from({ length: 400 }, (_, i) => body(i).toString()))
+      for (const i of [0, 63, 64, 199, 399]) {
+        expect(store.queryMessage('RollTopic', `r${i}`, 4).messages.map((m) => m.body.toString())).toEqual([body(i).toString()])
+      }
+    } finally {
+      await store.close()
     }
   })
 })

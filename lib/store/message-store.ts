@@ -61,8 +61,8 @@ export { MessageStoreReader }
 export type { ReadOnlyOpenOptions, ReaderStats } from './sharing/read-only-store.js'
 
 /** Keeps a staged record's request (null: the schedule topic's, left to the dispatcher's pass). */
-function stageRequest(commitLog: CommitLog, request: DispatchRequest | null): void {
-  if (request !== null) commitLog.stageRequest(request, commitLog.lastBlankOffset)
+function stageRequest(commitLog: CommitLog, request: DispatchRequest | null, blankOffset: number): void {
+  if (request !== null) commitLog.stageRequest(request, blankOffset)
 }
 
 /** Records a put appends, completes and dispatches at a time (a batch's records stay in the cache). */
@@ -262,6 +262,11 @@ export class MessageStore implements AsyncDisposable {
     try {
       for (let from = 0; from < messages.length; from += PUT_SLICE) {
         const to = Math.min(messages.length, from + PUT_SLICE)
+        // The record of the slice that follows an end-of-file blank (a roll), and where the blank
+        // starts: its dispatch steps over the blank. A second roll within one slice (files smaller
+        // than a slice) leaves the records after the first blank to the dispatcher's pass.
+        let blankBefore = -1
+        let blankAt = -1
         for (let i = from; i < to; i++) {
           const slot = slots === null ? null : slots.take(i - from)
           records[i - from] =
@@ -276,6 +281,11 @@ export class MessageStore implements AsyncDisposable {
             }
             const result = this.appendOne(record, now)
             results[i] = result
+            const blank = commitLog.lastBlankOffset
+            if (blank >= 0) {
+              blankBefore = i
+              blankAt = blank
+            }
             if (!result.isOk()) {
               this.refused(messages[i], result)
               continue
@@ -292,9 +302,10 @@ export class MessageStore implements AsyncDisposable {
           const result = results[i]
           if (result.wroteBytes <= 0) continue
           const record = records[i - from] as PreparedRecord
-          if (directDispatch) directDispatch = this.dispatchAppended(record, result)
+          const blank = i === blankBefore ? blankAt : -1
+          if (directDispatch) directDispatch = this.dispatchAppended(record, result, blank)
           // Staged (SYNC_FLUSH): dispatched from what the put knew once a commit writes it.
-          else if (staged) stageRequest(commitLog, this.appendedRequests.copyOf(record, result, commitLog.spareRequest()))
+          else if (staged) stageRequest(commitLog, this.appendedRequests.copyOf(record, result, commitLog.spareRequest()), blank)
           // Dispatch waits for a new queue's first file: the next new queues start making theirs.
           else if (this.e.dispatcher.waiting !== null) this.e.targets.prepareAhead(record, result.queueOffset)
         }
@@ -335,10 +346,13 @@ export class MessageStore implements AsyncDisposable {
     return result
   }
 
-  /** Dispatches a record just appended from what the put knows, without parsing it back. */
-  private dispatchAppended(record: PreparedRecord, result: PutMessageResult): boolean {
+  /**
+   * Dispatches a record just appended from what the put knows, without parsing it back;
+   * `blankOffset` is where the end-of-file blank its append wrote before it starts (-1: none).
+   */
+  private dispatchAppended(record: PreparedRecord, result: PutMessageResult, blankOffset: number): boolean {
     const request = this.appendedRequests.of(record, result)
-    return request !== null && this.e.dispatcher.dispatchAppended(request, result.wroteOffset, this.e.commitLog.lastBlankOffset)
+    return request !== null && this.e.dispatcher.dispatchAppended(request, result.wroteOffset, blankOffset)
   }
 
   // ---- get ----------------------------------------------------------------------------------
