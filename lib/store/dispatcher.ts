@@ -86,7 +86,12 @@ export class Dispatcher {
    */
   dispatchAppended(request: DispatchRequest, wroteOffset: number, blankOffset: number): boolean {
     if (this.failed || this.stopped) return false
-    if (this.reputFromOffset !== wroteOffset && (blankOffset < 0 || this.reputFromOffset !== blankOffset)) return false
+    // Both compared on every call (blankOffset is -1 without a blank, and no dispatch stands at
+    // -1): a comparison that first runs at a file's first roll would send the compiled put path
+    // back to the compiler there.
+    const atRecord = this.reputFromOffset === wroteOffset
+    const atBlank = this.reputFromOffset === blankOffset
+    if (!atRecord && !atBlank) return false
     if (!this.tryHandle(request)) return false
     this.reputFromOffset = wroteOffset + request.size
     return true

@@ -68,16 +68,26 @@ function stageRequest(commitLog: CommitLog, request: DispatchRequest | null, bla
 /** Records a put appends, completes and dispatches at a time (a batch's records stay in the cache). */
 const PUT_SLICE = 64
 
+type SliceRecords = (PreparedRecord | PrepareFailure | undefined)[]
+
+/** An empty array for a slice's built records. */
+function sliceRecords(): SliceRecords {
+  return new Array<PreparedRecord | PrepareFailure | undefined>(PUT_SLICE).fill(undefined)
+}
+
 export class MessageStore implements AsyncDisposable {
   readonly storePath: string
   readonly config: MessageStoreConfig
 
   /** The put's own dispatch requests (one object, refilled per record). */
   private readonly appendedRequests = new AppendedRequests()
+  // Both made with the store, not at its first put: arrays the put path itself makes, or fills for
+  // the first time, do not have the shapes its compiled code was made for in an earlier store of
+  // the process, and each such first time sends that code back to the compiler mid-burst.
   /** The records a put refills slice after slice; null while a put holds them (a nested put makes its own). */
-  private recordSlots: RecordSlots | null = new RecordSlots()
+  private recordSlots: RecordSlots | null = new RecordSlots(PUT_SLICE)
   /** A slice's built records, kept between puts; null while a put holds them (a nested put makes its own). */
-  private sliceRecords: (PreparedRecord | PrepareFailure | undefined)[] | null = null
+  private sliceRecords: SliceRecords | null = sliceRecords()
 
   private constructor(private readonly e: StoreEngine) {
     this.storePath = e.storePath
@@ -257,7 +267,7 @@ export class MessageStore implements AsyncDisposable {
     const slots = this.recordSlots
     this.recordSlots = null
     // Taken while in use, so that a put made meanwhile (from the logger) gets an array of its own.
-    const records = this.sliceRecords ?? new Array<PreparedRecord | PrepareFailure | undefined>(PUT_SLICE).fill(undefined)
+    const records = this.sliceRecords ?? sliceRecords()
     this.sliceRecords = null
     try {
       for (let from = 0; from < messages.length; from += PUT_SLICE) {

@@ -7,6 +7,11 @@ export class RecordSlots {
   private readonly records: EncodedRecord[] = []
   private used = 0
 
+  /** With `count` slots made now (more are made when a put asks for them). */
+  constructor(count = 0) {
+    for (let i = 0; i < count; i++) this.records.push(new EncodedRecord())
+  }
+
   /** Slot `i`: valid until the next take(i) or release(). */
   take(i: number): EncodedRecord {
     while (this.records.length <= i) this.records.push(new EncodedRecord())
