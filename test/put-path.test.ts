@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
+import { createRequire, syncBuiltinESMExports } from 'node:module'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { crc32 } from 'node:zlib'
@@ -337,4 +338,34 @@ describe('write-back behind the writer', () => {
       await store.close()
     }
   })
+
+  it.skipIf(process.platform !== 'linux')(
+    "a new store's first put syncs no folder of the store's root: open made them (skipped elsewhere than Linux: it reads /proc/self/fd)",
+    async () => {
+      const dir = tempDir()
+      const store = await MessageStore.open(dir, { messageIndexEnable: true })
+      try {
+        for (const name of ['commitlog', 'consumequeue', 'index']) expect(fs.statSync(join(dir, name)).isDirectory()).toBe(true)
+        const fsCjs = createRequire(import.meta.url)('node:fs') as typeof fs
+        const fsync = fsCjs.fsyncSync
+        const synced: string[] = []
+        fsCjs.fsyncSync = (fd: number) => {
+          synced.push(fs.readlinkSync(`/proc/self/fd/${fd}`))
+          fsync(fd)
+        }
+        syncBuiltinESMExports()
+        try {
+          expect((await store.putMessage({ topic: 'FirstTopic', queueId: 0, body: 'first', keys: 'k1' })).status).toBe('PUT_OK')
+        } finally {
+          fsCjs.fsyncSync = fsync
+          syncBuiltinESMExports()
+        }
+        expect(synced.length).toBeGreaterThan(0)
+        expect(synced.filter((path) => path === fs.realpathSync(dir))).toEqual([])
+        expect(store.queryMessage('FirstTopic', 'k1', 1).messages).toHaveLength(1)
+      } finally {
+        await store.close()
+      }
+    },
+  )
 })

@@ -407,6 +407,12 @@ export class StoreEngine {
       `open dispatched ${replay.records} records from commit-log offset ${replay.from} into the consume queues and the index`,
     )
 
+    // The folders the puts write into, made now where missing: the root's sync below makes their
+    // entries durable with the abort file's, where each one's first file would pay a directory
+    // sync on the put path (about 3 ms on ext4).
+    for (const dir of [this.paths.commitLog, this.paths.consumeQueues]) fs.mkdirSync(dir, { recursive: true })
+    if (this.config.messageIndexEnable) fs.mkdirSync(this.paths.index, { recursive: true })
+
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()
     fs.writeFileSync(this.paths.abort, abortFileContent())
