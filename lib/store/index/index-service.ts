@@ -44,13 +44,13 @@ const CREATE_ATTEMPTS = 3
  * a burst of puts that never yields to the event loop starves the timed flush, and close then
  * synced every entry of the burst at once.
  */
-const WRITEBACK_KICK_ENTRIES = 65_536
+export const WRITEBACK_KICK_ENTRIES = 65_536
 /**
  * Entries before a store's first such sync. Early, so that the put path has run the kick before
  * a long burst: code compiled without ever having run a branch is sent back to the compiler the
  * first time it takes it, and buildIndex is among the put's hottest functions.
  */
-const FIRST_KICK_ENTRIES = 4096
+export const FIRST_KICK_ENTRIES = 4096
 /** Keys a bulk pass holds back before putting them (IndexService.beginBulk). */
 const BULK_KEYS = 4096
 
