@@ -20,8 +20,8 @@ import {
   BLANK_MAGIC_CODE,
   decodeMessage,
 } from '../lib/store/commitlog/record.js'
-import type { StoreEngine } from '../lib/store/store-engine.js'
 import { recordWriteBacks } from './helpers/map-handle.js'
+import { countParsedRecords } from './helpers/parsed-records.js'
 import { tempDir } from './helpers/tmp.js'
 
 /** Every record of every commit-log file, in order, with its bytes. */
@@ -307,21 +307,14 @@ describe('write-back behind the writer', () => {
     try {
       // The queue's first file is made on its first put (dispatch waits for it, then a pass reads the log).
       expect((await store.putMessage({ topic: 'RollTopic', queueId: 0, body: 'first' })).status).toBe('PUT_OK')
-      const dispatcher = (store as unknown as { e: StoreEngine }).e.dispatcher
-      const reput = dispatcher.doReput.bind(dispatcher)
-      let parsed = 0
-      dispatcher.doReput = () => {
-        const n = reput()
-        parsed += n
-        return n
-      }
+      const parsed = countParsedRecords(store)
       const body = (i: number) => Buffer.from(`roll body ${i} `.padEnd(150, '.'))
       const results = await store.putMessages(
         Array.from({ length: 400 }, (_, i) => ({ topic: 'RollTopic', queueId: 0, body: body(i), keys: `r${i}` })),
       )
       expect(results.map((r) => r.status)).toEqual(results.map(() => 'PUT_OK'))
       expect(fs.readdirSync(join(dir, 'commitlog')).length).toBeGreaterThan(4)
-      expect(parsed).toBe(0)
+      expect(parsed()).toBe(0)
       // Units and index entries as the records say.
       const got: Buffer[] = []
       for (let offset = 1; offset < 401; ) {
