@@ -361,4 +361,17 @@ describe('write-back behind the writer', () => {
       }
     },
   )
+
+  it("a file where the commit log's or the consume queues' folder belongs: open refuses with IO_ERROR naming it", async () => {
+    for (const name of ['commitlog', 'consumequeue']) {
+      const dir = tempDir()
+      fs.writeFileSync(join(dir, name), 'not a folder')
+      await expect(MessageStore.open(dir)).rejects.toMatchObject({ code: 'IO_ERROR', message: expect.stringContaining(join(dir, name)) })
+      // The lock is let go: the folder put right, the store opens.
+      fs.rmSync(join(dir, name))
+      const store = await MessageStore.open(dir)
+      expect((await store.putMessage({ topic: 'LayoutTopic', body: 'b' })).status).toBe('PUT_OK')
+      await store.close()
+    }
+  })
 })

@@ -7,7 +7,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-import { MQStoreError } from '../../errors.js'
+import { ioError, MQStoreError } from '../../errors.js'
 import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
 import { ensureDirectory, syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
@@ -144,7 +144,7 @@ export class MappedFileQueue {
       names = fs.readdirSync(this.storePath)
     } catch (cause) {
       if ((cause as NodeJS.ErrnoException).code === 'ENOENT') return
-      throw cause
+      throw ioError(`cannot list ${this.storePath}`, cause)
     }
     const segments: { name: string; start: number }[] = []
     for (const name of names) {
