@@ -6,7 +6,10 @@
 // - the put loop's limit: the put phase's own loop (messages built, handed over a batch at a time,
 //   each batch awaited and its results checked) with an engine that does nothing but encode each
 //   record as the JS encode limit does and answer it with a result object: what the put phase
-//   measures for a store whose put is the encode alone;
+//   measures for a store whose put is the encode alone; and the same loop with an engine that
+//   does, in one pass per message, the work a put cannot leave out (the record, its body CRC, its
+//   queue unit, its key's index entry and hash slot, its result): what the put phase measures for
+//   a store whose put is that work with nothing around it;
 // - the memcpy limit: records of the same size copied into a pre-faulted Buffer: what a read that
 //   copies what it serves can reach; and the same copies from where one queue's records lie in a
 //   shared log (one in TOPICS x QUEUES, over a log as large as the put phase's), which is what a
@@ -35,7 +38,32 @@ import * as v8 from 'node:v8'
 import { fileURLToPath } from 'node:url'
 
 import { native } from '../lib/native.js'
-import { BODY_SIZE, type BenchMessage, makeBodies, median, putInBatches, QUEUES, SYNC_PRODUCERS, TOPICS } from './workload.js'
+import {
+  END_PHY_OFFSET_OFFSET,
+  END_TIMESTAMP_OFFSET,
+  ENTRY_KEY_HASH_OFFSET,
+  ENTRY_PHY_OFFSET_OFFSET,
+  ENTRY_PREV_INDEX_OFFSET,
+  ENTRY_TIME_DIFF_OFFSET,
+  HASH_SLOT_COUNT_OFFSET,
+  hashSlotPosition,
+  INDEX_COUNT_OFFSET,
+  indexEntryPosition,
+  indexFileSize,
+  INVALID_INDEX,
+  topicKeyHash,
+} from '../lib/store/index/index-layout.js'
+import {
+  BODY_SIZE,
+  type BenchMessage,
+  makeBodies,
+  median,
+  putInBatches,
+  QUEUES,
+  queueOffsetOf,
+  SYNC_PRODUCERS,
+  TOPICS,
+} from './workload.js'
 
 /** Bytes of a record before its body: RocketMQ 4.9's fixed fields with IPv4 hosts. */
 export const RECORD_HEAD_BYTES = 88
@@ -68,6 +96,8 @@ export interface LimitsResult {
   jsEncode: number
   /** Messages per second of the put phase's loop with an engine that only encodes (median pass; see putLoopEncodeRuns). */
   putLoopEncode?: number
+  /** Messages per second of the put phase's loop with an engine that does the put's own work (median pass; see putLoopWorkRates). */
+  putLoopWork?: number
   /** Records of recordBytes copied per second (median pass of the fastest of copyWithin, Buffer.copy, set). */
   memcpy: number
   /** Records/s copied from one queue's places in a shared log (median pass; see scatteredCopyRate). */
@@ -89,6 +119,8 @@ export interface LimitsResult {
   jsEncodeRuns: number[]
   /** Each pass of the put loop with the encode-only engine, messages/s. */
   putLoopEncodeRuns?: number[]
+  /** Each pass of the put loop with the work engine, messages/s. */
+  putLoopWorkRuns?: number[]
   memcpyRuns: number[]
 }
 
@@ -210,6 +242,122 @@ export async function putLoopEncodeRates(target: Buffer, messages = PUT_LOOP_MES
   return rates
 }
 
+/** Records whose body CRCs the work engine computes in one native call, as the put's slices. */
+export const WORK_SLICE = 64
+/** The work engine's index: the sizes of the bench store's index file (the embedded defaults). */
+const WORK_INDEX_SLOTS = 1_000_000
+const WORK_INDEX_ENTRIES = 4_000_000
+/** Bytes of a consume-queue unit: commit-log offset, size, tags code. */
+const UNIT_BYTES = 20
+
+/** The pre-faulted regions the work engine writes into, besides the log it shares with the encode. */
+export interface WorkRegions {
+  /** One region of units per queue (TOPICS x QUEUES), written round and round. */
+  units: DataView[]
+  /** An index file's bytes: header, `slots` hash slots, `entries` entries. */
+  index: DataView
+  slots: number
+  entries: number
+}
+
+/** Regions for the work engine: `unitsPerQueue` units per queue and an index of the given size. */
+export function workRegions(unitsPerQueue: number, slots = WORK_INDEX_SLOTS, entries = WORK_INDEX_ENTRIES): WorkRegions {
+  const view = (bytes: number) => {
+    const b = prefaulted(bytes)
+    return new DataView(b.buffer, b.byteOffset, b.byteLength)
+  }
+  const units = Array.from({ length: TOPICS * QUEUES }, () => view(unitsPerQueue * UNIT_BYTES))
+  return { units, index: view(indexFileSize(slots, entries)), slots, entries }
+}
+
+/**
+ * The put loop's engine that does a put's own work, in one pass per message and nothing around it:
+ * the record encoded as the JS encode limit does; the bodies' CRCs of each slice of WORK_SLICE
+ * records computed in one native call and written into their records; a unit in the message's
+ * queue; the key's entry in the index, its hash slot read (for the chain) and written, and the
+ * index header's count and ends written, as mqstore writes them per key; and a result object.
+ */
+function workEngine(target: Buffer, view: DataView, regions: WorkRegions): (batch: BenchMessage[]) => Promise<{ status: string }[]> {
+  const limit = target.length - 4096
+  const { index, slots, entries } = regions
+  const unitsPerQueue = regions.units[0].byteLength / UNIT_BYTES
+  const ranges = new Int32Array(2 * WORK_SLICE)
+  const crcs = new Int32Array(WORK_SLICE)
+  const starts = new Int32Array(WORK_SLICE)
+  let at = 0
+  let physical = 0
+  let count = 1
+  let slotsUsed = 0
+  let next = 0
+  return async (batch) => {
+    const now = Date.now()
+    const results: { status: string; wroteOffset: number; wroteBytes: number; queueOffset: number; storeTimestamp: number }[] = new Array(
+      batch.length,
+    )
+    for (let from = 0; from < batch.length; from += WORK_SLICE) {
+      const to = Math.min(batch.length, from + WORK_SLICE)
+      for (let j = from; j < to; j++) {
+        const i = next++
+        const message = batch[j]
+        if (at > limit) at = 0
+        const length = encodeRecord(target, view, at, i, message.body, 0, physical, now)
+        const k = j - from
+        starts[k] = at
+        ranges[2 * k] = at + RECORD_HEAD_BYTES
+        ranges[2 * k + 1] = message.body.length
+        // The queue unit.
+        const queueOffset = queueOffsetOf(i)
+        const units = regions.units[(i % TOPICS) * QUEUES + message.queueId]
+        const u = (queueOffset % unitsPerQueue) * UNIT_BYTES
+        units.setUint32(u, Math.floor(physical / 0x1_0000_0000))
+        units.setUint32(u + 4, physical >>> 0)
+        units.setInt32(u + 8, length)
+        units.setUint32(u + 12, 0)
+        units.setUint32(u + 16, 0)
+        // The key's entry, chained to the slot's last one, and the header's count and ends.
+        if (count >= entries) count = 1
+        const hash = topicKeyHash(message.topic, message.keys)
+        const slot = hashSlotPosition(hash, slots)
+        let prev = index.getInt32(slot)
+        if (prev <= INVALID_INDEX || prev > count) prev = INVALID_INDEX
+        const entry = indexEntryPosition(count, slots)
+        index.setInt32(entry + ENTRY_KEY_HASH_OFFSET, hash)
+        index.setUint32(entry + ENTRY_PHY_OFFSET_OFFSET, Math.floor(physical / 0x1_0000_0000))
+        index.setUint32(entry + ENTRY_PHY_OFFSET_OFFSET + 4, physical >>> 0)
+        index.setInt32(entry + ENTRY_TIME_DIFF_OFFSET, 0)
+        index.setInt32(entry + ENTRY_PREV_INDEX_OFFSET, prev)
+        index.setInt32(slot, count)
+        if (prev === INVALID_INDEX) index.setInt32(HASH_SLOT_COUNT_OFFSET, ++slotsUsed)
+        count++
+        index.setInt32(INDEX_COUNT_OFFSET, count)
+        index.setUint32(END_PHY_OFFSET_OFFSET, Math.floor(physical / 0x1_0000_0000))
+        index.setUint32(END_PHY_OFFSET_OFFSET + 4, physical >>> 0)
+        index.setUint32(END_TIMESTAMP_OFFSET, Math.floor(now / 0x1_0000_0000))
+        index.setUint32(END_TIMESTAMP_OFFSET + 4, now >>> 0)
+        results[j] = { status: 'PUT_OK', wroteOffset: physical, wroteBytes: length, queueOffset, storeTimestamp: now }
+        at += length
+        physical += length
+      }
+      native.crc32Ranges(target, ranges, to - from, crcs)
+      for (let k = 0; k < to - from; k++) view.setInt32(starts[k] + 8, crcs[k] & 0x7fffffff)
+    }
+    return results
+  }
+}
+
+/** Messages/s of each of PASSES timed passes of the put loop with the work engine, after one untimed. */
+export async function putLoopWorkRates(target: Buffer, regions: WorkRegions, messages = PUT_LOOP_MESSAGES): Promise<number[]> {
+  const view = new DataView(target.buffer, target.byteOffset, target.byteLength)
+  await putInBatches(messages, workEngine(target, view, regions))
+  const rates: number[] = []
+  for (let k = 0; k < PASSES; k++) {
+    const t0 = process.hrtime.bigint()
+    await putInBatches(messages, workEngine(target, view, regions))
+    rates.push(messages / (Number(process.hrtime.bigint() - t0) / 1e9))
+  }
+  return rates
+}
+
 export async function measureLimits(): Promise<LimitsResult> {
   const target = prefaulted(TARGET_BYTES)
   const view = new DataView(target.buffer, target.byteOffset, target.byteLength)
@@ -249,10 +397,12 @@ export async function measureLimits(): Promise<LimitsResult> {
   ]
   const memcpyRuns = variants.reduce((best, runs) => (median(runs) > median(best) ? runs : best))
   const putLoopEncodeRuns = await putLoopEncodeRates(target)
+  const putLoopWorkRuns = await putLoopWorkRates(target, workRegions(Math.ceil(PUT_LOOP_MESSAGES / (TOPICS * QUEUES))))
   return {
     recordBytes,
     jsEncode: median(jsEncodeRuns),
     putLoopEncode: median(putLoopEncodeRuns),
+    putLoopWork: median(putLoopWorkRuns),
     memcpy: median(memcpyRuns),
     scatteredCopy: scatteredCopyRate(recordBytes),
     pageFaultUs: pageFaultMicros(),
@@ -262,6 +412,7 @@ export async function measureLimits(): Promise<LimitsResult> {
     ...arrayBufferNanos(),
     jsEncodeRuns,
     putLoopEncodeRuns,
+    putLoopWorkRuns,
     memcpyRuns,
   }
 }

@@ -1,8 +1,9 @@
 // The pure parts of the benchmark: run order, medians and spread, the limits' record encoder, the
 // report's ratios on a busy machine, and the CPU profile summariser.
+import { crc32 } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 
-import { encodeRecord, putLoopEncodeRates, recordLength, type LimitsResult } from '../bench/limits.js'
+import { encodeRecord, putLoopEncodeRates, putLoopWorkRates, recordLength, workRegions, type LimitsResult } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
 import { jsonReport, judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
 import {
@@ -22,7 +23,8 @@ import {
   timeScan,
   type EngineResult,
 } from '../bench/workload.js'
-import { decodeMessage } from '../lib/store/commitlog/record.js'
+import { decodeMessage, OFFSET_BODYCRC } from '../lib/store/commitlog/record.js'
+import { INDEX_COUNT_OFFSET, indexEntryPosition, topicKeyHash } from '../lib/store/index/index-layout.js'
 import { MessageStore } from '../lib/store/message-store.js'
 import { tempDir } from './helpers/tmp.js'
 
@@ -271,7 +273,57 @@ describe("the put phase's loop", () => {
   })
 })
 
+describe("the put loop's work engine", () => {
+  it('writes each record with its body CRC, a unit in its queue and its key in the index, and times passes of the loop', async () => {
+    const target = Buffer.alloc(1024 * 1024)
+    const regions = workRegions(200, 1024, 8192)
+    const rates = await putLoopWorkRates(target, regions, 2 * PUT_BATCH)
+    expect(rates).toHaveLength(5)
+    for (const rate of rates) expect(rate).toBeGreaterThan(0)
+    // The last pass wrote messages 0, 1, ... from the start of the target and of each region.
+    let at = 0
+    const starts: number[] = []
+    for (let i = 0; i < 17; i++) {
+      const decoded = decodeMessage(target, at, true)
+      expect(decoded).toMatchObject({ topic: `BenchTopic${i % 4}`, keys: [`k${i}`], storeSize: recordLength(i) })
+      expect(target.readInt32BE(at + OFFSET_BODYCRC)).toBe((crc32(makeBody(i)) & 0x7fffffff) | 0)
+      starts.push(at)
+      at += recordLength(i)
+    }
+    // Messages 0 and 16 are the first two of topic 0's queue 0.
+    const units = regions.units[0]
+    expect([units.getUint32(4), units.getInt32(8), units.getUint32(24), units.getInt32(28)]).toEqual([
+      starts[0],
+      recordLength(0),
+      starts[16],
+      recordLength(16),
+    ])
+    // Key k5 is entry 6 (entries count from 1), at record 5's offset; the header counts the pass.
+    const entry = indexEntryPosition(6, regions.slots)
+    expect(regions.index.getInt32(entry)).toBe(topicKeyHash('BenchTopic1', 'k5'))
+    expect(regions.index.getUint32(entry + 8)).toBe(starts[5])
+    expect(regions.index.getInt32(INDEX_COUNT_OFFSET)).toBe(2 * PUT_BATCH + 1)
+  })
+})
+
 describe('bench limits in the report', () => {
+  it("reads the put against the put loop with the work engine too, and prints that limit's median and spread", () => {
+    const b = bench(0.1, [
+      [900, 100],
+      [800, 100],
+      [700, 100],
+    ])
+    b.limits = [2000, 1600, 2500].map((putLoopWork) => limitsOf({ jsEncode: 8000, putLoopWork }))
+    const lines = textReport(b).split('\n')
+    // The put's median (800) over the limit's (2000).
+    expect(lines.find((l) => l.startsWith("put, against the put loop with an engine that does the put's own work"))).toMatch(
+      /msg\/s \(\+\) +800 .* 0\.40 *\|?$/,
+    )
+    const limit = lines.find((l) => l.includes('the work a put cannot leave out'))
+    expect(limit).toContain('2,000')
+    expect(limit).toContain('1600 - 2500')
+  })
+
   it("reads the put against the put loop with an engine that only encodes, and prints that limit's median and spread", () => {
     const b = bench(0.1, [
       [900, 100],
