@@ -307,39 +307,43 @@ describe("the put loop's work engine", () => {
 })
 
 describe('bench limits in the report', () => {
-  it("reads the put against the put loop with the work engine too, and prints that limit's median and spread", () => {
-    const b = bench(0.1, [
-      [900, 100],
-      [800, 100],
-      [700, 100],
-    ])
-    b.limits = [2000, 1600, 2500].map((putLoopWork) => limitsOf({ jsEncode: 8000, putLoopWork }))
-    const lines = textReport(b).split('\n')
-    // The put's median (800) over the limit's (2000).
-    expect(lines.find((l) => l.startsWith("put, against the put loop with an engine that does the put's own work"))).toMatch(
-      /msg\/s \(\+\) +800 .* 0\.40 *\|?$/,
-    )
-    const limit = lines.find((l) => l.includes('the work a put cannot leave out'))
-    expect(limit).toContain('2,000')
-    expect(limit).toContain('1600 - 2500')
-  })
-
-  it("reads the put against the put loop with an engine that only encodes, and prints that limit's median and spread", () => {
-    const b = bench(0.1, [
-      [900, 100],
-      [800, 100],
-      [700, 100],
-    ])
-    b.limits = [4000, 3000, 5000].map((putLoopEncode) => limitsOf({ jsEncode: 8000, putLoopEncode }))
-    const lines = textReport(b).split('\n')
-    // The put's median (800) over the limit's (4000).
-    expect(lines.find((l) => l.startsWith('put, against the put loop with an engine that only encodes'))).toMatch(
-      /msg\/s \(\+\) +800 .* 0\.20 *\|?$/,
-    )
-    const limit = lines.find((l) => l.includes("the put phase's own loop"))
-    expect(limit).toContain('4,000')
-    expect(limit).toContain('3000 - 5000')
-  })
+  // Each put-loop limit: its row, the words of its line in the limits table, its runs, their median
+  // and the put's median (800) over it.
+  const putLoops = [
+    {
+      name: 'putLoopEncode',
+      row: 'put, against the put loop with an engine that only encodes',
+      line: "the put phase's own loop",
+      runs: [4000, 3000, 5000],
+      median: '4,000',
+      spread: '3000 - 5000',
+      share: '0\\.20',
+    },
+    {
+      name: 'putLoopWork',
+      row: "put, against the put loop with an engine that does the put's own work",
+      line: 'the work a put cannot leave out',
+      runs: [2000, 1600, 2500],
+      median: '2,000',
+      spread: '1600 - 2500',
+      share: '0\\.40',
+    },
+  ] as const
+  for (const loop of putLoops) {
+    it(`reads the put against ${loop.name} and prints that limit's median and spread`, () => {
+      const b = bench(0.1, [
+        [900, 100],
+        [800, 100],
+        [700, 100],
+      ])
+      b.limits = loop.runs.map((figure) => limitsOf({ jsEncode: 8000, [loop.name]: figure }))
+      const lines = textReport(b).split('\n')
+      expect(lines.find((l) => l.startsWith(loop.row))).toMatch(new RegExp(`msg/s \\(\\+\\) +800 .* ${loop.share} *\\|?$`))
+      const limit = lines.find((l) => l.includes(loop.line))
+      expect(limit).toContain(loop.median)
+      expect(limit).toContain(loop.spread)
+    })
+  }
 
   it("prints the private copy's p99 as the median of the runs, with their spread, beside the lookups", () => {
     const b = bench(0.1, [
