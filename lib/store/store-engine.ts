@@ -1,7 +1,6 @@
 // The store's engine: every service, wired together, and the order in which they load, recover,
 // start and stop. The facade (message-store.ts) checks callers' input and runs puts and reads on it.
 import * as fs from 'node:fs'
-import { ioError } from '../errors.js'
 import { CleanupService } from './cleanup/cleanup-service.js'
 import { CommitLog, type RecoveryOutcome } from './commitlog/commit-log.js'
 import type { DispatchRequest, HostAddress } from './commitlog/record.js'
@@ -411,8 +410,7 @@ export class StoreEngine {
     // The folders the puts write into, made now where missing: the root's sync below makes their
     // entries durable with the abort file's, where each one's first file would pay a directory
     // sync on the put path (about 3 ms on ext4).
-    for (const dir of [this.paths.commitLog, this.paths.consumeQueues]) makeStoreFolder(dir)
-    if (this.config.messageIndexEnable) makeStoreFolder(this.paths.index)
+    this.paths.makeWriterFolders(this.config.messageIndexEnable)
 
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()
@@ -604,13 +602,4 @@ export class StoreEngine {
 /** How a service's failure is logged: its name and the error's message, at error level. */
 function logError(log: StoreLog): (name: string, error: unknown) => void {
   return (name, error) => log('error', `${name}: ${(error as Error)?.message ?? String(error)}`)
-}
-
-/** mkdir -p of one of the store's own folders: a file in its place (or any failure) is an error naming it. */
-function makeStoreFolder(dir: string): void {
-  try {
-    fs.mkdirSync(dir, { recursive: true })
-  } catch (cause) {
-    throw ioError(`cannot make the store's folder ${dir}`, cause)
-  }
 }

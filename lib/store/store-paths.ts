@@ -13,7 +13,10 @@
 //   <root>/writer.sock                        the writer's socket for producers in other processes (shareWrites)
 //   <root>/arrivals                           touched by the writer after dispatching, watched by readers (mqstore)
 //   <root>/indexmark                          the index entries known to be on disk (mqstore; index-durable.ts)
+import * as fs from 'node:fs'
 import { join } from 'node:path'
+
+import { ioError } from '../errors.js'
 
 export const COMMITLOG_DIR = 'commitlog'
 export const CONSUME_QUEUE_DIR = 'consumequeue'
@@ -71,6 +74,20 @@ export class StorePaths {
     this.shareSocket = join(root, SHARE_SOCKET_FILE)
     this.arrivals = join(root, ARRIVALS_FILE)
     this.indexMark = join(root, INDEX_MARK_FILE)
+  }
+
+  /**
+   * Makes the folders a writer's puts write into, where missing (the index's with `withIndex`); the
+   * caller syncs the root. A file in the place of one (or any failure) is an error naming it.
+   */
+  makeWriterFolders(withIndex: boolean): void {
+    for (const dir of withIndex ? [this.commitLog, this.consumeQueues, this.index] : [this.commitLog, this.consumeQueues]) {
+      try {
+        fs.mkdirSync(dir, { recursive: true })
+      } catch (cause) {
+        throw ioError(`cannot make the store's folder ${dir}`, cause)
+      }
+    }
   }
 
   /** The folder of one topic's queues. */
