@@ -32,6 +32,7 @@ import {
 } from './recovery-scan.js'
 import { isQueuedRecord } from './sys-flag.js'
 import { PutMessageResult } from './put-message-result.js'
+import { QueueOffsetTable } from './queue-offset-table.js'
 import { DataViewCache, readUInt64BE } from '../bytes.js'
 import { WrittenBodyCrcs, type PendingBodyCrc } from './body-crc.js'
 import type { MessageStoreConfig } from '../config.js'
@@ -48,44 +49,13 @@ import type { TransientStorePool } from '../mapped/transient-store-pool.js'
 export type { RecoveredRecordHandler, RecoveryDamage, RecoveryOutcome, RecoveryProgress } from './recovery-scan.js'
 
 export { PutMessageResult, type PutMessageStatus } from './put-message-result.js'
+export { QueueOffsetTable } from './queue-offset-table.js'
 
 /**
  * Commit-log blocks are reserved this far ahead of the writer, not a whole file at a time: a new
  * store takes a few MB, and a full disk stops puts with CREATE_MAPEDFILE_FAILED, never a SIGBUS.
  */
 export const COMMIT_LOG_RESERVE_CHUNK_BYTES = 2 * 1024 * 1024
-
-/**
- * The next queue offset per (topic, queueId): RocketMQ's topicQueueTable. Arrays indexed by queue
- * id under a per-topic map, so the append path builds no `topic-queueId` key string.
- */
-export class QueueOffsetTable {
-  private readonly topics = new Map<string, number[]>()
-  /**
-   * Asked for a queue the table does not know: a queue whose consume queue a clean reopen left
-   * closed answers with its end (opening it); an unknown queue starts at 0.
-   */
-  missing: ((topic: string, queueId: number) => number) | null = null
-
-  get(topic: string, queueId: number): number {
-    const queues = this.topics.get(topic)
-    const known = queues === undefined ? undefined : queues[queueId]
-    return known ?? this.missing?.(topic, queueId) ?? 0
-  }
-
-  set(topic: string, queueId: number, nextOffset: number): void {
-    let queues = this.topics.get(topic)
-    if (queues === undefined) {
-      queues = []
-      this.topics.set(topic, queues)
-    }
-    queues[queueId] = nextOffset
-  }
-
-  clear(): void {
-    this.topics.clear()
-  }
-}
 
 const EMPTY = Buffer.alloc(0)
 

@@ -30,6 +30,7 @@ import {
 import { DEFAULT_DELAY_TABLE, validateTopic } from './record-names.js'
 import { isAsciiRange, MAX_TOPIC_CACHE, parseIntBytes, readText, readTopic, utf8Slice } from './record-text.js'
 import { CheckedRecord, fail, failed, type DispatchRequest } from './dispatch-request.js'
+import { RecentTopics } from '../topics/recent-topics.js'
 
 export * from './properties.js'
 export * from './record-names.js'
@@ -274,8 +275,11 @@ export class EncodedRecord implements PreparedRecord {
 /** Valid topics seen so far → their bytes (ASCII, so one byte per character). */
 const topicCache = new Map<string, Uint8Array>()
 
+/** The bytes of the topics the last records named, found without a lookup in topicCache. */
+const recentTopicBytes = new RecentTopics<Uint8Array>()
+
 function topicBytesOf(topic: string): Uint8Array | string {
-  let bytes = topicCache.get(topic)
+  let bytes = recentTopicBytes.find(topic) ?? topicCache.get(topic)
   if (bytes === undefined) {
     const why = validateTopic(topic)
     if (why !== null) return why
@@ -284,6 +288,7 @@ function topicBytesOf(topic: string): Uint8Array | string {
     if (topicCache.size >= MAX_TOPIC_CACHE) topicCache.clear()
     topicCache.set(topic, bytes)
   }
+  recentTopicBytes.keep(topic, bytes)
   return bytes
 }
 

@@ -193,7 +193,8 @@ export class CompactedTopics {
    * key): the record as built, or MESSAGE_ILLEGAL.
    */
   admit<R extends PreparedRecord | PrepareFailure>(message: Message, record: R): R | PrepareFailure {
-    if (isPrepareFailure(record) || !this.compacted.has(record.topic)) return record
+    // Most stores compact no topic: no lookup for each record then.
+    if (isPrepareFailure(record) || this.compacted.size === 0 || !this.compacted.has(record.topic)) return record
     const keys = keysString(message.keys) ?? message.properties?.KEYS
     if (keys !== undefined && keys.trim() !== '') return record
     return { status: 'MESSAGE_ILLEGAL', reason: `topic ${record.topic} is compacted: a message needs a key` }
@@ -201,7 +202,7 @@ export class CompactedTopics {
 
   /** Dispatch stage: copies a record of a compacted topic into its queue's log. */
   dispatch(request: DispatchRequest): boolean {
-    if (!this.compacted.has(request.topic)) return true
+    if (this.compacted.size === 0 || !this.compacted.has(request.topic)) return true
     // Like the consume queue: prepared and rolled-back transactional records are not messages yet.
     const tranType = request.sysFlag & SysFlag.TRANSACTION_MASK
     if (tranType !== SysFlag.TRANSACTION_NOT_TYPE && tranType !== SysFlag.TRANSACTION_COMMIT) return true

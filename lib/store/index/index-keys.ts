@@ -6,6 +6,7 @@ import { continueJavaBytesHash, continueJavaStringHash, javaStringHashCode } fro
 import { CheckedRecord } from '../commitlog/dispatch-request.js'
 import { isRolledBackRecord } from '../commitlog/sys-flag.js'
 import { toIndexKeyHash } from './index-layout.js'
+import { RecentTopics } from '../topics/recent-topics.js'
 
 const HASH_KEY_SEPARATOR = '#'
 const SEPARATOR_CODE = HASH_KEY_SEPARATOR.charCodeAt(0)
@@ -28,8 +29,7 @@ export interface IndexedRecord {
 export function indexKeyHashesOf(record: IndexedRecord, out: number[] = []): number[] {
   out.length = 0
   if (isRolledBackRecord(record.sysFlag)) return out
-  const topic = record.topic
-  const prefixHash = continueJavaStringHash(javaStringHashCode(topic), HASH_KEY_SEPARATOR, 0, 1)
+  const prefixHash = topicPrefixHash(record.topic)
   const uniqKey = record.uniqKey
   if (uniqKey != null) out.push(toIndexKeyHash(continueJavaStringHash(prefixHash, uniqKey, 0, uniqKey.length)))
   const keys = record.keys
@@ -45,6 +45,19 @@ export function indexKeyHashesOf(record: IndexedRecord, out: number[] = []): num
   return out
 }
 
+/** The Java hashes of "topic#" for the topics the last records named (RecentTopics). */
+const recentPrefixHashes = new RecentTopics<number>()
+
+/** The Java hash of `topic` + "#", which every key hash of the topic continues. */
+function topicPrefixHash(topic: string): number {
+  let hash = recentPrefixHashes.find(topic)
+  if (hash === undefined) {
+    hash = continueJavaStringHash(javaStringHashCode(topic), HASH_KEY_SEPARATOR, 0, 1)
+    recentPrefixHashes.keep(topic, hash)
+  }
+  return hash
+}
+
 /**
  * indexKeyHashesOf into a typed array: writes the first `out.length` hashes, returns how many the
  * record has (more than `out.length`: the caller takes indexKeyHashesOf instead). No array is
@@ -56,7 +69,7 @@ export function indexKeyHashesInto(record: IndexedRecord, out: Int32Array): numb
   const uniqKey = record.uniqKey
   const keys = record.keys
   if (uniqKey == null && keys == null) return 0
-  const prefixHash = continueJavaStringHash(javaStringHashCode(record.topic), HASH_KEY_SEPARATOR, 0, 1)
+  const prefixHash = topicPrefixHash(record.topic)
   let count = 0
   if (uniqKey != null) out[count++] = toIndexKeyHash(continueJavaStringHash(prefixHash, uniqKey, 0, uniqKey.length))
   return keys == null ? count : keyHashesInto(prefixHash, keys, out, count)
