@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest'
 import { MessageStore } from '../lib/index.js'
 import { native } from '../lib/native.js'
 import { COMMIT_LOG_WRITE_BACK_STEP } from '../lib/store/commitlog/commit-log.js'
+import { SLOT_PAGES_BEFORE_WHOLE_TABLE } from '../lib/store/index/index-reservation.js'
 import {
   MESSAGE_MAGIC_CODE,
   OFFSET_BODYCRC,
@@ -196,14 +197,15 @@ describe('index reservation on the put path', () => {
     const key = (i: number) => `${createHash('sha1').update(String(i)).digest('hex').slice(0, 12)}-${i}`
     const put = (from: number, n: number) =>
       store.putMessages(Array.from({ length: n }, (_, i) => ({ topic: 'IdxTopic', body: 'x', keys: key(from + i) })))
-    expect((await put(0, 20)).every((r) => r.status === 'PUT_OK')).toBe(true)
-    // 20 keys: at most 20 slot pages, the header page and the first entry chunks.
+    // Fewer keys than the limit: at most that many slot pages, the header page and the first entry chunks.
+    const few = SLOT_PAGES_BEFORE_WHOLE_TABLE - 4
+    expect((await put(0, few)).every((r) => r.status === 'PUT_OK')).toBe(true)
     const small = indexBlocks(dir)
     expect(small).toBeLessThan(1_000_000 * 4)
-    expect((await put(20, 280)).every((r) => r.status === 'PUT_OK')).toBe(true)
+    expect((await put(few, 300 - few)).every((r) => r.status === 'PUT_OK')).toBe(true)
     const slotTable = 40 + 1_000_000 * 4
     expect(indexBlocks(dir)).toBeGreaterThanOrEqual(Math.floor(slotTable / 4096) * 4096)
-    for (const i of [0, 19, 20, 150, 299]) {
+    for (const i of [0, few - 1, few, 150, 299]) {
       expect(store.queryMessage('IdxTopic', key(i), 4).messages.length).toBe(1)
     }
     await store.close()

@@ -16,11 +16,13 @@ export const INDEX_ENTRY_RESERVE_CHUNK_BYTES = 1024 * 1024
  * Slot pages reserved one by one before the whole slot table is reserved at once. Random keys
  * touch every page of the table after a few thousand keys, so past this point the table is taken
  * whole (one system call) and faulted in off the JS thread, instead of paying a reservation and a
- * page fault on the put path for each of its pages; a small store keeps a small index.
+ * page fault on the put path for each of its pages; a store of a few keys keeps a small index.
+ * Each page's reservation is a system call on the JS thread that waits for the file system's
+ * journal now and then (128 of them took 13 ms of a new store's first put; some 2 ms each).
  */
-export const SLOT_PAGES_BEFORE_WHOLE_TABLE = 128
+export const SLOT_PAGES_BEFORE_WHOLE_TABLE = 16
 /** Keys from which a rebuild of the slots reserves the whole table first (tableForRebuild). */
-export const WHOLE_TABLE_REBUILD_ENTRIES = 8 * SLOT_PAGES_BEFORE_WHOLE_TABLE
+export const WHOLE_TABLE_REBUILD_ENTRIES = 1024
 
 export class IndexReservation {
   private readonly file: MappedFile
