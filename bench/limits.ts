@@ -9,7 +9,9 @@
 //   measures for a store whose put is the encode alone; and the same loop with an engine that
 //   does, in one pass per message, the work a put cannot leave out (the record, its body CRC, its
 //   queue unit, its key's index entry and hash slot, its result): what the put phase measures for
-//   a store whose put is that work with nothing around it;
+//   a store whose put is that work with nothing around it; and that engine once more as the put
+//   phase meets it (first-pass.ts): a fresh process's first pass of the put phase's count, after
+//   the same warm-up, into memory no pass wrote before;
 // - the memcpy limit: records of the same size copied into a pre-faulted Buffer: what a read that
 //   copies what it serves can reach; and the same copies from where one queue's records lie in a
 //   shared log (one in TOPICS x QUEUES, over a log as large as the put phase's), which is what a
@@ -38,6 +40,7 @@ import * as v8 from 'node:v8'
 import { fileURLToPath } from 'node:url'
 
 import { native } from '../lib/native.js'
+import { firstPassWorkRates } from './first-pass-runs.js'
 import {
   END_PHY_OFFSET_OFFSET,
   END_TIMESTAMP_OFFSET,
@@ -98,6 +101,8 @@ export interface LimitsResult {
   putLoopEncode?: number
   /** Messages per second of the put phase's loop with an engine that does the put's own work (median pass; see putLoopWorkRates). */
   putLoopWork?: number
+  /** The same engine's first pass in a process of its own, as the put phase meets it (median of FIRST_PASS_RUNS; see first-pass.ts). */
+  putLoopWorkFirstPass?: number
   /** Records of recordBytes copied per second (median pass of the fastest of copyWithin, Buffer.copy, set). */
   memcpy: number
   /** Records/s copied from one queue's places in a shared log (median pass; see scatteredCopyRate). */
@@ -121,6 +126,8 @@ export interface LimitsResult {
   putLoopEncodeRuns?: number[]
   /** Each pass of the put loop with the work engine, messages/s. */
   putLoopWorkRuns?: number[]
+  /** Each first-pass process of the work engine, messages/s. */
+  putLoopWorkFirstPassRuns?: number[]
   memcpyRuns: number[]
 }
 
@@ -189,7 +196,7 @@ export function encodeRecord(
 }
 
 /** A Buffer whose every page has been written, so that no pass takes first-touch faults. */
-function prefaulted(bytes: number): Buffer {
+export function prefaulted(bytes: number): Buffer {
   return Buffer.allocUnsafe(bytes).fill(1)
 }
 
@@ -206,7 +213,7 @@ function timePasses(pass: () => void, records = PASS_RECORDS): number[] {
 }
 
 /** Messages per pass of the put loop with the encode-only engine: the put phase's default count. */
-const PUT_LOOP_MESSAGES = 400_000
+export const PUT_LOOP_MESSAGES = 400_000
 
 /** The put loop's engine: each message encoded into `target` (round and round), a result object each. */
 function encodeOnlyEngine(target: Buffer, view: DataView): (batch: BenchMessage[]) => Promise<{ status: string }[]> {
@@ -277,7 +284,7 @@ export function workRegions(unitsPerQueue: number, slots = WORK_INDEX_SLOTS, ent
  * queue; the key's entry in the index, its hash slot read (for the chain) and written, and the
  * index header's count and ends written, as mqstore writes them per key; and a result object.
  */
-function workEngine(target: Buffer, view: DataView, regions: WorkRegions): (batch: BenchMessage[]) => Promise<{ status: string }[]> {
+export function workEngine(target: Buffer, view: DataView, regions: WorkRegions): (batch: BenchMessage[]) => Promise<{ status: string }[]> {
   const limit = target.length - 4096
   const { index, slots, entries } = regions
   const unitsPerQueue = regions.units[0].byteLength / UNIT_BYTES
@@ -398,11 +405,13 @@ export async function measureLimits(): Promise<LimitsResult> {
   const memcpyRuns = variants.reduce((best, runs) => (median(runs) > median(best) ? runs : best))
   const putLoopEncodeRuns = await putLoopEncodeRates(target)
   const putLoopWorkRuns = await putLoopWorkRates(target, workRegions(Math.ceil(PUT_LOOP_MESSAGES / (TOPICS * QUEUES))))
+  const putLoopWorkFirstPassRuns = await firstPassWorkRates(PUT_LOOP_MESSAGES)
   return {
     recordBytes,
     jsEncode: median(jsEncodeRuns),
     putLoopEncode: median(putLoopEncodeRuns),
     putLoopWork: median(putLoopWorkRuns),
+    putLoopWorkFirstPass: median(putLoopWorkFirstPassRuns),
     memcpy: median(memcpyRuns),
     scatteredCopy: scatteredCopyRate(recordBytes),
     pageFaultUs: pageFaultMicros(),
@@ -413,6 +422,7 @@ export async function measureLimits(): Promise<LimitsResult> {
     jsEncodeRuns,
     putLoopEncodeRuns,
     putLoopWorkRuns,
+    putLoopWorkFirstPassRuns,
     memcpyRuns,
   }
 }

@@ -4,7 +4,8 @@
 // machine was busy at the start (load average above 1).
 import * as os from 'node:os'
 
-import { type LimitsResult, WORK_SLICE } from './limits.js'
+import { FIRST_PASS_RUNS } from './first-pass-runs.js'
+import { type LimitsResult, PUT_LOOP_MESSAGES, WORK_SLICE } from './limits.js'
 import { formatProfileSummary, type ProfileSummary } from './profile.js'
 import {
   ENGINES,
@@ -57,6 +58,7 @@ export type LimitName =
   | 'jsEncode'
   | 'putLoopEncode'
   | 'putLoopWork'
+  | 'putLoopWorkFirstPass'
   | 'memcpy'
   | 'scatteredCopy'
   | 'pageFaultUs'
@@ -150,6 +152,14 @@ const ROWS: Row[] = [
     digits: 0,
     value: (r) => r.put?.rate,
     limit: 'putLoopWork',
+  },
+  {
+    phase: "put, against that engine's first pass in a process of its own, as the put phase's",
+    unit: 'msg/s',
+    direction: 'higher',
+    digits: 0,
+    value: (r) => r.put?.rate,
+    limit: 'putLoopWorkFirstPass',
   },
   {
     phase: `scan one queue, getMessage ${SCAN_BATCH} at a time`,
@@ -753,6 +763,12 @@ function tables(b: BenchRuns): Tables {
       'put (what the put phase measures for a store whose put is that work with nothing around it)',
     ],
     [
+      `that engine's first pass in a process of its own, as the put phase meets it: after ${PUT_WARMUP_STORES} warm-up passes of ${PUT_WARMUP.toLocaleString('en-US')}, one pass of ${PUT_LOOP_MESSAGES.toLocaleString('en-US')} into regions no pass wrote before (pre-faulted); median of ${FIRST_PASS_RUNS} processes`,
+      'msg/s',
+      ...rates(limitFigure(b, 'putLoopWorkFirstPass')),
+      "put (the same work in the put phase's conditions: a process's first long pass, over memory new to it)",
+    ],
+    [
       `memcpy of ${recordBytes ?? '?'}-byte records into a pre-faulted Buffer`,
       'records/s',
       ...rates(limitFigure(b, 'memcpy')),
@@ -817,7 +833,7 @@ function tables(b: BenchRuns): Tables {
     `limits: measured in a child process of their own, without the node flags the engines run with, at the start of each run (median of ${runCount}). The JS encode limit writes ` +
       'every field, the body, topic and KEYS bytes of a RocketMQ record with DataView and byte writes (the body CRC is written, not computed: that is native work); the memcpy limit copies whole records (the fastest of copyWithin, Buffer.copy and set). Put is read against the first, scan and consume() against the second. ' +
       "The put loop's limit runs the put phase's own loop (the same message building, batches and awaits) with an engine that does nothing but that encode and a result object per message: the put phase's figure for a store whose put is the encode alone. " +
-      "The work engine's limit runs the same loop with an engine that also computes the body CRCs (one native call per slice), writes a queue unit and the key's index entry, slot and header counts per message, into pre-faulted regions: the put phase's figure for a store whose put is the work it cannot leave out, with no files, reservations, checks or dispatch around it. " +
+      "The work engine's limit runs the same loop with an engine that also computes the body CRCs (one native call per slice), writes a queue unit and the key's index entry, slot and header counts per message, into pre-faulted regions: the put phase's figure for a store whose put is the work it cannot leave out, with no files, reservations, checks or dispatch around it. Its first-pass figure runs that engine as the put phase runs an engine: in a process of its own, after the same warm-up, one pass into regions no pass wrote before (pre-faulted, as a store's pool faults its files in ahead of the writer); the work engine's own figure is passes over the same regions after an untimed one. " +
       'The page-fault figure is the first write to a page of fresh memory; the JS-thread page-fault rows count the faults each phase took on the JS thread (Linux, /proc/thread-self/stat), so that faults x that figure is the time the phase spent in them. ' +
       "The private-copy figure is the p99 of one body copied into a buffer of its own, each copy timed alone as the lookups are: every safe read makes at least one such buffer (its malloc on the JS thread meets the frees of V8's concurrent array-buffer sweeper on the allocator's lock), so no safe lookup's p99 is below it. " +
       "The two ArrayBuffer figures are that meeting's cost per buffer, with the sweeper on and off: where they differ widely, an engine that makes a buffer per value (lmdb's getRange) spends most of its scan there, and its scan figure moves with the flag (run the bench as node --no-concurrent-array-buffer-sweeping dist/bench/run.js to give it to every engine).",
@@ -1001,6 +1017,7 @@ export function jsonReport(b: BenchRuns): unknown {
       jsEncode: limitFigure(b, 'jsEncode') ?? null,
       putLoopEncode: limitFigure(b, 'putLoopEncode') ?? null,
       putLoopWork: limitFigure(b, 'putLoopWork') ?? null,
+      putLoopWorkFirstPass: limitFigure(b, 'putLoopWorkFirstPass') ?? null,
       memcpy: limitFigure(b, 'memcpy') ?? null,
       scatteredCopy: limitFigure(b, 'scatteredCopy') ?? null,
       pageFaultUs: limitFigure(b, 'pageFaultUs') ?? null,

@@ -1,8 +1,11 @@
 // The pure parts of the benchmark: run order, medians and spread, the limits' record encoder, the
 // report's ratios on a busy machine, and the CPU profile summariser.
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { crc32 } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 
+import { firstPassWorkRate } from '../bench/first-pass.js'
 import { encodeRecord, putLoopEncodeRates, putLoopWorkRates, recordLength, workRegions, type LimitsResult } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
 import { jsonReport, judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
@@ -26,7 +29,7 @@ import {
 import { decodeMessage, OFFSET_BODYCRC } from '../lib/store/commitlog/record.js'
 import { INDEX_COUNT_OFFSET, indexEntryPosition, topicKeyHash } from '../lib/store/index/index-layout.js'
 import { MessageStore } from '../lib/store/message-store.js'
-import { tempDir } from './helpers/tmp.js'
+import { repoRoot, tempDir } from './helpers/tmp.js'
 
 function engine(name: 'mqstore' | 'lmdb', putRate: number, scanRate: number): EngineResult {
   return {
@@ -306,6 +309,21 @@ describe("the put loop's work engine", () => {
   })
 })
 
+describe("the work engine's first pass", () => {
+  it('times one pass after warm-up passes, each into regions of its own, in this process', async () => {
+    expect(await firstPassWorkRate(2 * PUT_BATCH, PUT_BATCH, 1)).toBeGreaterThan(0)
+  })
+
+  it('runs in child processes of its own, one after the other (real processes, from the build)', async () => {
+    const { firstPassWorkRates } = (await import(
+      pathToFileURL(join(repoRoot, 'dist/bench/first-pass-runs.js')).href
+    )) as typeof import('../bench/first-pass-runs.js')
+    const rates = await firstPassWorkRates(2 * PUT_BATCH, 2, PUT_BATCH)
+    expect(rates).toHaveLength(2)
+    for (const rate of rates) expect(rate).toBeGreaterThan(0)
+  })
+})
+
 describe('bench limits in the report', () => {
   // Each put-loop limit: its row, the words of its line in the limits table, its runs, their median
   // and the put's median (800) over it.
@@ -327,6 +345,15 @@ describe('bench limits in the report', () => {
       median: '2,000',
       spread: '1600 - 2500',
       share: '0\\.40',
+    },
+    {
+      name: 'putLoopWorkFirstPass',
+      row: "put, against that engine's first pass in a process of its own",
+      line: "that engine's first pass in a process of its own",
+      runs: [1000, 900, 1300],
+      median: '1,000',
+      spread: '900 - 1300',
+      share: '0\\.80',
     },
   ] as const
   for (const loop of putLoops) {
