@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { MessageExt, MessageStore, OpenOptions } from '../../lib/store/message-store.js'
 import { tempDir } from '../helpers/tmp.js'
-import { caughtUp, closeAll, commitLogBytes, FILE, messages, openStore, readQueue, waitFor } from './ha-helpers.js'
+import { caughtUp, closeAll, commitLogBytes, FILE, joinedFromStart, messages, openStore, readQueue, waitFor } from './ha-helpers.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const HOUR = 3_600_000
@@ -66,6 +66,7 @@ describe('replication while the master cleans up', () => {
       haMasterAddress: `127.0.0.1:${master.stats().ha.port}`,
       ...RETENTION,
     })
+    await joinedFromStart(master)
     await put(master, 3000, 'old')
     const oldEnd = master.getMaxPhyOffset()
     await waitFor('the slave to catch up', () => caughtUp(slave, oldEnd))
@@ -128,6 +129,7 @@ describe('replication while the master cleans up', () => {
       haMasterAddress: `127.0.0.1:${master.stats().ha.port}`,
       ...compacted,
     })
+    await joinedFromStart(master)
     const latest = new Map<string, string>()
     const round = async (r: number) => {
       const batch = Array.from({ length: 40 }, (_, k) => ({
@@ -186,6 +188,7 @@ describe('replication while the master cleans up', () => {
       haHousekeepingInterval: 120_000,
       logger: (_l, m) => slaveLogs.push(m),
     })
+    await joinedFromStart(master)
     await put(master, 100, 'first')
     await waitFor('the slave to catch up', () => caughtUp(slave, master))
     // The link stops carrying frames: the master's sender blocks once the kernel's buffers are full.

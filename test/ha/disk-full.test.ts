@@ -5,7 +5,7 @@ import * as fs from 'node:fs'
 import { afterEach, describe, expect, it } from 'vitest'
 import { tempDir } from '../helpers/tmp.js'
 import { mountTmpfs, tmpfs, unmountTmpfs } from '../helpers/tmpfs.js'
-import { caughtUp, closeAll, commitLogBytes, messages, openStore, waitFor } from './ha-helpers.js'
+import { caughtUp, closeAll, commitLogBytes, joinedFromStart, messages, openStore, waitFor } from './ha-helpers.js'
 
 const mounted: string[] = []
 afterEach(async () => {
@@ -30,6 +30,7 @@ describe.runIf(tmpfs.ok)('a slave on a full disk (tmpfs)', () => {
       messageIndexEnable: false,
       logger: (level, message) => logs.push(`${level} ${message}`),
     })
+    await joinedFromStart(master)
     for (let i = 0; i < 6000; i += 200) await master.putMessages(messages(200, `f${i}`))
     const end = master.getMaxPhyOffset()
     expect(end).toBeGreaterThan(1024 * 1024)

@@ -31,6 +31,15 @@ export async function closeAll(): Promise<void> {
   for (const store of opened.splice(0).reverse()) if (!store.isClosed) await store.close()
 }
 
+/**
+ * Waits until the master has taken a slave's first report and sends it from the start. A slave
+ * whose first report comes after the master's first file filled starts at the master's last file
+ * (as RocketMQ's does): a test that compares the logs from offset 0 lets the slave join first.
+ */
+export function joinedFromStart(master: MessageStore): Promise<void> {
+  return waitFor('the slave to join from the start', () => master.stats().ha.connections.some((c) => c.transferOffset === 0))
+}
+
 /** Waits until `check` is true, polling; fails after `timeoutMs` with `what`. */
 export async function waitFor(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs

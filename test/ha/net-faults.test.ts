@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import type { MessageStore } from '../../lib/store/message-store.js'
 import { tempDir } from '../helpers/tmp.js'
-import { caughtUp, closeAll, commitLogBytes, messages, openStore, waitFor } from './ha-helpers.js'
+import { caughtUp, closeAll, commitLogBytes, joinedFromStart, messages, openStore, waitFor } from './ha-helpers.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const FAST = { haSendHeartbeatInterval: 100, haHousekeepingInterval: 600 }
@@ -59,10 +59,7 @@ async function pair(): Promise<Pair> {
     for (const connection of master.stats().ha.connections) maxQueued = Math.max(maxQueued, connection.queuedBytes)
   }, 5)
   samplers.push(sampler)
-  // A slave whose first report comes after the master's first file filled starts at the master's
-  // last file (as RocketMQ's does); these tests compare the logs from their start, so the slave
-  // joins (its first report taken: the master sends from 0) before anything is put.
-  await waitFor('the slave to join from the start', () => master.stats().ha.connections.some((c) => c.transferOffset === 0))
+  await joinedFromStart(master)
   return { master, slave, proxy, masterDir, slaveDir, masterLogs, slaveLogs, maxQueued: () => maxQueued }
 }
 
