@@ -5,7 +5,8 @@ import { createRequire } from 'node:module'
 
 import { packageRoot } from './package-root.js'
 
-export type Advice = 'normal' | 'random' | 'sequential' | 'willneed' | 'dontneed'
+/** madvise advice; 'hugepage' / 'nohugepage' do nothing where the system has no transparent huge pages. */
+export type Advice = 'normal' | 'random' | 'sequential' | 'willneed' | 'dontneed' | 'hugepage' | 'nohugepage'
 
 /** One mmap of a file, created by `map()`. */
 export interface MapHandle {
@@ -36,6 +37,13 @@ export interface MapHandle {
    * never rejects for the system calls; it does nothing elsewhere than Linux.
    */
   dropAsync(offset: number, length: number, fd?: number): Promise<void>
+  /**
+   * On the libuv pool, with `fd` (duplicated here): the pages' write-back, waited for
+   * (sync_file_range), then madvise(MADV_DONTNEED) and posix_fadvise(POSIX_FADV_DONTNEED), so the
+   * page cache drops the ones that are clean and unmapped (Linux). A hint like dropAsync; makes
+   * nothing durable.
+   */
+  evictAsync(offset: number, length: number, fd: number): Promise<void>
   advise(offset: number, length: number, advice: Advice): void
   /** mlock / munlock; throw on failure (callers treat locking as best effort). */
   lock(offset: number, length: number): void

@@ -183,8 +183,10 @@ class MapHandle;
 class MappingWork : public Napi::AsyncWorker {
  public:
   // kDrop: madvise(MADV_DONTNEED) of the range, then (with a descriptor) the start of its
+  // write-back. kEvict: the range written back and waited for, unmapped, and its clean pages
+  // dropped from the page cache (with a descriptor; Linux).
   // write-back. Warm-ups and drops are hints, cancelled by close; a sync is not.
-  enum class Kind { kSync, kWarm, kDrop };
+  enum class Kind { kSync, kWarm, kDrop, kEvict };
 
   // The caller has taken the in-flight count (Mapping::BeginWork); from the end of this
   // constructor the work owns it, and `fd` (a duplicate, or -1) too.
@@ -238,6 +240,8 @@ class MappingWork : public Napi::AsyncWorker {
         }
       } else if (kind_ == Kind::kDrop) {
         Drop(base + offset_);
+      } else if (kind_ == Kind::kEvict) {
+        Evict(base + offset_);
       } else {
         err_ = WarmPages(base + offset_, length_, mapping_->writable);
         if (err_ != 0) syscall_ = "madvise";
@@ -290,6 +294,25 @@ class MappingWork : public Napi::AsyncWorker {
 #endif
   }
 
+  // A hint: a page the writer dirties meanwhile, or one still mapped, stays in the page cache (the
+  // kernel drops only clean, unmapped pages), so nothing written is lost, only not dropped.
+  void Evict(char* start) {
+#if defined(__linux__)
+    if (fd_ < 0) return;
+    const off_t at = static_cast<off_t>(offset_), length = static_cast<off_t>(length_);
+    int rc;
+    do {
+      rc = sync_file_range(fd_, at, length, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    } while (rc != 0 && errno == EINTR);
+    madvise(start, length_, MADV_DONTNEED);
+    posix_fadvise(fd_, at, length, POSIX_FADV_DONTNEED);
+    close(fd_);
+    fd_ = -1;
+#else
+    (void)start;
+#endif
+  }
+
   // The write that follows a sync (see SetWriteAfter): all of it, or the errno that stopped it.
   void WriteAfter() {
     size_t done = 0;
@@ -332,6 +355,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
                            InstanceMethod<&MapHandle::SyncAsync>("syncAsync"),
                            InstanceMethod<&MapHandle::WarmAsync>("warmAsync"),
                            InstanceMethod<&MapHandle::DropAsync>("dropAsync"),
+                           InstanceMethod<&MapHandle::EvictAsync>("evictAsync"),
                            InstanceMethod<&MapHandle::Advise>("advise"),
                            InstanceMethod<&MapHandle::Lock>("lock"),
                            InstanceMethod<&MapHandle::Unlock>("unlock"),
@@ -475,7 +499,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
         return env.Undefined();
       }
       // The work's own descriptor: the caller may close its one before the pool runs the work. A
-      // drop uses it only on Linux (sync_file_range); a sync's write after it, everywhere.
+      // drop or an eviction uses it only on Linux; a sync's write after it, everywhere.
 #if !defined(__linux__)
       if (kind == MappingWork::Kind::kSync)
 #endif
@@ -516,6 +540,7 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
   Napi::Value SyncAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kSync); }
   Napi::Value WarmAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kWarm); }
   Napi::Value DropAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kDrop); }
+  Napi::Value EvictAsync(const Napi::CallbackInfo& info) { return StartWork(info, MappingWork::Kind::kEvict); }
 
   Napi::Value Advise(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -532,7 +557,13 @@ class MapHandle : public Napi::ObjectWrap<MapHandle> {
     else if (name == "sequential") advice = MADV_SEQUENTIAL;
     else if (name == "willneed") advice = MADV_WILLNEED;
     else if (name == "dontneed") advice = MADV_DONTNEED;
-    else {
+    else if (name == "hugepage" || name == "nohugepage") {
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+      advice = name == "hugepage" ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
+#else
+      return env.Undefined();  // No transparent huge pages here (macOS): nothing to advise.
+#endif
+    } else {
       Napi::RangeError::New(env, "unknown advice: " + name).ThrowAsJavaScriptException();
       return env.Undefined();
     }

@@ -167,6 +167,7 @@ export class CommitLogFlusher {
       if (queue.flushedWhere >= queue.getMaxOffset() || this.failure !== null) break
     }
     if (queue.storeTimestamp > 0) this.checkpoint.physicMsgTimestamp = queue.storeTimestamp
+    this.commitLog.hugePagesPass()
   }
 
   private commitOnce(): void {

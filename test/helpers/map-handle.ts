@@ -3,7 +3,7 @@
 import { interposeNativeForTesting, type MapHandle } from '../../lib/native.js'
 
 export type HandleOverrides = Partial<
-  Pick<MapHandle, 'sync' | 'syncAsync' | 'warmAsync' | 'dropAsync' | 'advise' | 'lock' | 'unlock' | 'close'>
+  Pick<MapHandle, 'sync' | 'syncAsync' | 'warmAsync' | 'dropAsync' | 'evictAsync' | 'advise' | 'lock' | 'unlock' | 'close'>
 >
 
 export function wrapMapHandle(handle: MapHandle, overrides: HandleOverrides): MapHandle {
@@ -25,6 +25,7 @@ export function wrapMapHandle(handle: MapHandle, overrides: HandleOverrides): Ma
     syncAsync: overrides.syncAsync ?? ((offset, length, fd, bytes, position) => handle.syncAsync(offset, length, fd, bytes, position)),
     warmAsync: overrides.warmAsync ?? ((offset, length) => handle.warmAsync(offset, length)),
     dropAsync: overrides.dropAsync ?? ((offset, length, fd) => handle.dropAsync(offset, length, fd)),
+    evictAsync: overrides.evictAsync ?? ((offset, length, fd) => handle.evictAsync(offset, length, fd)),
     advise: overrides.advise ?? ((offset, length, advice) => handle.advise(offset, length, advice)),
     lock: overrides.lock ?? ((offset, length) => handle.lock(offset, length)),
     unlock: overrides.unlock ?? ((offset, length) => handle.unlock(offset, length)),

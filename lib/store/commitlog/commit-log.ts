@@ -40,6 +40,7 @@ import { COMMITLOG_DIR } from '../store-paths.js'
 import type { MappedFile, SelectMappedBufferResult } from '../mapped/mapped-file.js'
 import { MappedFileQueue } from '../mapped/mapped-file-queue.js'
 import { readSegmentBytes } from '../mapped/segment-io.js'
+import { HugePagesAhead, transparentHugePageBytes } from './huge-pages-ahead.js'
 import { WriteStage } from '../mapped/write-stage.js'
 import { ScanMappings } from './scan-mappings.js'
 import { StagedRequests } from './staged-requests.js'
@@ -173,6 +174,8 @@ export class CommitLog {
   private readonly pooled: boolean
   /** Dispatch requests of staged records: the put's own dispatch, made once the record is in the file. */
   private readonly stagedRequests = new StagedRequests()
+  /** Huge pages ahead of a fast writer (ASYNC_FLUSH through the mapping, Linux); null otherwise. */
+  private readonly hugePages: HugePagesAhead | null
 
   /**
    * With `budget`, files older than the one being written are mapped on first use within it and
@@ -190,6 +193,8 @@ export class CommitLog {
     this.storeHost = storeHost
     this.pooled = pool !== null
     this.stage = config.flushDiskType === 'SYNC_FLUSH' && !readOnly && pool === null ? new WriteStage() : null
+    const hugePage = !readOnly && pool === null && config.flushDiskType === 'ASYNC_FLUSH' ? transparentHugePageBytes() : 0
+    this.hugePages = hugePage > 0 ? new HugePagesAhead(config.flushIntervalCommitLog, hugePage) : null
     this.mappedFileQueue = new MappedFileQueue(join(storeRoot, COMMITLOG_DIR), config.mappedFileSizeCommitLog, {
       preallocateNext: !readOnly,
       // Fault new files in off the JS thread, so appends never take a first-touch page fault
@@ -199,6 +204,7 @@ export class CommitLog {
       warmMappedFiles: !readOnly && this.stage === null,
       lockWarmedFiles: config.warmMapedFileEnable,
       reserveChunkBytes: COMMIT_LOG_RESERVE_CHUNK_BYTES,
+      warmChunk: this.hugePages?.warmChunk,
       transientStorePool: pool,
       readOnly,
       // A reopen maps the files it reads (the tail, then what readers ask for), not all of them;
@@ -359,6 +365,11 @@ export class CommitLog {
     if (to - from < COMMIT_LOG_WRITE_BACK_STEP) return
     this.writeBackFrom = to
     file.dropPages(from, to, true)
+  }
+
+  /** At each timed flush pass: huge pages ahead of a writer that slowed down go back to small ones (huge-pages-ahead.ts). */
+  hugePagesPass(): void {
+    this.hugePages?.pass(this.mappedFileQueue.getLastMappedFile())
   }
 
   /**

@@ -11,6 +11,7 @@ import { ioError, MQStoreError } from '../../errors.js'
 import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
 import { ensureDirectory, syncDirectory } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
+import type { WarmChunk } from './mapped-file-types.js'
 import { reserveChunk, reserveFirst } from './mapped-file-types.js'
 import { createMappedSegmentAsync } from './segment-io.js'
 import type { MappingBudget } from './mapping-budget.js'
@@ -47,6 +48,8 @@ export interface MappedFileQueueOptions {
   reserveChunkBytes?: number
   /** The first reservation step of each file, doubling up to reserveChunkBytes (MappedFile). */
   reserveFirstBytes?: number
+  /** How warmed files fault their new chunks in (MappedFileOptions.warmChunk). */
+  warmChunk?: WarmChunk
   /** Map files on first use and let this budget unmap idle ones (see MappedFile). */
   budget?: MappingBudget | null
   /** Each file exposes to JavaScript what is reserved or read so far (MappedFileOptions.exposeReserved). */
@@ -107,6 +110,7 @@ export class MappedFileQueue {
       readOnly: this.options.readOnly === true,
       reserveChunkBytes: this.options.reserveChunkBytes,
       reserveFirstBytes: this.options.reserveFirstBytes,
+      warmChunk: this.options.warmChunk,
       budget: oldOnly ? null : (this.options.budget ?? null),
       unmapOnlyFlushed: oldOnly,
       syncOnFirstFlush: this.options.syncOnFirstFlush === true,

@@ -1,6 +1,6 @@
 // The shapes around a MappedFile: its options, the append callback it runs, the held view it
 // hands out, and the reservation step its options imply.
-import { native } from '../../native.js'
+import { type MapHandle, native } from '../../native.js'
 import type { MappingBudget } from './mapping-budget.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 
@@ -15,6 +15,9 @@ export interface AppendOutcome {
  * `maxBlank` bytes of room left in the file, and says how many bytes it wrote.
  */
 export type AppendCallback<R extends AppendOutcome> = (target: Buffer, pos: number, maxBlank: number, fileFromOffset: number) => R
+
+/** Faults [from, to) of `file` (a MappedFile) in through `handle`, on the libuv pool; the file is held until it settles. */
+export type WarmChunk = (file: object, handle: MapHandle, from: number, to: number) => Promise<void>
 
 /** What a held view holds: its file, released once the view is. */
 export interface HeldFile {
@@ -84,6 +87,8 @@ export interface MappedFileOptions {
    * a file written that far is written in bursts, whose JS thread pays for each pool wake-up.
    */
   reserveChunkBytes?: number
+  /** Faults a warmed file's newly reserved chunks in, instead of MapHandle.warmAsync (the commit log's huge pages). */
+  warmChunk?: WarmChunk
   /**
    * With reserveChunkBytes: the first reservation (at creation, or the first write of a reopened
    * file) is this small, and each later step is as large as what is reserved already (doubling)

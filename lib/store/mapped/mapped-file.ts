@@ -13,10 +13,10 @@ import * as fs from 'node:fs'
 import { basename } from 'node:path'
 
 import { ioError, MQStoreError } from '../../errors.js'
-import { native, type MapHandle } from '../../native.js'
+import { type Advice, native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
-import { checkLength, createMappedSegment, dropPages, fdatasync, fsyncAsync, mapSegment, reserveBlocks } from './segment-io.js'
-import { limitReadAround, syncMappedRange, writeAfter, type WriteAfterSync } from './segment-io.js'
+import { checkLength, createMappedSegment, dropPages, evictPages, fdatasync, fsyncAsync, mapSegment } from './segment-io.js'
+import { limitReadAround, reserveBlocks, syncMappedRange, writeAfter, type WriteAfterSync } from './segment-io.js'
 import { syncDirectory, syncDirectoryAsync } from './directory.js'
 import { assertFileSize, checkLazyLength, exposedPart, isIdle, modifiedTimeMs, PrivateMapping } from './lazy-mapping.js'
 import type { MappingBudget } from './mapping-budget.js'
@@ -30,6 +30,7 @@ import {
   type AppendCallback,
   type AppendOutcome,
   type MappedFileOptions,
+  type WarmChunk,
 } from './mapped-file-types.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 import { HeldWork } from './held-work.js'
@@ -88,6 +89,8 @@ export class MappedFile {
   warmChunks = false
   /** Warm-ups of `warmed` files' new chunks in flight (each holds the file until it ends). */
   private readonly warming = new HeldWork()
+  /** Faults a `warmed` file's newly reserved chunk in; null: MapHandle.warmAsync (MappedFileOptions.warmChunk). */
+  private readonly warmChunk: WarmChunk | null
 
   /** Blocks of [0, reservedPosition) are reserved on disk; nothing is written past it. */
   private reservedTo: number
@@ -115,12 +118,10 @@ export class MappedFile {
     this.reservedTo = this.readOnly ? fileSize : reservedTo
     this.exposeReserved = options.exposeReserved === true && !this.readOnly
     this.readAround = options.readAround !== false
+    this.warmChunk = options.warmChunk ?? null
   }
 
-  /**
-   * Maps an existing file; opened for writing, its blocks are reserved first (once per file: see
-   * `open`), so a write into a hole on a full disk is an error here, never a SIGBUS.
-   */
+  /** Maps an existing file; opened for writing, its blocks are reserved first (once: see `open`): a full disk is no SIGBUS. */
   private reserveAndMap(fd: number): void {
     if (!this.readOnly && !this.blocksReserved) reserveBlocks(fd, this.fileName, this.fileSize)
     this.blocksReserved = true
@@ -180,10 +181,9 @@ export class MappedFile {
   }
 
   /**
-   * Creates a new segment at full size. Its first chunk of blocks (the whole file without
-   * `reserveChunkBytes`) is reserved before the file appears under its name (`<name>.tmp`, sized,
-   * preallocated, synced, renamed), so a full disk is an error here, never a SIGBUS on a later page
-   * fault, and a crash never leaves a short segment behind. `made`: the file made and mapped so off
+   * Creates a new segment at full size. Its first chunk of blocks (the whole file without `reserveChunkBytes`) is
+   * reserved before the file appears under its name (`<name>.tmp`, sized, preallocated, synced, renamed), so a full disk
+   * is an error here, never a SIGBUS later, and a crash leaves no short segment. `made`: the file made and mapped so off
    * the JS thread, without syncs and with the advice `options` asks for (createMappedSegmentAsync).
    */
   static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, made?: MapHandle): MappedFile {
@@ -199,17 +199,13 @@ export class MappedFile {
   }
 
   /**
-   * Maps an existing segment, which must be exactly `fileSize` bytes long (a lazy file: checks its
-   * length and maps it on first use). Opened for writing, its blocks are reserved before it is
-   * mapped: a segment may be sparse (RocketMQ creates them so; `cp` and restores may too), and a
-   * write into a hole on a full disk would otherwise be a SIGBUS, not an error.
+   * Maps an existing segment of exactly `fileSize` bytes (a lazy file: on first use). Opened for writing, its blocks are
+   * reserved first: a segment may be sparse (RocketMQ's, a copy's), and a write into a hole on a full disk would be a SIGBUS.
    */
   static open(fileName: string, fileSize: number, options: MappedFileOptions = {}): MappedFile {
     assertFileSize(fileSize)
-    // A chunked file is reserved in chunks, lazily: what an earlier run reserved is not known, so
-    // the first reservation covers [0, end + chunk) from the file start, holes included (a sparse
-    // file from RocketMQ or a copy), and nothing is ever written past it. Any other file opened for
-    // writing gets its holes reserved when it is first mapped (see reserveAndMap).
+    // A chunked file is reserved lazily: what an earlier run reserved is unknown, so the first reservation covers
+    // [0, end + chunk), holes included, and nothing is written past it. Other writable files: see reserveAndMap.
     const chunked = options.reserveChunkBytes !== undefined
     const file = new MappedFile(fileName, fileSize, options, chunked ? 0 : fileSize)
     file.blocksReserved = chunked
@@ -261,10 +257,7 @@ export class MappedFile {
     return true
   }
 
-  /**
-   * Reserves the blocks of [offset, offset + length) (for writers that do not write in order:
-   * the index file's hash slots). False when the file system refuses (`lastReserveError`).
-   */
+  /** Reserves the blocks of [offset, offset + length) (the index's hash slots); false when refused (`lastReserveError`). */
   reserveRange(offset: number, length: number): boolean {
     this.assertWritable()
     const end = Math.min(this.fileSize, offset + length)
@@ -282,7 +275,14 @@ export class MappedFile {
   /** Faults reserved [from, to) in off the JS thread (best effort), so the writer takes no page faults there. */
   warmRange(from: number, to: number): void {
     const handle = this.handle
-    if (handle !== null) this.warming.run(this, () => handle.warmAsync(from, to - from))
+    const warm = this.warmChunk
+    if (handle !== null) this.warming.run(this, () => (warm === null ? handle.warmAsync(from, to - from) : warm(this, handle, from, to)))
+  }
+
+  /** With `advice` given first: writes [from, to) back, drops it from the page cache and faults it in again, off the JS thread; a hint. */
+  evictRange(from: number, to: number, advice: Advice): void {
+    const handle = this.handle
+    if (handle !== null && to > from) this.warming.run(this, () => evictPages(handle, this.fileName, from, to, advice))
   }
 
   /** Waits for warm-ups of reserved chunks, so that a shutdown can unmap at once. */
@@ -359,10 +359,7 @@ export class MappedFile {
     return true
   }
 
-  /**
-   * Direct access for fixed-size unit writers (consume queue, index): the Buffer over the whole
-   * mapping. Only the owner of the file may write through it, below fileSize.
-   */
+  /** For fixed-size unit writers (consume queue, index): the Buffer over the whole mapping; only the owner writes. */
   mappedBuffer(): Buffer {
     this.assertWritable()
     return this.wholeMapping()
@@ -610,9 +607,8 @@ export class MappedFile {
   }
 
   /**
-   * Drops the owner's reference. Called again while readers still hold the file, it forces the
-   * release once `intervalForcibly` ms have passed since the first call. `now` is the caller's
-   * clock (cleanup passes its injected one, so a test can move past the interval).
+   * Drops the owner's reference. Called again while readers hold the file, it forces the release once `intervalForcibly`
+   * ms have passed since the first call. `now`: the caller's clock (cleanup's injected one, for tests).
    */
   shutdown(intervalForcibly: number, now: number = Date.now()): void {
     if (this.available) {
@@ -644,10 +640,7 @@ export class MappedFile {
     return true
   }
 
-  /**
-   * Shuts down and, once no reader holds it (or the interval forced it), deletes the file and
-   * syncs its directory, so the deletion survives a power cut.
-   */
+  /** Shuts down and, once no reader holds it (or the interval forced it), deletes the file and syncs its directory. */
   destroy(intervalForcibly: number, now: number = Date.now()): boolean {
     this.shutdown(intervalForcibly, now)
     if (!this.isCleanupOver()) return false
@@ -663,10 +656,7 @@ export class MappedFile {
     return modifiedTimeMs(this.fileName)
   }
 
-  /**
-   * Faults every page in on the libuv pool so the writer does not take page faults, and with
-   * `lock` also mlocks the file (best effort: returns false when the OS refuses).
-   */
+  /** Faults the reserved pages in on the libuv pool, and with `lock` mlocks them (best effort: false when refused). */
   async warm(lock = false): Promise<boolean> {
     if (this.warmed || !this.hold()) return false
     try {
@@ -675,7 +665,7 @@ export class MappedFile {
       const handle = this.ensureHandle()
       this.warmed = true
       const reserved = this.reservedTo
-      await handle.warmAsync(0, reserved)
+      await (this.warmChunk?.(this, handle, 0, reserved) ?? handle.warmAsync(0, reserved))
       if (!lock) return true
       try {
         handle.lock(0, reserved)

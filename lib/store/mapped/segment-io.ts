@@ -3,7 +3,7 @@ import { Buffer } from 'node:buffer'
 import * as fs from 'node:fs'
 
 import { ioError, MQStoreError } from '../../errors.js'
-import { native, type MapHandle } from '../../native.js'
+import { type Advice, native, type MapHandle } from '../../native.js'
 import { descriptors, openDescriptor } from './descriptors.js'
 import { syncDirectory } from './directory.js'
 
@@ -100,6 +100,27 @@ export function dropPages(handle: MapHandle | null, from: number, to: number, wr
   } catch {
     // A hint only: the next sync writes the pages either way.
   }
+}
+
+/** madvise of [from, to) of `handle` (null: not mapped); a hint, refused advice changes nothing. */
+export function adviseRange(handle: MapHandle | null, from: number, to: number, advice: Advice): void {
+  try {
+    handle?.advise(from, to - from, advice)
+  } catch {
+    // See above.
+  }
+}
+
+/**
+ * `advice` for [from, to) now; then on the libuv pool: the range written back (waited for),
+ * unmapped and dropped from the page cache (clean pages only: one written meanwhile stays), and
+ * faulted in again, as pages of that advice (Linux; elsewhere only the fault-in).
+ */
+export function evictPages(handle: MapHandle, fileName: string, from: number, to: number, advice: Advice): Promise<void> {
+  adviseRange(handle, from, to, advice)
+  const evicted =
+    process.platform === 'linux' ? descriptors.use(fileName, false, (fd) => handle.evictAsync(from, to - from, fd)) : Promise.resolve()
+  return evicted.then(() => handle.warmAsync(from, to - from))
 }
 
 /** Bytes to write at the start of a file once a sync has succeeded (MappedFile.flushAsync). */
