@@ -163,7 +163,11 @@ describe('HugePagesAhead', () => {
     return wrapMapHandle(real, {
       advise: (offset, length, advice) => {
         if (advice === 'hugepage') advised.push([offset, offset + length])
-        real.advise(offset, length, advice)
+        try {
+          real.advise(offset, length, advice)
+        } catch {
+          // A kernel without transparent huge pages refuses the advice; the policy is what is tested.
+        }
       },
     })
   }
