@@ -132,6 +132,17 @@ describe('huge pages ahead of a fast commit-log writer', () => {
     await burst(store, 20_000)
     expect(advice.huge).toBe(0)
   })
+
+  it('a store whose appends go to write buffers first (transientStorePoolEnable) advises no huge pages', async () => {
+    const advice = countPageAdvice()
+    const store = await open(tempDir('huge-pool'), {
+      transientStorePoolEnable: true,
+      transientStorePoolSize: 2,
+      mappedFileSizeCommitLog: 16 * MIB,
+    })
+    await burst(store, 30_000)
+    expect(advice.huge).toBe(0)
+  })
 })
 
 /** A file for the policy alone: where its writer is, and the ranges given back. */
