@@ -1,9 +1,9 @@
 // Huge pages for the commit-log chunks ahead of a fast writer, given back when it slows down.
 //
 // The chunks reserved ahead of the writer are faulted in on the libuv pool, page by page: about
-// 2.3 us a 4 KiB page in a virtual machine, CPU time the pool takes from the writer on a machine
+// 2.3 us a 4 KiB page in a virtual machine, CPU time the pool takes from the rest of a machine
 // with few cores. A huge page (2 MiB) is faulted in at once, at about a quarter of that per byte,
-// and the readers of a log written so take fewer TLB misses. But the kernel writes a huge page back
+// and mapped again by one fault when a reader comes back to it. But the kernel writes a huge page back
 // whole, and a write to it after a write-back makes all of it dirty again: a writer that adds a few
 // records between two flushes would make each flush write 2 MiB. So huge pages go only ahead of a
 // writer that fills a reservation step within a flush interval, only where the flusher syncs at
