@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url'
 export interface CpuProfileNode {
   id: number
   callFrame: { functionName: string; url: string; lineNumber: number }
+  children?: number[]
 }
 
 export interface CpuProfile {
