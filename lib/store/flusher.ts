@@ -25,6 +25,8 @@ import type { StoreStatsService } from './store-stats.js'
 /** Told once whether the commit log was flushed up to the offset it waited for. */
 export interface FlushWaiter {
   flushed(status: PutMessageStatus): void
+  /** The put calls it answers, counted in the group commit's stats (1 when absent). */
+  readonly requests?: number
 }
 
 /** A waiter for the commit log to be flushed up to `nextOffset`; settled once. */
@@ -36,6 +38,10 @@ class FlushRequest {
     readonly deadline: number,
     private readonly waiter: FlushWaiter,
   ) {}
+
+  get requests(): number {
+    return this.waiter.requests ?? 1
+  }
 
   settle(status: PutMessageStatus): void {
     if (this.settled) return
@@ -249,7 +255,7 @@ export class CommitLogFlusher {
           error = e
         }
         if (error !== null) this.failStop('group-commit', error)
-        else this.stats?.recordGroupCommit(this.inFlight.length, Math.round((performance.now() - began) * 1000))
+        else this.stats?.recordGroupCommit(requestsOf(this.inFlight), Math.round((performance.now() - began) * 1000))
         const inFlight = this.inFlight
         for (let i = 0; i < inFlight.length; i++) {
           const request = inFlight[i]
@@ -354,4 +360,11 @@ export function markUnflushed(
       ? `appended, but the commit log could not be flushed: ${failure}`
       : `appended, but not on disk within syncFlushTimeout (${syncFlushTimeout} ms)`
   for (const r of results) if (r.status === 'PUT_OK') Object.assign(r, { status, reason })
+}
+
+/** The put calls a group's requests answer. */
+function requestsOf(group: readonly FlushRequest[]): number {
+  let count = 0
+  for (const request of group) count += request.requests
+  return count
 }

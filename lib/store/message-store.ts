@@ -13,6 +13,7 @@ import {
   type PreparedRecord,
   validateTopic,
 } from './commitlog/record.js'
+import { CoalescedPuts } from './coalesced-puts.js'
 import { RecordSlots } from './commitlog/record-slots.js'
 import type { MessageStoreConfig } from './config.js'
 import { AppendedRequests } from './dispatch-targets.js'
@@ -88,6 +89,8 @@ export class MessageStore implements AsyncDisposable {
   private recordSlots: RecordSlots | null = new RecordSlots(PUT_SLICE)
   /** A slice's built records, kept between puts; null while a put holds them (a nested put makes its own). */
   private sliceRecords: SliceRecords | null = sliceRecords()
+  /** Single SYNC_FLUSH puts of the current turn, appended together (each answering one put). */
+  private readonly coalesced = new CoalescedPuts((messages) => this.put(messages, false, messages.length) as Promise<PutMessageResult[]>)
 
   private constructor(private readonly e: StoreEngine) {
     this.storePath = e.storePath
@@ -150,6 +153,9 @@ export class MessageStore implements AsyncDisposable {
 
   /** Appends one message. With SYNC_FLUSH, resolves once it is on disk (or FLUSH_DISK_TIMEOUT). */
   putMessage(message: Message): Promise<PutMessageResult> {
+    // Staged records (SYNC_FLUSH) are read by no one before their group commit: the puts of one
+    // turn go as one batch (coalesced-puts.ts). A put that does not wait goes alone, at once.
+    if (this.e.commitLog.staged && message?.properties?.WAIT !== 'false') return this.coalesced.add(message)
     return this.put([message], true) as Promise<PutMessageResult>
   }
 
@@ -168,7 +174,9 @@ export class MessageStore implements AsyncDisposable {
    * slave) pays a single async frame for the wait, since a put's own allocations are most of what
    * a stream of single puts gives the garbage collector. What throws still becomes a rejection.
    */
-  private put(given: readonly Message[], single: boolean): Promise<PutMessageResult | PutMessageResult[]> {
+  private put(given: readonly Message[], single: boolean, requests = 1): Promise<PutMessageResult | PutMessageResult[]> {
+    // Single puts gathered earlier in this turn go first.
+    this.coalesced.flush()
     let results: PutMessageResult[]
     let tally: PutTally
     let began: number
@@ -198,7 +206,7 @@ export class MessageStore implements AsyncDisposable {
         // Most puts dispatch their own records: a pass (a microtask per put) only for what is left.
         if (this.e.dispatcher.behindBytes() > 0) this.e.dispatcher.schedule()
         const waits = tally.waitForFlush && (this.e.config.flushDiskType === 'SYNC_FLUSH' || this.e.ha.role === 'SYNC_MASTER')
-        if (waits) return waitForPut(this.e, results, tally, began, single)
+        if (waits) return waitForPut(this.e, results, tally, began, single, requests)
         // Staged records that no group commit waits for are written into the file now (readable).
         if (this.e.commitLog.staged) {
           this.e.commitLog.commitStaged()
@@ -636,6 +644,7 @@ export class MessageStore implements AsyncDisposable {
    * SLAVE to ASYNC_MASTER or SYNC_MASTER, or makes it the SLAVE of the master at haMasterAddress.
    */
   setBrokerRole(role: BrokerRole, options?: SetBrokerRoleOptions): Promise<void> {
+    this.coalesced.flush()
     const e = this.e
     const { ha, commitLog, dispatcher, queues, targets, schedule, compacted } = e
     const log = e.logger.child('ha')
@@ -674,6 +683,8 @@ export class MessageStore implements AsyncDisposable {
    * Idempotent; concurrent calls share one shutdown.
    */
   close(): Promise<void> {
+    // Puts made before the close, in its turn, are appended before it stops anything.
+    this.coalesced.flush()
     if (this.e.closing === null) this.e.closing = this.e.shutdown()
     return this.e.closing
   }

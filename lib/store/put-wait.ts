@@ -27,8 +27,10 @@ export function waitForPut(
   tally: PutTally,
   began: number,
   single: boolean,
+  /** The put calls this one answers (single puts gathered into one batch: coalesced-puts.ts). */
+  requests = 1,
 ): Promise<PutAnswer> {
-  const put = new PendingPut(e, results, tally, began, single)
+  const put = new PendingPut(e, results, tally, began, single, requests)
   if (e.config.flushDiskType !== 'SYNC_FLUSH' || e.ha.role === 'SYNC_MASTER') return put.waitInTurn()
   opening = put
   const answer = new Promise<PutAnswer>(adoptSettlers)
@@ -62,6 +64,7 @@ class PendingPut implements FlushWaiter {
     private readonly tally: PutTally,
     private readonly began: number,
     private readonly single: boolean,
+    readonly requests: number,
   ) {}
 
   /**
