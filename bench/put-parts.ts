@@ -11,12 +11,12 @@
 // warm-up passes) first, then one pass of `count` messages, CPU-profiled through the inspector at
 // 100 us. Each sample's time goes to the frame on top of the stack; a native function's or a Node
 // built-in's goes to the innermost JS frame of mqstore, the engine or the loop below it.
-import { fork } from 'node:child_process'
 import { Session } from 'node:inspector/promises'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 
 import { MessageStore } from '../lib/index.js'
+import { resultFromChild } from './child-result.js'
 import { prefaulted, recordLength, workEngine, workRegions } from './limits.js'
 import { MQSTORE_OPTIONS } from './mqstore.js'
 import type { CpuProfile } from './profile.js'
@@ -181,21 +181,8 @@ async function engineRun(count: number, warmup: number): Promise<PutPartsRun> {
 
 /** One side in a process of its own (no node flags, as the bench's engines run). */
 function runInChild(side: PutSide, count: number, warmup: number): Promise<PutPartsRun> {
-  return new Promise((resolve, reject) => {
-    let run: PutPartsRun | null = null
-    const child = fork(fileURLToPath(import.meta.url), ['--child', side, '--count', String(count), '--warmup', String(warmup)], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      execArgv: [],
-    })
-    child.on('message', (message) => {
-      run = message as PutPartsRun
-    })
-    child.on('error', reject)
-    child.on('exit', (code, signal) => {
-      if (run !== null && code === 0) resolve(run)
-      else reject(new Error(`put parts (${side}): child exited with ${signal ?? `status ${code}`}`))
-    })
-  })
+  const args = ['--child', side, '--count', String(count), '--warmup', String(warmup)]
+  return resultFromChild<PutPartsRun>(fileURLToPath(import.meta.url), args, (why) => new Error(`put parts (${side}): ${why}`))
 }
 
 export interface PutPartsReport {

@@ -7,12 +7,12 @@
 //   npm run bench -- --count 100000 --json         # machine-readable
 //   npm run bench -- --cpu-prof                    # and a profiled mqstore run, summarised
 //   node dist/bench/run.js --only mqstore          # one engine, in this process (for profiling)
-import { fork } from 'node:child_process'
 import * as fs from 'node:fs'
 import * as os from 'node:os'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { resultFromChild } from './child-result.js'
 import type { LimitsResult } from './limits.js'
 import { readProfile, summarizeProfile, type ProfileSummary } from './profile.js'
 import { jsonReport, markdownReport, MAX_LOAD, missedTargets, textReport, type BenchRuns } from './report.js'
@@ -207,41 +207,15 @@ function runEngineInChild(engine: EngineName, config: BenchConfig, execArgv: str
     '--seed',
     String(config.seed),
   ]
-  return new Promise((resolve, reject) => {
-    let result: EngineResult | null = null
-    const child = fork(fileURLToPath(import.meta.url), args, {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      execArgv: [...process.execArgv, ...execArgv],
-    })
-    child.on('message', (message) => {
-      result = message as EngineResult
-    })
-    child.on('error', reject)
-    child.on('exit', (code, signal) => {
-      if (result !== null && code === 0) resolve(result)
-      else reject(new BenchError(`${engine}: child exited with ${signal ?? `status ${code}`}`))
-    })
-  })
+  const failure = (why: string) => new BenchError(`${engine}: ${why}`)
+  return resultFromChild<EngineResult>(fileURLToPath(import.meta.url), args, failure, [...process.execArgv, ...execArgv])
 }
 
 /** The JS encode and memcpy limits, measured in a child process of their own. */
 function measureLimitsInChild(): Promise<LimitsResult> {
-  return new Promise((resolve, reject) => {
-    let result: LimitsResult | null = null
-    // Without the engines' node flags: the limits are the machine's, whatever the engines ran with.
-    const child = fork(fileURLToPath(new URL('./limits.js', import.meta.url)), [], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      execArgv: [],
-    })
-    child.on('message', (message) => {
-      result = message as LimitsResult
-    })
-    child.on('error', reject)
-    child.on('exit', (code, signal) => {
-      if (result !== null && code === 0) resolve(result)
-      else reject(new BenchError(`limits: child exited with ${signal ?? `status ${code}`}`))
-    })
-  })
+  // Without the engines' node flags: the limits are the machine's, whatever the engines ran with.
+  const script = fileURLToPath(new URL('./limits.js', import.meta.url))
+  return resultFromChild<LimitsResult>(script, [], (why) => new BenchError(`limits: ${why}`))
 }
 
 /** Top self-time functions of a profile, over the whole run and per phase of `result`. */

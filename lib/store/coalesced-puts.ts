@@ -4,7 +4,7 @@
 // them before the commit writes them (commitlog/write-stage.ts). Producers that each await their
 // own put therefore all put again in the same turn, right after the commit that answered them,
 // and each put paid the whole put path for one message (its arrays, its pass over the slices,
-// its wait and its promise), about four times what a message costs in a batch. Puts made in one
+// its wait and its promise), several times what a message costs in a batch. Puts made in one
 // turn are gathered and appended together in a microtask, in the order they were made: they meet
 // the same group commit they would have met one by one, and nothing reads them in between. Every
 // other put path, and close, appends what is gathered first, so no put overtakes an earlier one.
