@@ -14,6 +14,9 @@ function message(body: string, topic = 'CoalescedTopic'): Message {
   return { topic, queueId: 0, body: Buffer.from(body) }
 }
 
+/** A put alone that a test of the batch never expects. */
+const alone = (): Promise<PutMessageResult> => Promise.reject(new Error('put alone'))
+
 /** The bodies of queue 0 of `topic`, in queue order. */
 function bodiesIn(store: MessageStore, topic = 'CoalescedTopic'): string[] {
   const bodies: string[] = []
@@ -31,7 +34,7 @@ describe('coalesced puts', () => {
     const puts = new CoalescedPuts(async (messages) => {
       batches.push(messages.map((m) => String(m.body)))
       return messages.map((_, i) => new PutMessageResult('PUT_OK', i * 100, 100, i, 1))
-    })
+    }, alone)
     const answers = [puts.add(message('a')), puts.add(message('b')), puts.add(message('c'))]
     expect(batches).toEqual([])
     const results = await Promise.all(answers)
@@ -44,7 +47,7 @@ describe('coalesced puts', () => {
     const puts = new CoalescedPuts(async (messages) => {
       batches.push(messages.length)
       return messages.map(() => new PutMessageResult('PUT_OK', 0, 1, 0, 1))
-    })
+    }, alone)
     const first = puts.add(message('a'))
     puts.flush()
     expect(batches).toEqual([1])
@@ -56,7 +59,7 @@ describe('coalesced puts', () => {
   })
 
   it("rejects every put of a batch whose put rejected, with that batch's error", async () => {
-    const puts = new CoalescedPuts(() => Promise.reject(new Error('boom')))
+    const puts = new CoalescedPuts(() => Promise.reject(new Error('boom')), alone)
     const answers = [puts.add(message('a')), puts.add(message('b'))]
     for (const answer of answers) await expect(answer).rejects.toThrow('boom')
   })
@@ -112,14 +115,22 @@ describe('coalesced puts', () => {
     }
   })
 
-  it('a message of the wrong shape rejects alone and an illegal one fails alone; the others of the turn are put', async () => {
+  it('a message of the wrong shape or with unreadable properties rejects alone and an illegal one fails alone; the others of the turn are put', async () => {
     const store = await MessageStore.open(tempDir(), SYNC)
     try {
       const good = store.putMessage(message('ok1'))
       const wrongShape = store.putMessage({ topic: 'CoalescedTopic', queueId: 0, body: 42 } as unknown as Message)
       const illegal = store.putMessage(message('bad', 'no spaces allowed'))
+      const unreadable = store.putMessage(
+        Object.defineProperty(message('unreadable'), 'properties', {
+          get() {
+            throw new Error('properties cannot be read')
+          },
+        }),
+      )
       const good2 = store.putMessage(message('ok2'))
       await expect(wrongShape).rejects.toThrow(TypeError)
+      await expect(unreadable).rejects.toThrow('properties cannot be read')
       expect((await illegal).status).toBe('MESSAGE_ILLEGAL')
       expect([(await good).status, (await good2).status]).toEqual(['PUT_OK', 'PUT_OK'])
       expect(bodiesIn(store)).toEqual(['ok1', 'ok2'])

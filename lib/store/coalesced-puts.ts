@@ -31,16 +31,29 @@ export class CoalescedPuts {
   rejects: Reject[] = []
   private scheduled = false
 
-  /** `putBatch`: the store's put of many messages, one result each in their order. */
-  constructor(private readonly putBatch: (messages: Message[]) => Promise<PutMessageResult[]>) {}
+  /**
+   * `putBatch`: the store's put of many messages, one result each in their order; `putAlone`: its
+   * put of one message, at once (which first puts what is gathered).
+   */
+  constructor(
+    private readonly putBatch: (messages: Message[]) => Promise<PutMessageResult[]>,
+    private readonly putAlone: (message: Message) => Promise<PutMessageResult>,
+  ) {}
 
-  /** Gathers `message` for this turn's batch; a value that is no message is refused at once, alone. */
+  /**
+   * Gathers `message` for this turn's batch. A value that is no message (or whose properties cannot
+   * be read) is refused at once, alone, so that it cannot fail the others' batch; a message that
+   * does not wait for the flush (`WAIT: 'false'`) goes alone, at once.
+   */
   add(message: Message): Promise<PutMessageResult> {
+    let alone: boolean
     try {
       checkMessageShape(message)
+      alone = message.properties?.WAIT === 'false'
     } catch (error) {
       return Promise.reject(error)
     }
+    if (alone) return this.putAlone(message)
     this.messages.push(message)
     opening = this
     const answer = new Promise<PutMessageResult>(adoptSettlers)

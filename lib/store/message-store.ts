@@ -90,7 +90,10 @@ export class MessageStore implements AsyncDisposable {
   /** A slice's built records, kept between puts; null while a put holds them (a nested put makes its own). */
   private sliceRecords: SliceRecords | null = sliceRecords()
   /** Single SYNC_FLUSH puts of the current turn, appended together (each answering one put). */
-  private readonly coalesced = new CoalescedPuts((messages) => this.put(messages, false, messages.length) as Promise<PutMessageResult[]>)
+  private readonly coalesced = new CoalescedPuts(
+    (messages) => this.put(messages, false, messages.length) as Promise<PutMessageResult[]>,
+    (message) => this.put([message], true) as Promise<PutMessageResult>,
+  )
 
   private constructor(private readonly e: StoreEngine) {
     this.storePath = e.storePath
@@ -154,8 +157,8 @@ export class MessageStore implements AsyncDisposable {
   /** Appends one message. With SYNC_FLUSH, resolves once it is on disk (or FLUSH_DISK_TIMEOUT). */
   putMessage(message: Message): Promise<PutMessageResult> {
     // Staged records (SYNC_FLUSH) are read by no one before their group commit: the puts of one
-    // turn go as one batch (coalesced-puts.ts). A put that does not wait goes alone, at once.
-    if (this.e.commitLog.staged && message?.properties?.WAIT !== 'false') return this.coalesced.add(message)
+    // turn go as one batch (coalesced-puts.ts).
+    if (this.e.commitLog.staged) return this.coalesced.add(message)
     return this.put([message], true) as Promise<PutMessageResult>
   }
 
