@@ -193,9 +193,12 @@ export class CommitLogFlusher {
 
   // ---- group commit -------------------------------------------------------------------------
 
-  /** SYNC_FLUSH: resolves once the commit log is flushed up to `nextOffset`, or times out. */
-  awaitFlush(nextOffset: number): Promise<PutMessageStatus> {
-    return new Promise((resolve) => this.waitFlush(nextOffset, { flushed: resolve }))
+  /**
+   * SYNC_FLUSH: resolves once the commit log is flushed up to `nextOffset`, or times out.
+   * `requests`: the put calls the wait answers, for the group commit's stats.
+   */
+  awaitFlush(nextOffset: number, requests = 1): Promise<PutMessageStatus> {
+    return new Promise((resolve) => this.waitFlush(nextOffset, { flushed: resolve, requests }))
   }
 
   /**

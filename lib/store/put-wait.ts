@@ -89,7 +89,7 @@ class PendingPut implements FlushWaiter {
   async waitInTurn(): Promise<PutAnswer> {
     const { e, results, tally } = this
     if (e.config.flushDiskType === 'SYNC_FLUSH') {
-      const status = await e.flusher.awaitFlush(tally.lastEnd)
+      const status = await e.flusher.awaitFlush(tally.lastEnd, this.requests)
       if (status !== 'PUT_OK') markFlushFailed(e, results, status)
     } else {
       e.flusher.wakeup()

@@ -42,6 +42,15 @@ describe('SYNC_MASTER', () => {
     expect(noWait.status).toBe('PUT_OK')
   })
 
+  it('with SYNC_FLUSH, single puts of one turn go as one batch and each counts as a group-commit request', async () => {
+    const { master } = await syncMaster({ flushDiskType: 'SYNC_FLUSH' })
+    const before = master.stats().groupCommitRequestsTotal
+    const results = await Promise.all(messages(10).map((m) => master.putMessage(m)))
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 'SLAVE_NOT_AVAILABLE'))
+    for (let i = 1; i < results.length; i++) expect(results[i].wroteOffset).toBeGreaterThan(results[i - 1].wroteOffset)
+    expect(master.stats().groupCommitRequestsTotal - before).toBe(10)
+  })
+
   it('resolves every PUT_OK once the slave has its bytes, one wait per batch', async () => {
     const { master, port } = await syncMaster({ flushDiskType: 'SYNC_FLUSH' })
     const slave = await openStore(tempDir('mqstore-ha-sync-slave-'), { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${port}` })
