@@ -20,7 +20,7 @@ import { resultFromChild } from './child-result.js'
 import { prefaulted, recordLength, workEngine, workRegions } from './limits.js'
 import { MQSTORE_OPTIONS } from './mqstore.js'
 import type { CpuProfile } from './profile.js'
-import { makeTempDir, parseOrUsage, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, QUEUES, removeDir, TOPICS } from './workload.js'
+import { makeTempDir, median, parseOrUsage, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, QUEUES, removeDir, TOPICS } from './workload.js'
 
 const USAGE = `usage: node dist/bench/put-parts.js [options]
 
@@ -190,12 +190,6 @@ export interface PutPartsReport {
   runs: PutPartsRun[]
   /** Medians over the runs of each side. */
   median: Record<PutSide, { passMs: number; parts: PutParts }>
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
 /** Medians of each part (and module) over the runs of one side. */
