@@ -7,7 +7,8 @@
 // its wait and its promise), several times what a message costs in a batch. Puts made in one
 // turn are gathered and appended together in a microtask, in the order they were made: they meet
 // the same group commit they would have met one by one, and nothing reads them in between. Every
-// other put path, and close, appends what is gathered first, so no put overtakes an earlier one.
+// other put path appends what is gathered first, so no put overtakes an earlier one; close and a
+// role change do their work after an await, so the microtask has appended them before.
 import type { PutMessageResult } from './commitlog/commit-log.js'
 import { checkMessageShape } from './message-validation.js'
 import type { Message } from './types.js'

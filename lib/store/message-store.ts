@@ -647,7 +647,6 @@ export class MessageStore implements AsyncDisposable {
    * SLAVE to ASYNC_MASTER or SYNC_MASTER, or makes it the SLAVE of the master at haMasterAddress.
    */
   setBrokerRole(role: BrokerRole, options?: SetBrokerRoleOptions): Promise<void> {
-    this.coalesced.flush()
     const e = this.e
     const { ha, commitLog, dispatcher, queues, targets, schedule, compacted } = e
     const log = e.logger.child('ha')
@@ -686,8 +685,6 @@ export class MessageStore implements AsyncDisposable {
    * Idempotent; concurrent calls share one shutdown.
    */
   close(): Promise<void> {
-    // Puts made before the close, in its turn, are appended before it stops anything.
-    this.coalesced.flush()
     if (this.e.closing === null) this.e.closing = this.e.shutdown()
     return this.e.closing
   }
