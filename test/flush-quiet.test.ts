@@ -15,7 +15,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
-import { interposeNativeForTesting, native } from '../lib/native.js'
+import { interposeNativeForTesting, type MapHandle, native } from '../lib/native.js'
 import { indexFileSize } from '../lib/store/index/index-file.js'
 import { FIRST_KICK_ENTRIES, WRITEBACK_KICK_ENTRIES } from '../lib/store/index/index-service.js'
 import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
@@ -59,22 +59,24 @@ const INDEX_ENTRIES_START = 40 + INDEX_SLOTS * 4
  * drop and sync of its index file's mapping.
  */
 async function indexBurst(note: (step: 'drop' | 'sync', offset: number, length: number) => void): Promise<void> {
+  const watch = (handle: MapHandle, length: number): MapHandle => {
+    if (length !== INDEX_ENTRIES_START + INDEX_ENTRIES * 20) return handle
+    return wrapMapHandle(handle, {
+      advise: (offset, bytes, advice) => {
+        if (advice === 'dontneed') note('drop', offset, bytes)
+        return handle.advise(offset, bytes, advice)
+      },
+      syncAsync: (offset, bytes) => {
+        note('sync', offset, bytes)
+        return handle.syncAsync(offset, bytes)
+      },
+    })
+  }
+  // The index file is made ahead on the pool (createMapped), or on the JS thread (map) when a roll cannot wait.
   restores.push(
     interposeNativeForTesting((original) => ({
-      map: (fd, length, writable, expose) => {
-        const handle = original.map(fd, length, writable, expose)
-        if (length !== INDEX_ENTRIES_START + INDEX_ENTRIES * 20) return handle
-        return wrapMapHandle(handle, {
-          advise: (offset, bytes, advice) => {
-            if (advice === 'dontneed') note('drop', offset, bytes)
-            return handle.advise(offset, bytes, advice)
-          },
-          syncAsync: (offset, bytes) => {
-            note('sync', offset, bytes)
-            return handle.syncAsync(offset, bytes)
-          },
-        })
-      },
+      map: (fd, length, writable, expose) => watch(original.map(fd, length, writable, expose), length),
+      createMapped: async (path, size, ...rest) => watch(await original.createMapped(path, size, ...rest), size),
     })),
   )
   const options = { ...BASE, messageIndexEnable: true, maxHashSlotNum: INDEX_SLOTS, maxIndexNum: INDEX_ENTRIES }

@@ -580,7 +580,17 @@ describe('IndexService', () => {
     expect(fs.readdirSync(dir).some((n) => n.endsWith('.tmp'))).toBe(false)
     again.shutdown()
 
+    // A short last file whose header is zeros is a creation a crash cut short (made ahead, see
+    // index-file-ahead.ts): removed. Short with a header written is damage: refused.
     fs.writeFileSync(join(dir, '20990101000000000'), Buffer.alloc(FILE_SIZE - 1))
+    const cut = open()
+    cut.load(true, 0)
+    expect(cut.getFileCount()).toBe(1)
+    expect(fs.existsSync(join(dir, '20990101000000000'))).toBe(false)
+    cut.shutdown()
+    const damaged = Buffer.alloc(FILE_SIZE - 1)
+    damaged[7] = 1
+    fs.writeFileSync(join(dir, '20990101000000000'), damaged)
     const bad = open()
     expect(() => bad.load(true, 0)).toThrow(expect.objectContaining({ code: 'BAD_FILE_SIZE' }))
     expect(bad.getFileCount()).toBe(0)

@@ -77,7 +77,12 @@ export class DispatchTargets {
       if (this.deps.subscriptions.hasWaiters) this.deps.subscriptions.notifyArrival(request.topic, request.queueId)
       this.deps.arrivals.arrived()
     }
-    if (buildIndex) this.deps.index.current.buildIndex(request)
+    if (!buildIndex) return true
+    // The index file this record may need is being made ahead: waited for, as a new queue's first
+    // file is (the retry finds its unit written: putMessagePositionInfo skips it).
+    const making = this.opening ? null : this.deps.index.current.fileBeingMade()
+    if (making !== null) return making
+    this.deps.index.current.buildIndex(request)
     return true
   }
 

@@ -411,6 +411,8 @@ export class StoreEngine {
     // entries durable with the abort file's, where each one's first file would pay a directory
     // sync on the put path (about 3 ms on ext4).
     this.paths.makeWriterFolders(this.config.messageIndexEnable)
+    // A new store's first put finds its index file made (index-file-ahead.ts).
+    this.index.current.makeFileAhead()
 
     // From here on the store changes: a crash must not find a shutdown record that vouches for it.
     this.checkpoint.clearShutdownRecord()

@@ -12,7 +12,7 @@ import { ioError, MQStoreError } from '../../errors.js'
 import { descriptors } from '../mapped/descriptors.js'
 import { MappedFile, type WriteAfterSync } from '../mapped/mapped-file.js'
 import type { MappingBudget } from '../mapped/mapping-budget.js'
-import { native } from '../../native.js'
+import { native, type MapHandle } from '../../native.js'
 import { IndexReservation } from './index-reservation.js'
 import { markableEntries, rebuildFromMark, type IndexDurableMark } from './index-durable.js'
 import { getInt64, setInt64 } from '../bytes.js'
@@ -156,8 +156,8 @@ export class IndexFile {
   }
 
   /**
-   * Creates a new, zero-filled index file. When the previous file's end values are > 0 they become
-   * both the begin and the end values of the new header (and are written to the mapping at once).
+   * A new, zero-filled index file (`made`: made, synced and mapped ahead, index-file-ahead.ts); previous end values > 0
+   * become both the begin and the end values of its header (written to the mapping at once).
    */
   static create(
     fileName: string,
@@ -166,10 +166,11 @@ export class IndexFile {
     prevEndPhyOffset = 0,
     prevEndTimestamp = 0,
     budget: MappingBudget | null = null,
+    made?: MapHandle,
   ): IndexFile {
     const size = indexFileSize(hashSlotNum, indexNum)
     // Only the header page is reserved now; slots and entries get blocks as they are written.
-    const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0, reserveChunkBytes: native.pageSize, budget })
+    const mapped = MappedFile.create(fileName, size, { fileFromOffset: 0, reserveChunkBytes: native.pageSize, budget }, made, true)
     let file: IndexFile
     try {
       file = new IndexFile(mapped, hashSlotNum, indexNum, true)
@@ -559,9 +560,8 @@ export class IndexFile {
   }
 
   /**
-   * Walks the chain of `keyHash`, newest entry first, calling `visit` with the phyOffset of each
-   * entry whose hash matches and whose time lies in [begin, end], until `visit` returns true.
-   * Returns true when `visit` stopped the walk.
+   * Walks the chain of `keyHash`, newest entry first, calling `visit` with the phyOffset of each entry whose
+   * hash matches and whose time lies in [begin, end], until `visit` returns true (and so does the walk then).
    */
   walkByHash(keyHash: number, begin: number, end: number, visit: (phyOffset: number) => boolean): boolean {
     const mapped = this.mappedFile

@@ -14,19 +14,11 @@
 // at load) and mapped by the first query that walks them or the first put into them; the budget
 // unmaps them once idle. So a store with many index files maps none of them at open.
 import * as fs from 'node:fs'
-import { basename, join } from 'node:path'
+import { join } from 'node:path'
 
 import { ioError, MQStoreError } from '../../errors.js'
-import {
-  formatIndexFileName,
-  indexCoverageBreak,
-  IndexFile,
-  indexFileSize,
-  isIndexFileName,
-  type KeyPlace,
-  topicKeyHash,
-  parseIndexFileName,
-} from './index-file.js'
+import { indexCoverageBreak, IndexFile, indexFileSize, isIndexFileName, type KeyPlace, topicKeyHash } from './index-file.js'
+import { AHEAD_ENTRIES, IndexFileAhead, isCutCreation, WAIT_FOR_FILE_ENTRIES } from './index-file-ahead.js'
 import { indexKeyHashesInto, indexKeyHashesOf } from './index-keys.js'
 import { IndexDeletions } from './index-deletions.js'
 import { encodeMark, IndexMarkFile, readMark, type IndexDurableMark } from './index-durable.js'
@@ -143,8 +135,8 @@ export class IndexService {
   private readonly files: IndexFile[] = []
   /** Commit-log offset of the newest record with an entry in any file, -1 when none. */
   private lastIndexedOffset = -1
-  /** Local time of the newest file name, so new names always sort after it. */
-  private lastNameMillis = 0
+  /** The next file, made ahead off the JS thread, and the names of new files. */
+  private readonly ahead: IndexFileAhead
   private readonly rollFlushes = new Set<Promise<void>>()
   private rollChain: Promise<void> = Promise.resolve()
   private closed = false
@@ -171,6 +163,7 @@ export class IndexService {
     this.readOnly = options.readOnly === true
     this.budget = options.budget ?? null
     this.mark = options.markPath === undefined || this.readOnly ? null : new IndexMarkFile(options.markPath)
+    this.ahead = new IndexFileAhead(indexDir, indexFileSize(this.hashSlotNum, this.indexNum))
   }
 
   // ---- load ---------------------------------------------------------------------------------
@@ -197,10 +190,11 @@ export class IndexService {
     const doomed: IndexFile[] = []
     const mark = this.mark === null || lastExitOK || afterProcessCrash ? null : readMark(this.mark.path)
     let cut = false
+    const lastName = names.findLast(isIndexFileName)
     try {
       for (const name of names) {
         const path = join(this.indexDir, name)
-        if (name.endsWith('.tmp')) {
+        if (name.endsWith('.tmp') || (name === lastName && !this.readOnly && isCutCreation(path, this.ahead.fileSize))) {
           if (!this.readOnly) fs.rmSync(path, { force: true })
           continue
         }
@@ -259,7 +253,7 @@ export class IndexService {
     for (const file of loaded) if (file.getIndexCount() > 1) this.lastIndexedOffset = file.getEndPhyOffset()
     this.files.push(...loaded)
     const last = this.lastFile()
-    if (last !== null) this.noteName(last.fileName)
+    if (last !== null) this.ahead.noteName(last.fileName)
     // The file being written when the last run stopped may have pages no flush forced; every
     // older one was flushed when it rolled. Close flushes only files with changes: this one has.
     if (last !== null && !lastExitOK && !this.readOnly) last.markUnflushed()
@@ -323,6 +317,24 @@ export class IndexService {
     }
     this.putsSinceKick += count
     if (this.putsSinceKick >= WRITEBACK_KICK_ENTRIES) this.kickWriteback(file)
+  }
+
+  /** Starts making the file the next key needs when there is none to write into (a new store, a full last file). */
+  makeFileAhead(): void {
+    if (this.readOnly || !this.messageIndexEnable || this.closed) return
+    const last = this.lastFile()
+    if (last === null || last.isWriteFull()) this.ahead.start(last?.fileName ?? null)
+  }
+
+  /**
+   * While the file the next record may need is being made ahead (none to write into, or the last
+   * one nearly full), the making, which dispatch waits for rather than make another; else null.
+   */
+  fileBeingMade(): Promise<void> | null {
+    const making = this.ahead.making
+    if (making === null) return null
+    const last = this.lastFile()
+    return last === null || last.getIndexCount() + WAIT_FOR_FILE_ENTRIES >= this.indexNum ? making : null
   }
 
   /**
@@ -389,10 +401,18 @@ export class IndexService {
     const held = prev?.getMappedFile().hold() === true
     let lastError: unknown = null
     let file: IndexFile | null = null
+    const lastPath = prev?.fileName ?? null
+    // The file made ahead if it is ready (index-file-ahead.ts), else one made now (and the one
+    // under way, which would sort before it, is not kept).
+    let made = this.ahead.take(lastPath)
+    if (made === null) this.ahead.supersede()
     for (let attempt = 0; attempt < CREATE_ATTEMPTS && file === null; attempt++) {
       try {
-        ensureDirectory(this.indexDir)
-        file = IndexFile.create(this.nextFileName(), this.hashSlotNum, this.indexNum, prevEndPhyOffset, prevEndTimestamp, this.budget)
+        if (made === null) ensureDirectory(this.indexDir)
+        const path = made?.path ?? this.ahead.nextFileName(lastPath)
+        const handle = made?.handle
+        made = null
+        file = IndexFile.create(path, this.hashSlotNum, this.indexNum, prevEndPhyOffset, prevEndTimestamp, this.budget, handle)
       } catch (error) {
         lastError = error
       }
@@ -438,31 +458,6 @@ export class IndexService {
   /** Settles once every background flush started by a roll so far has finished. */
   async waitForRollFlushes(): Promise<void> {
     while (this.rollFlushes.size > 0) await Promise.all([...this.rollFlushes])
-  }
-
-  /**
-   * A name (local creation time, to the millisecond) that sorts after every existing file and
-   * exists nowhere in the directory: two rolls within one millisecond, or a clock that stepped
-   * back, move the name forward one millisecond at a time instead of reusing a name.
-   */
-  private nextFileName(): string {
-    let millis = Math.max(Date.now(), this.lastNameMillis + 1)
-    const last = this.lastFile()
-    const lastName = last === null ? '' : basename(last.fileName)
-    for (;;) {
-      const name = formatIndexFileName(millis)
-      const path = join(this.indexDir, name)
-      if (name > lastName && !fs.existsSync(path) && !fs.existsSync(`${path}.tmp`)) {
-        this.lastNameMillis = millis
-        return path
-      }
-      millis += 1
-    }
-  }
-
-  private noteName(path: string): void {
-    const millis = parseIndexFileName(basename(path))
-    if (millis !== null && millis > this.lastNameMillis) this.lastNameMillis = millis
   }
 
   // ---- queries ------------------------------------------------------------------------------
@@ -593,6 +588,8 @@ export class IndexService {
    */
   private kickWriteback(file: IndexFile): void {
     this.putsSinceKick = 0
+    // The next file is made while this one takes its last keys (a roll then only takes it).
+    if (!this.readOnly && file.getIndexCount() + AHEAD_ENTRIES >= this.indexNum) this.ahead.start(file.fileName)
     if (this.closed || this.readOnly || !file.getMappedFile().isMapped) return
     if (file !== this.writeBackFile) {
       this.writeBackFile = file
@@ -651,6 +648,7 @@ export class IndexService {
 
   /** Waits for the page warm-ups of every file, so that shutdown unmaps them at once. */
   async settle(): Promise<void> {
+    await this.ahead.settle()
     for (const file of [...this.files]) await file.settle()
   }
 
@@ -660,6 +658,7 @@ export class IndexService {
     if (this.closed) return
     this.closed = true
     this.mark?.close()
+    this.ahead.close()
     for (const file of this.files) file.shutdown()
     this.files.length = 0
   }
@@ -675,6 +674,7 @@ export class IndexService {
     }
     this.closed = true
     this.mark?.invalidate()
+    this.ahead.close()
     for (const file of this.files) {
       if (!file.destroy(0)) file.destroy(0)
     }

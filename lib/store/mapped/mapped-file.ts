@@ -184,15 +184,15 @@ export class MappedFile {
    * Creates a new segment at full size. Its first chunk of blocks (the whole file without `reserveChunkBytes`) is
    * reserved before the file appears under its name (`<name>.tmp`, sized, preallocated, synced, renamed), so a full disk
    * is an error here, never a SIGBUS later, and a crash leaves no short segment. `made`: the file made and mapped so off
-   * the JS thread, without syncs and with the advice `options` asks for (createMappedSegmentAsync).
+   * the JS thread, without syncs (`madeDurable`: then synced too) and with the advice `options` asks for (createMappedSegmentAsync).
    */
-  static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, made?: MapHandle): MappedFile {
+  static create(fileName: string, fileSize: number, options: MappedFileOptions = {}, made?: MapHandle, madeDurable = false): MappedFile {
     assertFileSize(fileSize)
     const first = reserveFirst(options, reserveChunk(options, fileSize))
     const file = new MappedFile(fileName, fileSize, options, first)
     const cheap = options.syncOnFirstFlush === true || made !== undefined
     file.adopt(made ?? createMappedSegment(fileName, fileSize, first, cheap), made !== undefined)
-    file.needsCreateSync = cheap
+    file.needsCreateSync = cheap && !madeDurable
     file.blocksReserved = true
     if (file.pool !== null) file.writeBuffer = file.pool.borrowBuffer()
     return file

@@ -1,0 +1,122 @@
+// The next index file is made ahead, off the put path (lib/store/index/index-file-ahead.ts): a new
+// store's first put and a roll find it made, a close deletes one that no key took, and a writer
+// killed while one waits leaves nothing the reopen trips over. (A creation cut short, as `.tmp` or
+// as a short file of zeros, is in test/index-service.test.ts.)
+import { spawnSync } from 'node:child_process'
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it, vi } from 'vitest'
+
+import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
+import { distEntry, tempDir } from '../helpers/tmp.js'
+
+// The first write-back kick (4,096 keys) starts the next file of a file this small.
+const OPTIONS: OpenOptions = { flushDiskType: 'ASYNC_FLUSH', maxHashSlotNum: 1000, maxIndexNum: 6000 }
+
+/** The index files, oldest first (a `.tmp` is one being made). */
+function indexFiles(dir: string): string[] {
+  return fs.readdirSync(join(dir, 'index')).sort()
+}
+
+function keyed(from: number, count: number): { topic: string; queueId: number; body: Buffer; keys: string[] }[] {
+  return Array.from({ length: count }, (_, k) => ({ topic: 't', queueId: 0, body: Buffer.from(`m${from + k}`), keys: [`k${from + k}`] }))
+}
+
+async function putKeyed(store: MessageStore, from: number, count: number): Promise<void> {
+  for (const r of await store.putMessages(keyed(from, count))) expect(r.status).toBe('PUT_OK')
+}
+
+function expectKeys(store: MessageStore, count: number): void {
+  for (let n = 0; n < count; n++) expect(store.queryMessage('t', `k${n}`, 4).messages.map((m) => m.body.toString())).toEqual([`m${n}`])
+}
+
+describe('index files made ahead', () => {
+  it("a new store's first put writes into the file made at open", async () => {
+    const dir = tempDir('mqstore-ahead-')
+    const store = await MessageStore.open(dir, OPTIONS)
+    try {
+      await vi.waitFor(() => expect(indexFiles(dir).filter((name) => !name.endsWith('.tmp'))).toHaveLength(1), {
+        timeout: 10_000,
+        interval: 5,
+      })
+      const made = indexFiles(dir)
+      await putKeyed(store, 0, 10)
+      expect(indexFiles(dir)).toEqual(made)
+      expectKeys(store, 10)
+    } finally {
+      await store.close()
+    }
+    const again = await MessageStore.open(dir, OPTIONS)
+    try {
+      expectKeys(again, 10)
+    } finally {
+      await again.close()
+    }
+  })
+
+  it('a roll takes the file made while the keys before it went into the last one', async () => {
+    const dir = tempDir('mqstore-ahead-')
+    const store = await MessageStore.open(dir, OPTIONS)
+    try {
+      await putKeyed(store, 0, 4200)
+      await vi.waitFor(() => expect(indexFiles(dir).filter((name) => !name.endsWith('.tmp'))).toHaveLength(2), {
+        timeout: 10_000,
+        interval: 5,
+      })
+      const made = indexFiles(dir)
+      await putKeyed(store, 4200, 2000)
+      // The first file holds 5,999 keys; the rest went into the one made ahead.
+      expect(indexFiles(dir)).toEqual(made)
+      expectKeys(store, 6200)
+    } finally {
+      await store.close()
+    }
+  })
+
+  it('close deletes a file that no key took', async () => {
+    const dir = tempDir('mqstore-ahead-')
+    const store = await MessageStore.open(dir, OPTIONS)
+    await vi.waitFor(() => expect(indexFiles(dir).filter((name) => !name.endsWith('.tmp'))).toHaveLength(1), {
+      timeout: 10_000,
+      interval: 5,
+    })
+    await store.close()
+    expect(indexFiles(dir)).toEqual([])
+    const again = await MessageStore.open(dir, OPTIONS)
+    try {
+      await putKeyed(again, 0, 10)
+      expectKeys(again, 10)
+    } finally {
+      await again.close()
+    }
+  })
+
+  it('a writer killed while the next file waits loses no key, and the reopen drops the empty file (child process)', async () => {
+    const dir = tempDir('mqstore-ahead-')
+    const script = `
+      import * as fs from 'node:fs'
+      const { MessageStore } = await import(${JSON.stringify(distEntry)})
+      const dir = process.argv[1]
+      const store = await MessageStore.open(dir, ${JSON.stringify(OPTIONS)})
+      for (let n = 0; n < 4200; n += 600) {
+        const batch = Array.from({ length: 600 }, (_, k) => ({ topic: 't', queueId: 0, body: Buffer.from('m' + (n + k)), keys: ['k' + (n + k)] }))
+        for (const r of await store.putMessages(batch)) if (r.status !== 'PUT_OK') throw new Error(r.status)
+      }
+      const ready = () => fs.readdirSync(dir + '/index').filter((name) => !name.endsWith('.tmp')).length === 2
+      while (!ready()) await new Promise((resolve) => setTimeout(resolve, 5))
+      process.kill(process.pid, 'SIGKILL')
+    `
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script, dir], { encoding: 'utf8', timeout: 60_000 })
+    expect(child.stderr).toBe('')
+    expect(child.signal).toBe('SIGKILL')
+    const [first, next] = indexFiles(dir)
+    expect(next).toBeDefined()
+    const store = await MessageStore.open(dir, OPTIONS)
+    try {
+      expectKeys(store, 4200)
+      expect(indexFiles(dir)).toEqual([first])
+    } finally {
+      await store.close()
+    }
+  })
+})
