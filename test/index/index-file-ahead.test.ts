@@ -18,6 +18,15 @@ function indexFiles(dir: string): string[] {
   return fs.readdirSync(join(dir, 'index')).sort()
 }
 
+/** Waits until `count` index files are whole (no `.tmp` left) and returns the folder's names. */
+async function wholeFiles(dir: string, count: number): Promise<string[]> {
+  await vi.waitFor(() => expect(indexFiles(dir).filter((name) => !name.endsWith('.tmp'))).toHaveLength(count), {
+    timeout: 10_000,
+    interval: 5,
+  })
+  return indexFiles(dir)
+}
+
 function keyed(from: number, count: number): { topic: string; queueId: number; body: Buffer; keys: string[] }[] {
   return Array.from({ length: count }, (_, k) => ({ topic: 't', queueId: 0, body: Buffer.from(`m${from + k}`), keys: [`k${from + k}`] }))
 }
@@ -35,11 +44,7 @@ describe('index files made ahead', () => {
     const dir = tempDir('mqstore-ahead-')
     const store = await MessageStore.open(dir, OPTIONS)
     try {
-      await vi.waitFor(() => expect(indexFiles(dir).filter((name) => !name.endsWith('.tmp'))).toHaveLength(1), {
-        timeout: 10_000,
-        interval: 5,
-      })
-      const made = indexFiles(dir)
+      const made = await wholeFiles(dir, 1)
       await putKeyed(store, 0, 10)
       expect(indexFiles(dir)).toEqual(made)
       expectKeys(store, 10)
@@ -59,11 +64,7 @@ describe('index files made ahead', () => {
     const store = await MessageStore.open(dir, OPTIONS)
     try {
       await putKeyed(store, 0, 4200)
-      await vi.waitFor(() => expect(indexFiles(dir).filter((name) => !name.endsWith('.tmp'))).toHaveLength(2), {
-        timeout: 10_000,
-        interval: 5,
-      })
-      const made = indexFiles(dir)
+      const made = await wholeFiles(dir, 2)
       await putKeyed(store, 4200, 2000)
       // The first file holds 5,999 keys; the rest went into the one made ahead.
       expect(indexFiles(dir)).toEqual(made)
@@ -76,10 +77,7 @@ describe('index files made ahead', () => {
   it('close deletes a file that no key took', async () => {
     const dir = tempDir('mqstore-ahead-')
     const store = await MessageStore.open(dir, OPTIONS)
-    await vi.waitFor(() => expect(indexFiles(dir).filter((name) => !name.endsWith('.tmp'))).toHaveLength(1), {
-      timeout: 10_000,
-      interval: 5,
-    })
+    await wholeFiles(dir, 1)
     await store.close()
     expect(indexFiles(dir)).toEqual([])
     const again = await MessageStore.open(dir, OPTIONS)
