@@ -568,6 +568,19 @@ describe('IndexService', () => {
     expect(fs.existsSync(second.fileName)).toBe(false)
   })
 
+  it('a roll that cannot wait for the file being made ahead makes its own, and the other is deleted when made', async () => {
+    const service = open()
+    service.makeFileAhead()
+    // No file yet and the made one not ready: buildIndex (which never waits) rolls one itself.
+    expect(service.fileBeingMade()).not.toBeNull()
+    service.buildIndex(msg(100, T0, 'k'))
+    const [own] = service.getFiles().map((file) => basename(file.fileName))
+    await service.settle()
+    expect(fs.readdirSync(dir)).toEqual([own])
+    expect(service.fileBeingMade()).toBeNull()
+    expect(offsets(service, 'k')).toEqual([100])
+  })
+
   it('load removes leftover .tmp files and refuses wrong sizes and foreign names', () => {
     const service = open()
     service.buildIndex(msg(100, T0, 'k'))
