@@ -1,12 +1,14 @@
 // The next index file is made ahead, off the put path (lib/store/index/index-file-ahead.ts): a new
-// store's first put and a roll find it made, a close deletes one that no key took, and a writer
-// killed while one waits leaves nothing the reopen trips over. (A creation cut short, as `.tmp` or
+// store's first put and a roll find it made (or wait for it), a close deletes one that no key
+// took, and a writer killed while one waits leaves nothing the reopen trips over. (A creation cut short, as `.tmp` or
 // as a short file of zeros, is in test/index-service.test.ts.)
 import { spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
-import { join } from 'node:path'
-import { describe, expect, it, vi } from 'vitest'
+import { basename, join } from 'node:path'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 
+import { interposeNativeForTesting } from '../../lib/native.js'
+import { indexFileSize } from '../../lib/store/index/index-file.js'
 import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
 import { distEntry, tempDir } from '../helpers/tmp.js'
 
@@ -39,6 +41,11 @@ function expectKeys(store: MessageStore, count: number): void {
   for (let n = 0; n < count; n++) expect(store.queryMessage('t', `k${n}`, 4).messages.map((m) => m.body.toString())).toEqual([`m${n}`])
 }
 
+const restores: (() => void)[] = []
+afterEach(() => {
+  for (const restore of restores.splice(0)) restore()
+})
+
 describe('index files made ahead', () => {
   it("a new store's first put writes into the file made at open", async () => {
     const dir = tempDir('mqstore-ahead-')
@@ -56,6 +63,39 @@ describe('index files made ahead', () => {
       expectKeys(again, 10)
     } finally {
       await again.close()
+    }
+  })
+
+  it("a new store's first put waits for the file still being made rather than make one", async () => {
+    const dir = tempDir('mqstore-ahead-')
+    // The index file's creation held back until the put has begun.
+    let release = (): void => undefined
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const made: string[] = []
+    restores.push(
+      interposeNativeForTesting((original) => ({
+        createMapped: async (path, size, ...rest) => {
+          if (size === indexFileSize(1000, 6000)) {
+            made.push(basename(path, '.tmp'))
+            await held
+          }
+          return original.createMapped(path, size, ...rest)
+        },
+      })),
+    )
+    const store = await MessageStore.open(dir, OPTIONS)
+    try {
+      const put = putKeyed(store, 0, 10)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      release()
+      await put
+      expect(made).toHaveLength(1)
+      expect(indexFiles(dir)).toEqual(made)
+      expectKeys(store, 10)
+    } finally {
+      await store.close()
     }
   })
 
