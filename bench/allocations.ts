@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util'
 
 import { MessageStore } from '../lib/index.js'
 import { MQSTORE_OPTIONS } from './mqstore.js'
-import { makeTempDir, parseOrUsage, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, removeDir } from './workload.js'
+import { integerOptions, makeTempDir, parseOrUsage, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, removeDir } from './workload.js'
 
 const USAGE = `usage: node dist/bench/allocations.js [options]
 
@@ -167,21 +167,9 @@ async function main(): Promise<void> {
     process.stdout.write(USAGE)
     return
   }
-  const count = Number(values.count)
-  const interval = Number(values.interval)
-  const top = Number(values.top)
-  if (
-    !Number.isSafeInteger(count) ||
-    count < 1 ||
-    !Number.isSafeInteger(interval) ||
-    interval < 1 ||
-    !Number.isSafeInteger(top) ||
-    top < 0
-  ) {
-    process.stderr.write(`--count, --interval and --top take positive integers\n${USAGE}`)
-    process.exitCode = 2
-    return
-  }
+  const numbers = integerOptions(values, { count: 1, interval: 1, top: 0 }, '--count, --interval and --top take positive integers', USAGE)
+  if (numbers === null) return
+  const { count, interval, top } = numbers
   const report = await measurePutAllocations(count, interval, top)
   process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : `${render(report)}\n`)
 }

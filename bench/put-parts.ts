@@ -20,7 +20,18 @@ import { resultFromChild } from './child-result.js'
 import { prefaulted, recordLength, workEngine, workRegions } from './limits.js'
 import { MQSTORE_OPTIONS } from './mqstore.js'
 import type { CpuProfile } from './profile.js'
-import { makeTempDir, median, parseOrUsage, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, QUEUES, removeDir, TOPICS } from './workload.js'
+import {
+  integerOptions,
+  makeTempDir,
+  median,
+  parseOrUsage,
+  PUT_WARMUP,
+  PUT_WARMUP_STORES,
+  putInBatches,
+  QUEUES,
+  removeDir,
+  TOPICS,
+} from './workload.js'
 
 const USAGE = `usage: node dist/bench/put-parts.js [options]
 
@@ -276,14 +287,9 @@ async function main(): Promise<void> {
     process.stdout.write(USAGE)
     return
   }
-  const count = Number(values.count)
-  const warmup = Number(values.warmup)
-  const runs = Number(values.runs)
-  if (!Number.isSafeInteger(count) || count < 1 || !Number.isSafeInteger(warmup) || warmup < 1 || !Number.isSafeInteger(runs) || runs < 1) {
-    process.stderr.write(`--count, --warmup and --runs take positive integers\n${USAGE}`)
-    process.exitCode = 2
-    return
-  }
+  const numbers = integerOptions(values, { count: 1, warmup: 1, runs: 1 }, '--count, --warmup and --runs take positive integers', USAGE)
+  if (numbers === null) return
+  const { count, warmup, runs } = numbers
   if (values.child !== undefined) {
     if (values.child !== 'mqstore' && values.child !== 'engine') {
       process.stderr.write(`--child is mqstore or engine\n${USAGE}`)

@@ -690,3 +690,26 @@ export function parseOrUsage<T>(parse: () => T, usage: string): T | null {
     return null
   }
 }
+
+/**
+ * A script's integer options (`values` as parseArgs gives them), each at least its minimum in
+ * `minimums`; null, with `message` and the usage on stderr and exit code 2, when one is not.
+ */
+export function integerOptions<K extends string>(
+  values: { readonly [name: string]: unknown },
+  minimums: Readonly<Record<K, number>>,
+  message: string,
+  usage: string,
+): Record<K, number> | null {
+  const numbers = {} as Record<K, number>
+  for (const name of Object.keys(minimums) as K[]) {
+    const value = Number(values[name])
+    if (!Number.isSafeInteger(value) || value < minimums[name]) {
+      process.stderr.write(`${message}\n${usage}`)
+      process.exitCode = 2
+      return null
+    }
+    numbers[name] = value
+  }
+  return numbers
+}
