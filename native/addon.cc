@@ -184,8 +184,8 @@ class MappingWork : public Napi::AsyncWorker {
  public:
   // kDrop: madvise(MADV_DONTNEED) of the range, then (with a descriptor) the start of its
   // write-back. kEvict: the range written back and waited for, unmapped, and its clean pages
-  // dropped from the page cache (with a descriptor; Linux).
-  // write-back. Warm-ups and drops are hints, cancelled by close; a sync is not.
+  // dropped from the page cache (with a descriptor; Linux). Warm-ups, drops and evictions are
+  // hints, cancelled by close; a sync is not.
   enum class Kind { kSync, kWarm, kDrop, kEvict };
 
   // The caller has taken the in-flight count (Mapping::BeginWork); from the end of this

@@ -14,6 +14,7 @@
 import * as fs from 'node:fs'
 
 import type { Advice, MapHandle } from '../../native.js'
+import { adviseRange } from '../mapped/segment-io.js'
 
 /** What the policy needs of a commit-log file (a MappedFile). */
 export interface HugePageFile {
@@ -84,7 +85,7 @@ export class HugePagesAhead {
     const page = this.pageBytes
     const start = Math.ceil(from / page) * page
     const end = Math.floor(to / page) * page
-    if (!this.slow && end > start && adviseHuge(handle, start, end)) this.note(file as HugePageFile, start, end)
+    if (!this.slow && end > start && adviseRange(handle, start, end, 'hugepage')) this.note(file as HugePageFile, start, end)
     return handle.warmAsync(from, to - from)
   }
 
@@ -126,14 +127,5 @@ export class HugePagesAhead {
       joined.from = Math.min(joined.from, from)
       joined.to = Math.max(joined.to, to)
     }
-  }
-}
-
-function adviseHuge(handle: MapHandle, from: number, to: number): boolean {
-  try {
-    handle.advise(from, to - from, 'hugepage')
-    return true
-  } catch {
-    return false
   }
 }

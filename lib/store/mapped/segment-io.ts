@@ -102,12 +102,14 @@ export function dropPages(handle: MapHandle | null, from: number, to: number, wr
   }
 }
 
-/** madvise of [from, to) of `handle` (null: not mapped); a hint, refused advice changes nothing. */
-export function adviseRange(handle: MapHandle | null, from: number, to: number, advice: Advice): void {
+/** madvise of [from, to) of `handle` (null: not mapped); a hint: false when not given (refused, or not mapped). */
+export function adviseRange(handle: MapHandle | null, from: number, to: number, advice: Advice): boolean {
+  if (handle === null) return false
   try {
-    handle?.advise(from, to - from, advice)
+    handle.advise(from, to - from, advice)
+    return true
   } catch {
-    // See above.
+    return false
   }
 }
 
