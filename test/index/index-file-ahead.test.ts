@@ -13,7 +13,9 @@ import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js
 import { distEntry, tempDir } from '../helpers/tmp.js'
 
 // The first write-back kick (4,096 keys) starts the next file of a file this small.
-const OPTIONS: OpenOptions = { flushDiskType: 'ASYNC_FLUSH', maxHashSlotNum: 1000, maxIndexNum: 6000 }
+const SLOTS = 1000
+const ENTRIES = 6000
+const OPTIONS: OpenOptions = { flushDiskType: 'ASYNC_FLUSH', maxHashSlotNum: SLOTS, maxIndexNum: ENTRIES }
 
 /** The index files, oldest first (a `.tmp` is one being made). */
 function indexFiles(dir: string): string[] {
@@ -41,6 +43,16 @@ function expectKeys(store: MessageStore, count: number): void {
   for (let n = 0; n < count; n++) expect(store.queryMessage('t', `k${n}`, 4).messages.map((m) => m.body.toString())).toEqual([`m${n}`])
 }
 
+/** Opens the store in `dir`, runs `body` with it, and closes it whatever happens. */
+async function withStore(dir: string, body: (store: MessageStore) => Promise<void> | void): Promise<void> {
+  const store = await MessageStore.open(dir, OPTIONS)
+  try {
+    await body(store)
+  } finally {
+    await store.close()
+  }
+}
+
 const restores: (() => void)[] = []
 afterEach(() => {
   for (const restore of restores.splice(0)) restore()
@@ -49,21 +61,15 @@ afterEach(() => {
 describe('index files made ahead', () => {
   it("a new store's first put writes into the file made at open", async () => {
     const dir = tempDir('mqstore-ahead-')
-    const store = await MessageStore.open(dir, OPTIONS)
-    try {
+    await withStore(dir, async (store) => {
       const made = await wholeFiles(dir, 1)
       await putKeyed(store, 0, 10)
       expect(indexFiles(dir)).toEqual(made)
       expectKeys(store, 10)
-    } finally {
-      await store.close()
-    }
-    const again = await MessageStore.open(dir, OPTIONS)
-    try {
-      expectKeys(again, 10)
-    } finally {
-      await again.close()
-    }
+    })
+    await withStore(dir, async (store) => {
+      expectKeys(store, 10)
+    })
   })
 
   it("a new store's first put waits for the file still being made rather than make one", async () => {
@@ -77,7 +83,7 @@ describe('index files made ahead', () => {
     restores.push(
       interposeNativeForTesting((original) => ({
         createMapped: async (path, size, ...rest) => {
-          if (size === indexFileSize(1000, 6000)) {
+          if (size === indexFileSize(SLOTS, ENTRIES)) {
             made.push(basename(path, '.tmp'))
             await held
           }
@@ -85,8 +91,7 @@ describe('index files made ahead', () => {
         },
       })),
     )
-    const store = await MessageStore.open(dir, OPTIONS)
-    try {
+    await withStore(dir, async (store) => {
       const put = putKeyed(store, 0, 10)
       await new Promise((resolve) => setTimeout(resolve, 20))
       release()
@@ -94,24 +99,19 @@ describe('index files made ahead', () => {
       expect(made).toHaveLength(1)
       expect(indexFiles(dir)).toEqual(made)
       expectKeys(store, 10)
-    } finally {
-      await store.close()
-    }
+    })
   })
 
   it('a roll takes the file made while the keys before it went into the last one', async () => {
     const dir = tempDir('mqstore-ahead-')
-    const store = await MessageStore.open(dir, OPTIONS)
-    try {
+    await withStore(dir, async (store) => {
       await putKeyed(store, 0, 4200)
       const made = await wholeFiles(dir, 2)
       await putKeyed(store, 4200, 2000)
       // The first file holds 5,999 keys; the rest went into the one made ahead.
       expect(indexFiles(dir)).toEqual(made)
       expectKeys(store, 6200)
-    } finally {
-      await store.close()
-    }
+    })
   })
 
   it('close deletes a file that no key took', async () => {
@@ -120,13 +120,10 @@ describe('index files made ahead', () => {
     await wholeFiles(dir, 1)
     await store.close()
     expect(indexFiles(dir)).toEqual([])
-    const again = await MessageStore.open(dir, OPTIONS)
-    try {
-      await putKeyed(again, 0, 10)
-      expectKeys(again, 10)
-    } finally {
-      await again.close()
-    }
+    await withStore(dir, async (store) => {
+      await putKeyed(store, 0, 10)
+      expectKeys(store, 10)
+    })
   })
 
   it('a writer killed while the next file waits loses no key, and the reopen drops the empty file (child process)', async () => {
@@ -149,12 +146,9 @@ describe('index files made ahead', () => {
     expect(child.signal).toBe('SIGKILL')
     const [first, next] = indexFiles(dir)
     expect(next).toBeDefined()
-    const store = await MessageStore.open(dir, OPTIONS)
-    try {
+    await withStore(dir, async (store) => {
       expectKeys(store, 4200)
       expect(indexFiles(dir)).toEqual([first])
-    } finally {
-      await store.close()
-    }
+    })
   })
 })
