@@ -102,6 +102,27 @@ describe('index files made ahead', () => {
     })
   })
 
+  it('a file that cannot be made ahead is made by the put that needs it, and nothing is left of the attempt', async () => {
+    const dir = tempDir('mqstore-ahead-')
+    let refused = 0
+    restores.push(
+      interposeNativeForTesting((original) => ({
+        createMapped: async (path, size, ...rest) => {
+          if (size !== indexFileSize(SLOTS, ENTRIES)) return original.createMapped(path, size, ...rest)
+          refused++
+          throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' })
+        },
+      })),
+    )
+    await withStore(dir, async (store) => {
+      await putKeyed(store, 0, 10)
+      expect(refused).toBe(1)
+      expect(indexFiles(dir).filter((name) => name.endsWith('.tmp'))).toEqual([])
+      expect(indexFiles(dir)).toHaveLength(1)
+      expectKeys(store, 10)
+    })
+  })
+
   it('a roll takes the file made while the keys before it went into the last one', async () => {
     const dir = tempDir('mqstore-ahead-')
     await withStore(dir, async (store) => {

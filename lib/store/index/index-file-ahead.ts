@@ -41,8 +41,6 @@ export class IndexFileAhead {
   /** The millisecond of the newest name given out or seen: names only move forward. */
   private lastNameMillis = 0
   private closed = false
-  /** Why the last creation failed (the roll then creates the file itself and reports its own error). */
-  lastError: unknown = null
 
   constructor(
     private readonly indexDir: string,
@@ -87,12 +85,12 @@ export class IndexFileAhead {
   /** Starts making the file after `lastPath` (null: the first), unless one is made or under way. */
   start(lastPath: string | null): void {
     if (this.closed || this.made !== null || this.makingFile !== null) return
+    // A file that cannot be made here is made by the roll, which reports why it cannot.
     let path: string
     try {
       fs.mkdirSync(this.indexDir, { recursive: true })
       path = this.nextFileName(lastPath)
-    } catch (error) {
-      this.lastError = error
+    } catch {
       return
     }
     const temp = `${path}.tmp`
@@ -100,10 +98,9 @@ export class IndexFileAhead {
     this.superseded = false
     this.makingFile = createMappedSegmentAsync(temp, this.fileSize, page, page)
       .then((handle) => this.keep(path, temp, handle))
-      .catch((error: unknown) => {
-        this.lastError = error
-        fs.rmSync(temp, { force: true })
-        fs.rmSync(path, { force: true })
+      .catch(() => {
+        removeQuietly(temp)
+        removeQuietly(path)
       })
       .finally(() => {
         this.makingFile = null
@@ -147,7 +144,7 @@ export class IndexFileAhead {
       }
       if (!this.wanted()) {
         handle.close()
-        fs.rmSync(temp, { force: true })
+        removeQuietly(temp)
         return
       }
       fs.renameSync(temp, path)
@@ -167,7 +164,16 @@ export class IndexFileAhead {
 
 function drop(made: MadeIndexFile): void {
   made.handle.close()
-  fs.rmSync(made.path, { force: true })
+  removeQuietly(made.path)
+}
+
+/** Deletes a file no index holds; best effort: one left behind holds no entries (queries pass over it, load drops it when last). */
+function removeQuietly(path: string): void {
+  try {
+    fs.rmSync(path, { force: true })
+  } catch {
+    // See above.
+  }
 }
 
 /**
