@@ -12,11 +12,10 @@
 // pass, so the warm-up (PUT_WARMUP in scratch stores) matters: unoptimised code boxes numbers.
 import { Session } from 'node:inspector/promises'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 
 import { MessageStore } from '../lib/index.js'
 import { MQSTORE_OPTIONS } from './mqstore.js'
-import { integerOptions, makeTempDir, parseOrUsage, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, removeDir } from './workload.js'
+import { integerOptions, makeTempDir, PUT_WARMUP, PUT_WARMUP_STORES, putInBatches, removeDir, scriptOptions } from './workload.js'
 
 const USAGE = `usage: node dist/bench/allocations.js [options]
 
@@ -148,25 +147,19 @@ function render(report: AllocationReport): string {
 }
 
 async function main(): Promise<void> {
-  const parsed = parseOrUsage(
-    () =>
-      parseArgs({
-        options: {
-          count: { type: 'string', default: '200000' },
-          interval: { type: 'string', default: '1024' },
-          top: { type: 'string', default: '12' },
-          json: { type: 'boolean', default: false },
-          help: { type: 'boolean', short: 'h', default: false },
-        },
-      }),
+  const values = scriptOptions(
+    {
+      options: {
+        count: { type: 'string', default: '200000' },
+        interval: { type: 'string', default: '1024' },
+        top: { type: 'string', default: '12' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    },
     USAGE,
   )
-  if (parsed === null) return
-  const { values } = parsed
-  if (values.help) {
-    process.stdout.write(USAGE)
-    return
-  }
+  if (values === null) return
   const numbers = integerOptions(values, { count: 1, interval: 1, top: 0 }, '--count, --interval and --top take positive integers', USAGE)
   if (numbers === null) return
   const { count, interval, top } = numbers

@@ -13,7 +13,6 @@
 // built-in's goes to the innermost JS frame of mqstore, the engine or the loop below it.
 import { Session } from 'node:inspector/promises'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 
 import { MessageStore } from '../lib/index.js'
 import { resultFromChild } from './child-result.js'
@@ -24,7 +23,7 @@ import {
   integerOptions,
   makeTempDir,
   median,
-  parseOrUsage,
+  scriptOptions,
   PUT_WARMUP,
   PUT_WARMUP_STORES,
   putInBatches,
@@ -267,26 +266,20 @@ function render(report: PutPartsReport): string {
 }
 
 async function main(): Promise<void> {
-  const parsed = parseOrUsage(
-    () =>
-      parseArgs({
-        options: {
-          count: { type: 'string', default: '400000' },
-          warmup: { type: 'string', default: String(PUT_WARMUP) },
-          runs: { type: 'string', default: '3' },
-          child: { type: 'string' },
-          json: { type: 'boolean', default: false },
-          help: { type: 'boolean', short: 'h', default: false },
-        },
-      }),
+  const values = scriptOptions(
+    {
+      options: {
+        count: { type: 'string', default: '400000' },
+        warmup: { type: 'string', default: String(PUT_WARMUP) },
+        runs: { type: 'string', default: '3' },
+        child: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    },
     USAGE,
   )
-  if (parsed === null) return
-  const { values } = parsed
-  if (values.help) {
-    process.stdout.write(USAGE)
-    return
-  }
+  if (values === null) return
   const numbers = integerOptions(values, { count: 1, warmup: 1, runs: 1 }, '--count, --warmup and --runs take positive integers', USAGE)
   if (numbers === null) return
   const { count, warmup, runs } = numbers

@@ -15,10 +15,9 @@
 import { fork } from 'node:child_process'
 import * as fs from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 
 import { MessageStore, type Message, type OpenOptions } from '../lib/index.js'
-import { diskUsage, makeTempDir, parseOrUsage, removeDir, threadClock, threadTimesSince } from './workload.js'
+import { diskUsage, makeTempDir, removeDir, scriptOptions, threadClock, threadTimesSince } from './workload.js'
 
 const USAGE = `usage: node dist/bench/scale.js [options]   (or: npm run bench:scale -- [options])
 
@@ -298,24 +297,18 @@ async function main(): Promise<void> {
     })
     return
   }
-  const parsed = parseOrUsage(
-    () =>
-      parseArgs({
-        options: {
-          queues: { type: 'string' },
-          json: { type: 'boolean' },
-          'no-files': { type: 'boolean' },
-          help: { type: 'boolean', short: 'h' },
-        },
-      }),
+  const values = scriptOptions(
+    {
+      options: {
+        queues: { type: 'string' },
+        json: { type: 'boolean' },
+        'no-files': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    },
     USAGE,
   )
-  if (parsed === null) return
-  const { values } = parsed
-  if (values.help === true) {
-    process.stdout.write(USAGE)
-    return
-  }
+  if (values === null) return
   const counts = (values.queues ?? '50,500,5000,20000').split(',').map(Number)
   if (counts.some((n) => !Number.isSafeInteger(n) || n < 1)) {
     process.stderr.write(`--queues takes a comma-separated list of positive integers\n${USAGE}`)

@@ -3,6 +3,7 @@
 import * as fs from 'node:fs'
 import * as os from 'node:os'
 import { join } from 'node:path'
+import { parseArgs, type ParseArgsConfig } from 'node:util'
 
 export const TOPICS = 4
 export const QUEUES = 4
@@ -689,6 +690,20 @@ export function parseOrUsage<T>(parse: () => T, usage: string): T | null {
     process.exitCode = 2
     return null
   }
+}
+
+/**
+ * A script's options (parseArgs of `config`, whose options include `help`); null when the script
+ * stops here: --help printed the usage, or a bad option printed it on stderr with exit code 2.
+ */
+export function scriptOptions<T extends ParseArgsConfig>(config: T, usage: string): ReturnType<typeof parseArgs<T>>['values'] | null {
+  const parsed = parseOrUsage(() => parseArgs(config), usage)
+  if (parsed === null) return null
+  if ((parsed.values as { help?: unknown }).help === true) {
+    process.stdout.write(usage)
+    return null
+  }
+  return parsed.values
 }
 
 /**
