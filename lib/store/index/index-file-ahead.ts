@@ -14,7 +14,7 @@ import * as fs from 'node:fs'
 import { basename, join } from 'node:path'
 
 import { native, type MapHandle } from '../../native.js'
-import { syncDirectoryAsync } from '../mapped/directory.js'
+import { removeQuietly, syncDirectoryAsync, syncFileAsync } from '../mapped/directory.js'
 import { createMappedSegmentAsync } from '../mapped/segment-io.js'
 import { formatIndexFileName, INDEX_HEADER_SIZE, parseIndexFileName } from './index-layout.js'
 
@@ -136,12 +136,7 @@ export class IndexFileAhead {
   /** Makes the new file durable under its name and keeps it, unless no longer wanted (then deleted); throws with the handle closed. */
   private async keep(path: string, temp: string, handle: MapHandle): Promise<void> {
     try {
-      const file = await fs.promises.open(temp, 'r+')
-      try {
-        await file.sync()
-      } finally {
-        await file.close()
-      }
+      await syncFileAsync(temp)
       if (!this.wanted()) {
         handle.close()
         removeQuietly(temp)
@@ -165,15 +160,6 @@ export class IndexFileAhead {
 function drop(made: MadeIndexFile): void {
   made.handle.close()
   removeQuietly(made.path)
-}
-
-/** Deletes a file no index holds; best effort: one left behind holds no entries (queries pass over it, load drops it when last). */
-function removeQuietly(path: string): void {
-  try {
-    fs.rmSync(path, { force: true })
-  } catch {
-    // See above.
-  }
 }
 
 /**

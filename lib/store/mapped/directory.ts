@@ -47,6 +47,17 @@ export function ensureDirectory(dir: string): void {
   }
 }
 
+/** fsync of the file at `path` (its bytes and its size), on the libuv pool: a file made there before it gets its name. */
+export async function syncFileAsync(path: string): Promise<void> {
+  // Callback-style fs, as syncDirectoryAsync's.
+  const fd = await new Promise<number>((resolve, reject) => fs.open(path, 'r+', (err, opened) => (err ? reject(err) : resolve(opened))))
+  try {
+    await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())))
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /**
  * syncDirectory on the libuv pool, for flushes that force many new files at once (their syncs
  * then share the file system's journal commits instead of queueing behind one another).
@@ -125,5 +136,14 @@ function parseFile(path: string, parse: (text: string) => unknown): unknown {
     return parse(text)
   } catch {
     return null
+  }
+}
+
+/** Deletes a file nothing holds any more (what a creation given up left); best effort: a file left behind is one a load removes or passes over. */
+export function removeQuietly(path: string): void {
+  try {
+    fs.rmSync(path, { force: true })
+  } catch {
+    // See above.
   }
 }
