@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { runClean, type CleanReport } from '../lib/cli/clean.js'
 import type { DiskUsageSource } from '../lib/store/environment.js'
 import { MessageStore, type OpenOptions } from '../lib/store/message-store.js'
+import { settleLogFiles } from './helpers/log-files.js'
 import { tempDir } from './helpers/tmp.js'
 
 const HOUR = 3_600_000
@@ -60,6 +61,7 @@ async function produce(store: MessageStore, count: number, from = 0): Promise<nu
     expect(r.status).toBe('PUT_OK')
     offsets.push(r.wroteOffset)
   }
+  await settleLogFiles(store)
   return offsets
 }
 

@@ -260,9 +260,13 @@ describe.runIf(tmpfs.ok)('disk full and pressure cleanup (tmpfs)', () => {
     for (const refusal of report.refusals) expect(['SERVICE_NOT_AVAILABLE', 'CREATE_MAPEDFILE_FAILED']).toContain(refusal.status)
     expect(report.resumedAfterMs).toBeGreaterThanOrEqual(0)
     expect(report.statuses.PUT_OK).toBe(report.acked.length)
-    // Files were young (fileReservedTime 72 h): only pressure could delete them.
+    // Files were young (fileReservedTime 72 h): only pressure could delete them, in forced passes.
+    // The last pass may have come while the disk was filling again (75-85 %: pressure, nothing
+    // young deleted) rather than above 85 %, as the writer's files happened to lie then.
     expect(report.cleanup.filesDeleted.commitLog).toBeGreaterThan(0)
-    expect(report.cleanup.lastPass?.reason).toBe('forced')
+    expect(report.logs.some((line) => line.startsWith('info cleanup (forced): deleted commit-log file'))).toBe(true)
+    expect(report.logs.some((line) => /^info cleanup \((?!forced)/.test(line))).toBe(false)
+    expect(['forced', 'disk']).toContain(report.cleanup.lastPass?.reason)
     expect(report.peakUsedRatio).toBeGreaterThan(0.9)
 
     const store = await MessageStore.open(dir, options)

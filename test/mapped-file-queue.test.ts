@@ -2,7 +2,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-import { formatOffsetName } from '../lib/store/mapped/segment-name.js'
+import { AHEAD_SUFFIX, formatOffsetName } from '../lib/store/mapped/segment-name.js'
 import { MappedFileQueue } from '../lib/store/mapped/mapped-file-queue.js'
 import type { MappedFile } from '../lib/store/mapped/mapped-file.js'
 import { tempDir } from './helpers/tmp.js'
@@ -103,6 +103,7 @@ describe('MappedFileQueue', () => {
     append(queue, 10)
     queue.shutdown(0)
     fs.writeFileSync(join(dir, 'q', `${formatOffsetName(SIZE * 2)}.tmp`), 'partial')
+    fs.writeFileSync(join(dir, 'q', `${formatOffsetName(SIZE * 2)}${AHEAD_SUFFIX}`), 'made ahead, cut short')
     const again = open()
     expect(again.mappedFiles.map((f) => f.wrotePosition)).toEqual([SIZE, SIZE])
     expect(names()).toEqual([formatOffsetName(0), formatOffsetName(SIZE)])
@@ -210,15 +211,47 @@ describe('MappedFileQueue', () => {
     expect(queue.deleteExpiredFileByOffset(1000, unit)).toBe(0)
   })
 
-  it('preallocates the next file ahead of need when asked to', async () => {
+  it('makes the next file ahead of need on the pool when asked to', async () => {
     const queue = open({ preallocateNext: true })
     append(queue, 100)
-    await new Promise((resolve) => setImmediate(resolve))
+    await queue.settle()
+    expect(names()).toEqual([formatOffsetName(0)])
+    queue.prepareNext()
+    await queue.settle()
     expect(names()).toEqual([formatOffsetName(0), formatOffsetName(SIZE)])
     expect(queue.mappedFiles.length).toBe(1)
     append(queue, SIZE - 8)
     expect(queue.mappedFiles.length).toBe(2)
     expect(queue.mappedFiles[1].fileFromOffset).toBe(SIZE)
+  })
+
+  it('an append that needs the next file while it is being made makes its own; the made one goes, and the file asked for since is made', async () => {
+    const queue = open({ preallocateNext: true })
+    append(queue, 100)
+    queue.prepareNext()
+    // No turn of the event loop: the file being made on the pool cannot be kept before these rolls.
+    append(queue, SIZE - 8)
+    append(queue, SIZE - 8)
+    queue.prepareNext()
+    expect(queue.mappedFiles.map((f) => f.fileFromOffset)).toEqual([0, SIZE, SIZE * 2])
+    const written = queue.mappedFiles[1]
+    await queue.settle()
+    // The file the appends made is the one in the queue (the made one never replaced it), nothing
+    // of the made one is left, and the file after the last is made ahead instead.
+    expect(queue.mappedFiles[1]).toBe(written)
+    expect(names()).toEqual([0, 1, 2, 3].map((k) => formatOffsetName(SIZE * k)))
+    expect(queue.mappedFiles.length).toBe(3)
+    append(queue, SIZE - 8)
+    expect(queue.mappedFiles.map((f) => f.fileFromOffset)).toEqual([0, SIZE, SIZE * 2, SIZE * 3])
+  })
+
+  it('a file still being made when a close drops the prepared file is not kept', async () => {
+    const queue = open({ preallocateNext: true })
+    append(queue, 100)
+    queue.prepareNext()
+    await queue.dropPrepared()
+    expect(names()).toEqual([formatOffsetName(0)])
+    expect(queue.hasPrepared).toBe(false)
   })
 
   it('destroy removes every file and the directory', () => {

@@ -1,17 +1,21 @@
-// The commit log makes its next file ahead of need (empty, its first chunk reserved). A clean close
-// deletes it while the syncs run, so that the next open has nothing past the end to delete; a
-// store that was not closed leaves it, and the next open deletes it.
+// The commit log makes its next file ahead of need (empty, its first chunk reserved), on the libuv
+// pool, once the writer is past the middle of the last file. A clean close deletes it while the
+// syncs run, so that the next open has nothing past the end to delete; a store that was not closed
+// leaves it, and the next open deletes it.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 
 import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
 import { formatOffsetName } from '../../lib/store/mapped/segment-name.js'
+import { settleLogFiles } from '../helpers/log-files.js'
 import { distEntry, runNodeScript, tempDir } from '../helpers/tmp.js'
 
 const LOG_FILE = 1 << 20
 const OPTIONS: OpenOptions = { flushDiskType: 'ASYNC_FLUSH', mappedFileSizeCommitLog: LOG_FILE, messageIndexEnable: false }
 const BODY = 1000
+/** Records (of 1,094 bytes) past the middle of the first 1 MiB file, and short of its end. */
+const PAST_MIDDLE = 600
 
 function body(n: number): Buffer {
   const b = Buffer.alloc(BODY, n & 0xff)
@@ -44,11 +48,14 @@ afterEach(async () => {
 })
 
 describe("the commit log's next file, made ahead of need", () => {
-  it('is deleted by a clean close; the reopened store makes its next file again when it fills the last', async () => {
+  it('is made once the writer is past the middle of the last file; a clean close deletes it; a burst that outruns it makes its own files', async () => {
     const dir = tempDir('next-file')
     let store = await MessageStore.open(dir, OPTIONS)
     await putRange(store, 0, 100)
-    await new Promise((resolve) => setImmediate(resolve))
+    await settleLogFiles(store)
+    expect(logFiles(dir)).toEqual([formatOffsetName(0)])
+    await putRange(store, 100, PAST_MIDDLE)
+    await settleLogFiles(store)
     expect(logFiles(dir)).toEqual([formatOffsetName(0), formatOffsetName(LOG_FILE)])
     await store.close()
     expect(logFiles(dir)).toEqual([formatOffsetName(0)])
@@ -56,10 +63,11 @@ describe("the commit log's next file, made ahead of need", () => {
     store = await MessageStore.open(dir, OPTIONS)
     stores.push(store)
     expect(store.stats().lastExitOK).toBe(true)
-    // 2,000 records of 1,094 bytes reach into the third file. Nothing between these puts turns the
-    // event loop, so each roll makes its file itself, and the one after it is not made ahead.
-    await putRange(store, 100, 2000)
-    await new Promise((resolve) => setImmediate(resolve))
+    // 2,000 records of 1,094 bytes reach a little into the third file. Nothing between these puts
+    // turns the event loop, so each roll makes its file itself (the pool's files, asked for past
+    // the middles of the first and the second, go), and the third is not past its middle yet.
+    await putRange(store, PAST_MIDDLE, 2000)
+    await settleLogFiles(store)
     expect(logFiles(dir)).toEqual([0, 1, 2].map((k) => formatOffsetName(k * LOG_FILE)))
     expectAllBack(store, 2000)
   })
@@ -69,12 +77,14 @@ describe("the commit log's next file, made ahead of need", () => {
     const script = `
       const { MessageStore } = await import(${JSON.stringify(distEntry)})
       const store = await MessageStore.open(${JSON.stringify(dir)}, ${JSON.stringify(OPTIONS)})
-      for (let n = 0; n < 100; n++) {
+      for (let n = 0; n < ${PAST_MIDDLE}; n++) {
         const b = Buffer.alloc(${BODY}, n & 0xff); b.writeUInt32BE(n, 0)
         const r = await store.putMessage({ topic: 'log', queueId: 0, body: b })
         if (r.status !== 'PUT_OK') throw new Error(r.status)
       }
-      await new Promise((resolve) => setImmediate(resolve))
+      const { existsSync } = await import('node:fs')
+      const next = ${JSON.stringify(join(dir, 'commitlog', formatOffsetName(LOG_FILE)))}
+      while (!existsSync(next)) await new Promise((resolve) => setTimeout(resolve, 5))
       process.kill(process.pid, 'SIGKILL')
     `
     const run = runNodeScript(script)
@@ -84,6 +94,6 @@ describe("the commit log's next file, made ahead of need", () => {
     stores.push(store)
     expect(store.stats().lastExitOK).toBe(false)
     expect(logFiles(dir)).toEqual([formatOffsetName(0)])
-    expectAllBack(store, 100)
+    expectAllBack(store, PAST_MIDDLE)
   })
 })

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { MessageExt, MessageStore, OpenOptions } from '../../lib/store/message-store.js'
 import { tempDir } from '../helpers/tmp.js'
+import { isTempSegmentName } from '../../lib/store/mapped/segment-name.js'
 import { caughtUp, closeAll, commitLogBytes, FILE, joinedFromStart, messages, openStore, readQueue, waitFor } from './ha-helpers.js'
 import { TcpProxy } from './tcp-proxy.js'
 
@@ -35,7 +36,7 @@ async function put(store: MessageStore, count: number, prefix: string, bodyBytes
 function ageFilesBelow(dir: string, below: number): number {
   let aged = 0
   for (const name of fs.readdirSync(join(dir, 'commitlog'))) {
-    if (Number(name) >= below) continue
+    if (isTempSegmentName(name) || Number(name) >= below) continue
     const at = (Date.now() - 100 * HOUR) / 1000
     fs.utimesSync(join(dir, 'commitlog', name), at, at)
     aged++

@@ -13,6 +13,7 @@ import { WRITE_STAGE_BYTES } from '../../lib/store/mapped/write-stage.js'
 import { interposeFdatasync, sizeOfFd } from '../helpers/fdatasync.js'
 import { countParsedRecords } from '../helpers/parsed-records.js'
 import { wrapMapHandle } from '../helpers/map-handle.js'
+import { isTempSegmentName } from '../../lib/store/mapped/segment-name.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const LOG_FILE = 4 << 20
@@ -31,6 +32,7 @@ function logBytes(dir: string): Buffer {
   return Buffer.concat(
     fs
       .readdirSync(logDir)
+      .filter((name) => !isTempSegmentName(name))
       .sort()
       .map((name) => fs.readFileSync(join(logDir, name))),
   )

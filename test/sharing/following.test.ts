@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 
 import { MessageStore, type MessageStoreReader, type OpenOptions } from '../../lib/store/message-store.js'
+import { isTempSegmentName } from '../../lib/store/mapped/segment-name.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const FILE = 4096
@@ -65,7 +66,10 @@ async function until(test: () => boolean): Promise<void> {
 }
 
 function ageCommitLog(dir: string, keep: number): void {
-  const names = fs.readdirSync(join(dir, 'commitlog')).sort()
+  const names = fs
+    .readdirSync(join(dir, 'commitlog'))
+    .filter((name) => !isTempSegmentName(name))
+    .sort()
   const old = (Date.now() - 100 * 3_600_000) / 1000
   for (const name of names.slice(0, names.length - keep)) fs.utimesSync(join(dir, 'commitlog', name), old, old)
 }

@@ -165,6 +165,12 @@ export class CommitLog {
   lastRecordOffset = -1
   /** Body CRCs of records prepared with BODY_CRC_AFTER_WRITE, until finishAppends(). */
   private readonly writtenCrcs = new WrittenBodyCrcs()
+  /**
+   * Past this position of a file (its middle) the appends ask for the next file, made on the libuv
+   * pool (MappedFileQueue.prepareNext), once per file (finishAppends, a slice of a put at a time).
+   */
+  private readonly nextFileFrom: number
+  private nextFileAskedBy: MappedFile | null = null
   /** The file writeBackBehind() last looked at, and where in it the next write-back starts. */
   private writeBackFile: MappedFile | null = null
   private writeBackFrom = 0
@@ -195,6 +201,7 @@ export class CommitLog {
     this.stage = config.flushDiskType === 'SYNC_FLUSH' && !readOnly && pool === null ? new WriteStage() : null
     const hugePage = !readOnly && pool === null && config.flushDiskType === 'ASYNC_FLUSH' ? transparentHugePageBytes() : 0
     this.hugePages = hugePage > 0 ? new HugePagesAhead(config.flushIntervalCommitLog, hugePage) : null
+    this.nextFileFrom = Math.floor(config.mappedFileSizeCommitLog / 2)
     this.mappedFileQueue = new MappedFileQueue(join(storeRoot, COMMITLOG_DIR), config.mappedFileSizeCommitLog, {
       preallocateNext: !readOnly,
       // Fault new files in off the JS thread, so appends never take a first-touch page fault
@@ -273,6 +280,16 @@ export class CommitLog {
     return new PutMessageResult('PUT_OK', wroteOffset, record.length, queueOffset, now, this.storeHost)
   }
 
+  /**
+   * Has the file after `file` made ahead: asked at its middle rather than when it is created, so
+   * that a new store's first puts do not share the pool and the disk with the making of a file
+   * they do not need, and a log that never reaches the middle of its file never makes one.
+   */
+  private askNextFile(file: MappedFile): void {
+    this.nextFileAskedBy = file
+    this.mappedFileQueue.prepareNext()
+  }
+
   /** Bytes appended and not yet in the files: the transient store pool's write buffers, or the write stage. */
   commitBehindBytes(): number {
     const queue = this.mappedFileQueue
@@ -334,6 +351,7 @@ export class CommitLog {
       if (!last.appendMessage(bytes, done, length)) return this.reserveFailed(last).reason ?? 'cannot reserve blocks'
       done += length
       last.storeTimestamp = Date.now()
+      if (last.wrotePosition >= this.nextFileFrom && last !== this.nextFileAskedBy) this.askNextFile(last)
     }
     return null
   }
@@ -341,10 +359,13 @@ export class CommitLog {
   /**
    * Completes the records appended since the last call whose body CRC was left for after the
    * write (BODY_CRC_AFTER_WRITE): their BODYCRC fields and their bodyCRC. A put batch calls it
-   * after its appends, before it dispatches or answers.
+   * after its appends, before it dispatches or answers; past the middle of the last file, it also
+   * asks for the next one (see nextFileFrom).
    */
   finishAppends(): void {
     this.writtenCrcs.finish()
+    const last = this.mappedFileQueue.getLastMappedFile()
+    if (last !== null && last !== this.nextFileAskedBy && last.wrotePosition >= this.nextFileFrom) this.askNextFile(last)
   }
 
   /**

@@ -8,8 +8,8 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 import { ioError, MQStoreError } from '../../errors.js'
-import { formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
-import { ensureDirectory, syncDirectory } from './directory.js'
+import { AHEAD_SUFFIX, formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
+import { ensureDirectory, removeQuietly, syncDirectory, syncFileAsync } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import type { WarmChunk } from './mapped-file-types.js'
 import { reserveChunk, reserveFirst } from './mapped-file-types.js'
@@ -17,6 +17,7 @@ import { createMappedSegmentAsync } from './segment-io.js'
 import type { MappingBudget } from './mapping-budget.js'
 import type { TransientStorePool } from './transient-store-pool.js'
 import { readInt64BE } from '../bytes.js'
+import type { MapHandle } from '../../native.js'
 
 /** RocketMQ deletes at most this many files in one expiry pass. */
 export const DELETE_FILES_BATCH_MAX = 10
@@ -34,7 +35,7 @@ export interface DeleteOptions {
 }
 
 export interface MappedFileQueueOptions {
-  /** Create the next file ahead of need, off the append path (the commit log's allocator). */
+  /** Make the next file ahead of need on the libuv pool when the owner asks (prepareNext: the commit log's allocator). */
   preallocateNext?: boolean
   /** Fault the pages of new files in ahead of the writer (warmMapedFileEnable). */
   warmMappedFiles?: boolean
@@ -88,7 +89,12 @@ export class MappedFileQueue {
 
   private readonly options: MappedFileQueueOptions
   private preallocated: MappedFile | null = null
-  private preallocating: NodeJS.Immediate | null = null
+  /** The next file being made on the libuv pool (makeAhead), until it is kept or dropped. */
+  private making: Promise<void> | null = null
+  /** Where the file prepareNext last asked for starts (-1: none), made once the one under way ends. */
+  private wantedNext = -1
+  /** Moves on when the file being made is no longer wanted (a close, a truncation). */
+  private aheadGeneration = 0
   private closed = false
   /** Warm-ups in flight: each holds its file until it ends. */
   private readonly warming = new Set<Promise<unknown>>()
@@ -235,13 +241,16 @@ export class MappedFileQueue {
     if (this.mappedFiles.length === 0) file.firstCreateInQueue = true
     this.mappedFiles.push(file)
     this.budgetOldFiles()
-    if (this.options.preallocateNext === true) this.schedulePreallocation(createOffset + this.mappedFileSize)
     return file
   }
 
   private newFile(start: number): MappedFile {
     ensureDirectory(this.storePath)
-    const file = MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions())
+    return this.warmNew(MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions()))
+  }
+
+  /** Starts faulting a new file in, as the options ask. */
+  private warmNew(file: MappedFile): MappedFile {
     file.warmChunks = this.options.warmChunks === true
     if (this.options.warmMappedFiles === true) {
       const warming: Promise<unknown> = file.warm(this.options.lockWarmedFiles === true).catch(() => false)
@@ -260,21 +269,77 @@ export class MappedFileQueue {
     return null
   }
 
-  /** Creates the file at `start` after the current append returns, so the writer finds it ready. */
-  private schedulePreallocation(start: number): void {
-    if (this.preallocating !== null || this.preallocated !== null) return
-    this.preallocating = setImmediate(() => {
-      this.preallocating = null
-      if (this.closed || this.preallocated !== null) return
-      const last = this.getLastMappedFile()
-      if (last === null || last.fileFromOffset + this.mappedFileSize !== start) return
-      try {
-        this.preallocated = this.newFile(start)
-      } catch (error) {
+  /**
+   * Asks for the file after the last one to be made ahead of need (the commit log asks once its
+   * writer is past the middle of the last file); with one still being made for an earlier place,
+   * this one is made when that ends.
+   */
+  prepareNext(): void {
+    const last = this.getLastMappedFile()
+    if (this.options.preallocateNext !== true || last === null) return
+    this.wantedNext = last.fileFromOffset + this.mappedFileSize
+    this.makeAhead(this.wantedNext)
+  }
+
+  /**
+   * Makes the file at `start` on the libuv pool, so the writer finds it ready: created, sized and
+   * given its first blocks as `<name>.ahead.tmp` (a name of its own: an append that cannot wait
+   * makes the file itself, through `<name>.tmp`), synced, then linked under its name, which never
+   * replaces a file. Its first flush syncs it and its folder (MappedFile's needsCreateSync), as a
+   * new queue's first file's does; a crash before that leaves at most an empty tail, as before.
+   */
+  private makeAhead(start: number): void {
+    if (this.making !== null || this.preallocated !== null || this.closed) return
+    const generation = this.aheadGeneration
+    const name = join(this.storePath, formatOffsetName(start))
+    const temp = `${name}${AHEAD_SUFFIX}`
+    const options = this.fileOptions()
+    const first = reserveFirst(options, reserveChunk(options, this.mappedFileSize))
+    const expose = this.options.exposeReserved === true ? first : this.mappedFileSize
+    this.making = createMappedSegmentAsync(temp, this.mappedFileSize, first, 0, expose, options.readAround !== false)
+      .then((handle) => this.keepAhead(start, name, temp, handle, generation))
+      .catch((error: unknown) => {
+        removeQuietly(temp)
         // The append that needs this file will try again and report the failure.
-        this.lastCreateError = error
+        if (generation === this.aheadGeneration && !this.closed) this.lastCreateError = error
+      })
+      .finally(() => {
+        this.making = null
+        // Appends that could not wait went past `start` meanwhile, and asked for a later file.
+        if (generation === this.aheadGeneration && this.wantedNext > start) this.makeAhead(this.wantedNext)
+      })
+  }
+
+  /** Puts the file made at `temp` under `name` and keeps it for the append that needs it, unless no longer wanted. */
+  private async keepAhead(start: number, name: string, temp: string, handle: MapHandle, generation: number): Promise<void> {
+    const wanted = (): boolean => {
+      const last = this.getLastMappedFile()
+      return (
+        !this.closed &&
+        generation === this.aheadGeneration &&
+        this.preallocated === null &&
+        last?.fileFromOffset === start - this.mappedFileSize
+      )
+    }
+    let kept = false
+    try {
+      await syncFileAsync(temp)
+      if (wanted()) {
+        fs.linkSync(temp, name)
+        kept = true
       }
-    })
+    } finally {
+      if (!kept) handle.close()
+      removeQuietly(temp)
+    }
+    if (!kept) return
+    try {
+      this.preallocated = this.warmNew(MappedFile.create(name, this.mappedFileSize, this.fileOptions(), handle))
+    } catch (error) {
+      handle.close()
+      removeQuietly(name)
+      throw error
+    }
   }
 
   /**
@@ -297,13 +362,12 @@ export class MappedFileQueue {
   }
 
   /**
-   * A close is under way: a file not made yet is not made (a burst's last append schedules the
-   * next file, and a caller that never yielded since would otherwise make it inside close).
+   * A close (or a truncation) is under way: the file being made, if any, is not kept, and the
+   * pool's creation deletes it when it ends (see makeAhead).
    */
-  cancelPreallocation(): void {
-    if (this.preallocating === null) return
-    clearImmediate(this.preallocating)
-    this.preallocating = null
+  private cancelPreallocation(): void {
+    this.aheadGeneration++
+    this.wantedNext = -1
   }
 
   /**
@@ -313,6 +377,8 @@ export class MappedFileQueue {
    */
   async dropPrepared(): Promise<void> {
     this.cancelPreallocation()
+    // A file still being made deletes itself when it is (no longer wanted).
+    await this.making
     const file = this.preallocated
     if (file === null) return
     this.preallocated = null
@@ -328,10 +394,7 @@ export class MappedFileQueue {
 
   /** Drops the file made ahead of need (it holds no data). */
   private discardPreallocated(): void {
-    if (this.preallocating !== null) {
-      clearImmediate(this.preallocating)
-      this.preallocating = null
-    }
+    this.cancelPreallocation()
     if (this.preallocated !== null) {
       this.preallocated.destroy(0)
       this.preallocated = null
@@ -557,6 +620,7 @@ export class MappedFileQueue {
 
   /** Waits for background work on the files (warm-ups), so that a shutdown can unmap at once. */
   async settle(): Promise<void> {
+    while (this.making !== null) await this.making
     while (this.warming.size > 0) await Promise.all([...this.warming])
     for (const file of this.mappedFiles) await file.settle()
     if (this.preallocated !== null) await this.preallocated.settle()
@@ -565,10 +629,6 @@ export class MappedFileQueue {
   /** Drops the owner's reference of every file (they unmap once readers let go). */
   shutdown(intervalForcibly: number): void {
     this.closed = true
-    if (this.preallocating !== null) {
-      clearImmediate(this.preallocating)
-      this.preallocating = null
-    }
     // A preallocated file stays on disk (zeros, full size); the next load treats it as the
     // empty tail of the queue, exactly like RocketMQ's allocator leaves its next file.
     this.preallocated?.shutdown(0)

@@ -18,6 +18,12 @@ export function parseOffsetName(name: string): number | null {
   return Number.isSafeInteger(offset) ? offset : null
 }
 
+/**
+ * What follows a segment's name while it is made ahead of need on the libuv pool: a name of its
+ * own, apart from `<name>.tmp`, which a creation on the JS thread uses meanwhile.
+ */
+export const AHEAD_SUFFIX = '.ahead.tmp'
+
 /** A file being created (or left by an interrupted creation): loaders delete it, checkers skip it. */
 export function isTempSegmentName(name: string): boolean {
   return name.endsWith('.tmp')
