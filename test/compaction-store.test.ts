@@ -313,7 +313,6 @@ describe('compacted topics in the store', () => {
     const logDir = join(dir, 'commitlog')
     // The files that hold records (not the next one, made ahead and empty).
     const names = logFilesWithRecords(logDir, store)
-    console.log('NAMES', names, store.getMaxPhyOffset())
     expect(names.length).toBeGreaterThan(3)
     const old = (clock.now() - 100 * 3_600_000) / 1000
     for (const name of names.slice(0, -1)) fs.utimesSync(join(logDir, name), old, old)

@@ -237,7 +237,7 @@ describe('MappedFileQueue', () => {
     const written = queue.mappedFiles[1]
     await queue.settle()
     // The file the appends made is the one in the queue (the made one never replaced it), nothing
-    // of the made one is left, and the file after the last is made ahead instead.
+    // of the made one is left, and the file asked for since (after the last) is made instead.
     expect(queue.mappedFiles[1]).toBe(written)
     expect(names()).toEqual([0, 1, 2, 3].map((k) => formatOffsetName(SIZE * k)))
     expect(queue.mappedFiles.length).toBe(3)
