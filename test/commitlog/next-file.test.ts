@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
 import { formatOffsetName } from '../../lib/store/mapped/segment-name.js'
 import { settleLogFiles } from '../helpers/log-files.js'
+import { PowerLossDisk } from '../helpers/power-loss.js'
 import { distEntry, runNodeScript, tempDir } from '../helpers/tmp.js'
 
 const LOG_FILE = 1 << 20
@@ -96,4 +97,37 @@ describe("the commit log's next file, made ahead of need", () => {
     expect(logFiles(dir)).toEqual([formatOffsetName(0)])
     expectAllBack(store, PAST_MIDDLE)
   })
+
+  // Its folder entry is made durable by its first flush (it was linked under its name without a
+  // folder sync): a put acknowledged with SYNC_FLUSH in the made file survives a power cut.
+  it.runIf(process.platform === 'linux')(
+    'a SYNC_FLUSH put acknowledged in the file made ahead survives a power cut that loses every unsynced name (Linux: the power-loss model reads /proc)',
+    async () => {
+      const root = tempDir('next-file-cut')
+      const dir = join(root, 'store')
+      fs.mkdirSync(dir)
+      const small: OpenOptions = { flushDiskType: 'SYNC_FLUSH', mappedFileSizeCommitLog: 64 * 1024, messageIndexEnable: false }
+      const disk = new PowerLossDisk({ root: dir, seed: 3, imageRoot: join(root, 'images'), mode: 'lose-unsynced' }).arm()
+      let cutDir: string
+      const store = await MessageStore.open(dir, small)
+      try {
+        // 40 records of 1,094 bytes: past the middle of the first file, which asks for the next.
+        await putRange(store, 0, 40)
+        await settleLogFiles(store)
+        expect(logFiles(dir)).toEqual([formatOffsetName(0), formatOffsetName(64 * 1024)])
+        // The next 40 go into the file made ahead, each acknowledged after its group commit.
+        await putRange(store, 40, 80)
+        cutDir = disk.cutNow('after puts into the file made ahead').dir
+      } finally {
+        await store.close()
+        disk.disarm()
+      }
+      const reopened = await MessageStore.open(cutDir, small)
+      try {
+        expectAllBack(reopened, 80)
+      } finally {
+        await reopened.close()
+      }
+    },
+  )
 })
