@@ -40,6 +40,7 @@ import {
   summarizeNs,
   timeLookups,
   lookupResult,
+  type LookupResult,
   SYNC_PRODUCERS,
   topicOf,
   addFaultsSince,
@@ -175,23 +176,11 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         if (phases.has('lookup')) {
           const n = config.lookups
           log(`mqstore: ${n} random lookups by key`)
-          const warm = sampleIndexes(Math.min(LOOKUP_WARMUP, n), config.count, config.seed + 1)
-          for (const i of warm) store.queryMessage(topicOf(i), keyOf(i), 32, 0, Number.MAX_SAFE_INTEGER)
           const picks = sampleIndexes(n, config.count, config.seed)
           const keys = Array.from(picks, keyOf)
           const topics = Array.from(picks, topicOf)
-          const lookup = (j: number) => store.queryMessage(topics[j], keys[j], 32, 0, Number.MAX_SAFE_INTEGER)
-          const isRight = (got: QueryMessageResult, j: number) =>
-            got.messages.length === 1 && got.messages[0].body.readUInt32BE(0) === picks[j]
-          const lookupFaults = jsThreadFaults()
-          const t0 = now()
-          const { latency, found } = timeLookups(n, lookup, isRight)
-          const seconds = secondsSince(t0)
-          windows.push(windowSince('lookup', t0))
-          check(found === n, `lookups found ${found} of ${n}`)
-          const faults = addFaultsSince(0, lookupFaults)
-          const repeat = timeLookups(n, lookup, isRight)
-          result.lookup = lookupResult(n, found, seconds, latency, repeat.latency, faults)
+          const isRight = rightBody(picks)
+          result.lookup = timeKeyLookups(store, config, picks, keys, topics, windows, 'lookup')
 
           // The first keys again through a read-only opener (its lookups pread what they touch).
           const readerLookups = Math.min(n, READER_LOOKUPS)
@@ -241,16 +230,26 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           result.reopen = { closeMs, openMs, totalMs: closeMs + openMs, secondOpenMs }
         }
 
-        // (4b) the scanned queue read zero-copy (copyMessageBody: false): the store opened so.
-        if (phases.has('scan')) {
-          log(`mqstore: zero-copy scan of ${SCAN_TOPIC}/${SCAN_QUEUE} x${SCAN_RUNS}, twice`)
+        // (4b) the scanned queue read and the lookup phase's keys looked up zero-copy
+        // (copyMessageBody: false): the store opened so.
+        if (phases.has('scan') || phases.has('lookup')) {
           await store.close()
           store = await MessageStore.open(dir, { ...options, copyMessageBody: false })
           const zeroCopy = store
-          const expected = scannedQueueSize(config.count)
-          const zeroCopyStarted = now()
-          result.scanZeroCopy = await timeScan(expected, () => scanPass(zeroCopy, expected))
-          windows.push(windowSince('scan, zero-copy getMessage', zeroCopyStarted))
+          if (phases.has('scan')) {
+            log(`mqstore: zero-copy scan of ${SCAN_TOPIC}/${SCAN_QUEUE} x${SCAN_RUNS}, twice`)
+            const expected = scannedQueueSize(config.count)
+            const zeroCopyStarted = now()
+            result.scanZeroCopy = await timeScan(expected, () => scanPass(zeroCopy, expected))
+            windows.push(windowSince('scan, zero-copy getMessage', zeroCopyStarted))
+          }
+          if (phases.has('lookup')) {
+            log(`mqstore: ${config.lookups} zero-copy lookups by key`)
+            const picks = sampleIndexes(config.lookups, config.count, config.seed)
+            const keys = Array.from(picks, keyOf)
+            const topics = Array.from(picks, topicOf)
+            result.lookupZeroCopy = timeKeyLookups(zeroCopy, config, picks, keys, topics, windows, 'lookup, zero-copy')
+          }
         }
       } finally {
         await store.close()
@@ -354,6 +353,40 @@ const COMPACTED_TOPIC = 'BenchCompacted'
  * passes timed by timeScan): COMPACTED_PUTS messages of the bench's bodies over half as many keys
  * put into one queue of a compacted topic, a compaction pass run, and the survivors read.
  */
+/** A lookup's check: one message found, the one picked (a body's first 4 bytes are its message number). */
+function rightBody(picks: Uint32Array): (got: QueryMessageResult, j: number) => boolean {
+  return (got, j) => got.messages.length === 1 && got.messages[0].body.readUInt32BE(0) === picks[j]
+}
+
+/**
+ * The lookup phase's passes over `picks` (keys[j] of topics[j]): LOOKUP_WARMUP untimed lookups of
+ * other keys, the timed pass, then the same keys again (their latency once every page was touched).
+ */
+function timeKeyLookups(
+  store: MessageStore,
+  config: BenchConfig,
+  picks: Uint32Array,
+  keys: string[],
+  topics: string[],
+  windows: PhaseWindow[],
+  label: string,
+): LookupResult {
+  const n = picks.length
+  const warm = sampleIndexes(Math.min(LOOKUP_WARMUP, n), config.count, config.seed + 1)
+  for (const i of warm) store.queryMessage(topicOf(i), keyOf(i), 32, 0, Number.MAX_SAFE_INTEGER)
+  const lookup = (j: number) => store.queryMessage(topics[j], keys[j], 32, 0, Number.MAX_SAFE_INTEGER)
+  const isRight = rightBody(picks)
+  const faultsBefore = jsThreadFaults()
+  const t0 = now()
+  const { latency, found } = timeLookups(n, lookup, isRight)
+  const seconds = secondsSince(t0)
+  windows.push(windowSince(label, t0))
+  check(found === n, `${label}: found ${found} of ${n}`)
+  const faults = addFaultsSince(0, faultsBefore)
+  const repeat = timeLookups(n, lookup, isRight)
+  return lookupResult(n, found, seconds, latency, repeat.latency, faults)
+}
+
 async function compactedScan(config: BenchConfig): Promise<ScanResult> {
   const n = Math.min(config.count, COMPACTED_PUTS)
   const keys = Math.max(1, n >> 1)

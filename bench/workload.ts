@@ -560,6 +560,8 @@ export interface EngineResult {
   lookup?: LookupResult
   /** The first of the lookup phase's keys looked up by a read-only opener (mqstore only). */
   lookupReader?: LookupResult
+  /** The lookup phase's keys looked up zero-copy, copyMessageBody: false (mqstore only). */
+  lookupZeroCopy?: LookupResult
   reopen?: ReopenResult
   sync?: SyncResult
   big?: BigStoreResult

@@ -233,6 +233,29 @@ describe("a reader's rows", () => {
   })
 })
 
+describe('the zero-copy lookup rows', () => {
+  it("prints the zero-copy lookups' rate and p99s for mqstore alone, apart from the judged lookup rows, and no such rows without them", () => {
+    const b = bench(0.1, [[900, 100]])
+    const row = (start: string) =>
+      textReport(b)
+        .split('\n')
+        .find((l) => l.startsWith(`${start}  `))
+    const rate = 'lookup by key, zero-copy (copyMessageBody: false)'
+    const p99 = 'lookup latency p99, zero-copy'
+    const again = 'lookup latency p99, zero-copy, the same keys again'
+    for (const name of [rate, p99, again]) expect(row(name)).toBeUndefined()
+    const mq = b.runs[0].mqstore!
+    const latencyUs = { p50: 2, p99: 4.5, p999: 9, max: 20, mean: 2.5 }
+    const repeatLatencyUs = { p50: 2, p99: 3.25, p999: 8, max: 20, mean: 2.2 }
+    mq.lookupZeroCopy = { count: 10, found: 10, seconds: 0.00002, rate: 500_000, latencyUs, repeatLatencyUs }
+    expect(row(rate)).toMatch(/lookups\/s \(\+\) +500,000 +- /)
+    expect(row(p99)).toMatch(/us \(-\) +4\.50 +- /)
+    expect(row(again)).toMatch(/us \(-\) +3\.25 +- /)
+    // The judged lookup rows stay the safe lookups' (none in this bench).
+    expect(textReport(b)).not.toMatch(/lookup by key +>= 4x lmdb +500,000/)
+  })
+})
+
 describe("the put phase's loop", () => {
   it('hands over every message in order, a batch at a time, and stops at the first result that is not PUT_OK', async () => {
     const seen: number[] = []
