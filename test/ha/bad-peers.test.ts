@@ -65,7 +65,7 @@ describe('bad slaves against a master', () => {
       const data = bytes(end)
       if (data !== null) socket.write(data)
       await closed
-      await waitFor('the closed connection in stats', () => store.stats().ha.closedConnections.length === 1)
+      await waitFor(() => store.stats().ha.closedConnections.length === 1, 'the closed connection in stats')
       expect(store.stats().ha.closedConnections[0].reason).toMatch(reason)
       expect(logs.some((line) => reason.test(line))).toBe(true)
       expect(store.getMaxPhyOffset()).toBe(end)
@@ -80,10 +80,10 @@ describe('bad slaves against a master', () => {
     const end = store.getMaxPhyOffset()
     const { socket, closed } = await connectTo(port)
     socket.write(long(BigInt(end)))
-    await waitFor('the first report', () => store.stats().ha.connections[0]?.ackOffset === end)
+    await waitFor(() => store.stats().ha.connections[0]?.ackOffset === end, 'the first report')
     socket.write(long(BigInt(end + 4096)))
     await closed
-    await waitFor('the reason', () => store.stats().ha.closedConnections.length === 1)
+    await waitFor(() => store.stats().ha.closedConnections.length === 1, 'the reason')
     expect(store.stats().ha.closedConnections[0].reason).toMatch(/reports offset .* beyond the master's end/)
   })
 
@@ -99,7 +99,7 @@ describe('bad slaves against a master', () => {
     const { socket, closed } = await connectTo(store.stats().ha.port as number)
     socket.write(long(100n))
     await closed
-    await waitFor('the reason', () => store.stats().ha.closedConnections.length === 1)
+    await waitFor(() => store.stats().ha.closedConnections.length === 1, 'the reason')
     expect(store.stats().ha.closedConnections[0].reason).toMatch(
       /offset 100, which the master no longer has \(its commit log starts at 65536\)/,
     )
@@ -109,7 +109,7 @@ describe('bad slaves against a master', () => {
     const { store, port } = await master({ haAllowedAddresses: ['10.1.2.3'] })
     const { closed } = await connectTo(port)
     await closed
-    await waitFor('the reason', () => store.stats().ha.closedConnections.length === 1)
+    await waitFor(() => store.stats().ha.closedConnections.length === 1, 'the reason')
     expect(store.stats().ha.closedConnections[0].reason).toMatch(/not in haAllowedAddresses/)
   })
 })
@@ -142,7 +142,7 @@ describe('bad masters against a slave', () => {
       const badPort = (server.address() as net.AddressInfo).port
       // Seed: copy the good master's log into the slave by replication, then point it at the bad one.
       const seeding = await openStore(slaveDir, { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${good.stats().ha.port}` })
-      await waitFor('the seed', () => seeding.getMaxPhyOffset() === end)
+      await waitFor(() => seeding.getMaxPhyOffset() === end, 'the seed')
       await seeding.close()
       await good.close()
       const before = commitLogBytes(slaveDir, 0, end)
@@ -152,7 +152,7 @@ describe('bad masters against a slave', () => {
         haHousekeepingInterval: 300,
         logger: (_l, m) => logs.push(m),
       })
-      await waitFor('the drop', () => slave.stats().ha.slave?.reconnects !== 0)
+      await waitFor(() => slave.stats().ha.slave?.reconnects !== 0, 'the drop')
       expect(slave.stats().ha.slave?.notConnectedReason ?? logs.join('\n')).toMatch(reason)
       expect(logs.some((line) => reason.test(line))).toBe(true)
       expect(slave.getMaxPhyOffset()).toBe(end)
@@ -172,7 +172,7 @@ describe('bad masters against a slave', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     const port = (server.address() as net.AddressInfo).port
     const slave = await openStore(tempDir('mqstore-ha-closing-master-'), { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${port}` })
-    await waitFor('a first connection', () => accepted > 0)
+    await waitFor(() => accepted > 0, 'a first connection')
     await new Promise((resolve) => setTimeout(resolve, 2_500))
     // 100, 200, 400, 800 ms and on: a handful of tries, not one every 100 ms.
     expect(accepted).toBeLessThanOrEqual(7)

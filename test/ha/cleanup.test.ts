@@ -70,8 +70,8 @@ describe('replication while the master cleans up', () => {
     await joinedFromStart(master)
     await put(master, 3000, 'old')
     const oldEnd = master.getMaxPhyOffset()
-    await waitFor('the slave to catch up', () => caughtUp(slave, oldEnd))
-    await waitFor('the master to flush', () => master.stats().commitLogFlushedOffset === oldEnd)
+    await waitFor(() => caughtUp(slave, oldEnd), 'the slave to catch up')
+    await waitFor(() => master.stats().commitLogFlushedOffset === oldEnd, 'the master to flush')
     const history = commitLogBytes(masterDir, 0, oldEnd)
     const cut = oldEnd - (oldEnd % FILE) - FILE
     expect(cut).toBeGreaterThanOrEqual(2 * FILE)
@@ -81,7 +81,7 @@ describe('replication while the master cleans up', () => {
     await retain(master, cut)
     await putting
     const end = master.getMaxPhyOffset()
-    await waitFor('the slave to catch up again', () => caughtUp(slave, end))
+    await waitFor(() => caughtUp(slave, end), 'the slave to catch up again')
     expect(master.getMinPhyOffset()).toBe(cut)
     expect(master.stats().ha.connections).toHaveLength(1)
     expect(master.stats().ha.closedConnections).toEqual([])
@@ -101,12 +101,12 @@ describe('replication while the master cleans up', () => {
       master.getLatestByKey('payments', 'new-key-1999')?.body.toString(),
     )
     // The slave's own retention, while it goes on replicating.
-    await waitFor('the slave to flush', () => slave.stats().commitLogFlushedOffset === end)
+    await waitFor(() => slave.stats().commitLogFlushedOffset === end, 'the slave to flush')
     ageFilesBelow(slaveDir, cut)
     const more = put(master, 500, 'more')
     await retain(slave, cut)
     await more
-    await waitFor('the slave to catch up after its retention', () => caughtUp(slave, master))
+    await waitFor(() => caughtUp(slave, master), 'the slave to catch up after its retention')
     const last = master.getMaxPhyOffset()
     expect(commitLogBytes(slaveDir, cut, last).equals(commitLogBytes(masterDir, cut, last))).toBe(true)
     expect(slave.getMessage('g', 'orders', 0, 0, 1).status).toBe('OFFSET_TOO_SMALL')
@@ -152,10 +152,10 @@ describe('replication while the master cleans up', () => {
     }
     expect(dropped).toBeGreaterThan(0)
     const end = master.getMaxPhyOffset()
-    await waitFor('the slave to catch up', () => caughtUp(slave, end))
+    await waitFor(() => caughtUp(slave, end), 'the slave to catch up')
     expect(commitLogBytes(slaveDir, 0, end).equals(commitLogBytes(masterDir, 0, end))).toBe(true)
     // The slave compacts on its own (as any store does); then both serve the same messages.
-    await waitFor('the slave to flush', () => slave.stats().commitLogFlushedOffset === end)
+    await waitFor(() => slave.stats().commitLogFlushedOffset === end, 'the slave to flush')
     expect((await slave.compact(TOPIC)).failed).toEqual([])
     await master.compact(TOPIC)
     for (const queueId of [0, 1]) {
@@ -191,7 +191,7 @@ describe('replication while the master cleans up', () => {
     })
     await joinedFromStart(master)
     await put(master, 100, 'first')
-    await waitFor('the slave to catch up', () => caughtUp(slave, master))
+    await waitFor(() => caughtUp(slave, master), 'the slave to catch up')
     // The link stops carrying frames: the master's sender blocks once the kernel's buffers are full.
     proxy.stall('toSlave')
     const connection = () => master.stats().ha.connections[0]
@@ -206,21 +206,25 @@ describe('replication while the master cleans up', () => {
     // Retention deletes the file being sent and the next one (the blocked frame may end a file).
     const cut = blockedAt - (blockedAt % BIG) + 2 * BIG
     expect(cut).toBeLessThan(master.getMaxPhyOffset() - (master.getMaxPhyOffset() % BIG))
-    await waitFor('the master to flush', () => master.stats().commitLogFlushedOffset === master.getMaxPhyOffset())
+    await waitFor(() => master.stats().commitLogFlushedOffset === master.getMaxPhyOffset(), 'the master to flush')
     const history = commitLogBytes(masterDir, 0, cut, BIG)
     ageFilesBelow(masterDir, cut)
     await retain(master, cut)
     proxy.heal()
-    await waitFor('the master to close the connection', () =>
-      master.stats().ha.closedConnections.some((c) => /retention deleted the bytes the slave needs next/.test(c.reason)),
+    await waitFor(
+      () => master.stats().ha.closedConnections.some((c) => /retention deleted the bytes the slave needs next/.test(c.reason)),
+      'the master to close the connection',
     )
     expect(masterLogs.some((line) => /retention deleted the bytes the slave needs next/.test(line))).toBe(true)
     // The slave comes back asking for what it lacks; the master refuses it, and the slave says why.
-    await waitFor('the refusal', () =>
-      master.stats().ha.closedConnections.some((c) => /which the master no longer has \(its commit log starts at \d+\)/.test(c.reason)),
+    await waitFor(
+      () =>
+        master.stats().ha.closedConnections.some((c) => /which the master no longer has \(its commit log starts at \d+\)/.test(c.reason)),
+      'the refusal',
     )
-    await waitFor('the slave to say why', () =>
-      /without sending a frame for offset \d+: it no longer has those bytes/.test(slave.stats().ha.slave?.notConnectedReason ?? ''),
+    await waitFor(
+      () => /without sending a frame for offset \d+: it no longer has those bytes/.test(slave.stats().ha.slave?.notConnectedReason ?? ''),
+      'the slave to say why',
     )
     expect(slaveLogs.some((line) => /no longer has those bytes \(deleted by retention\)/.test(line))).toBe(true)
     const stuck = slave.getMaxPhyOffset()

@@ -34,7 +34,7 @@ describe.runIf(tmpfs.ok)('a slave on a full disk (tmpfs)', () => {
     for (let i = 0; i < 6000; i += 200) await master.putMessages(messages(200, `f${i}`))
     const end = master.getMaxPhyOffset()
     expect(end).toBeGreaterThan(1024 * 1024)
-    await waitFor('the slave to fill its disk', () => slave.stats().ha.slave?.status === 'diskFull')
+    await waitFor(() => slave.stats().ha.slave?.status === 'diskFull', 'the slave to fill its disk')
     const stuck = slave.getMaxPhyOffset()
     expect(stuck).toBeLessThan(end)
     expect(logs.join('\n')).toMatch(
@@ -42,9 +42,9 @@ describe.runIf(tmpfs.ok)('a slave on a full disk (tmpfs)', () => {
     )
     expect(slave.stats().ha.slave?.notConnectedReason).toMatch(/cannot append/)
     // What it has is served (once dispatched: the slave dispatches after it appends).
-    await waitFor('the slave to serve what it has', () => slave.getMessage('g', 'orders', 0, 0, 8).messages.length > 0)
+    await waitFor(() => slave.getMessage('g', 'orders', 0, 0, 8).messages.length > 0, 'the slave to serve what it has')
     mountTmpfs(slaveDir, '8m', true)
-    await waitFor('the slave to catch up', () => caughtUp(slave, end), 60_000)
+    await waitFor(() => caughtUp(slave, end), 'the slave to catch up', 60_000)
     expect(slave.stats().ha.slave?.status).toBe('replicating')
     expect(commitLogBytes(slaveDir, 0, end).equals(commitLogBytes(masterDir, 0, end))).toBe(true)
     expect(slave.getMaxOffsetInQueue('audit', 3)).toBe(master.getMaxOffsetInQueue('audit', 3))

@@ -26,13 +26,13 @@ class Child extends JsonLinesChild {
     this.process.stdin?.write(`${JSON.stringify(command)}\n`)
     let found: Line | undefined
     await waitFor(
-      `${this.name}: an answer to ${JSON.stringify(command).slice(0, 80)}`,
       () => {
         const error = this.lines.slice(from).find((l) => l.error !== undefined)
         if (error !== undefined) throw new Error(`${this.name}: ${error.error}`)
         found = this.lines.slice(from).find(answer)
         return found !== undefined
       },
+      `${this.name}: an answer to ${JSON.stringify(command).slice(0, 80)}`,
       timeoutMs,
     )
     return found as Line
@@ -81,7 +81,7 @@ it('fails over by hand: SIGKILL of a SYNC_MASTER mid-stream, promotion, the old 
   )
   const slave = start('slave', newDir)
   await slave.ask({ open: { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${port}`, haListenPort: 0, ...quick } }, (l) => l.opened)
-  await waitFor('the slave to connect', () => slave.logs().some((l) => l.includes('connected to master')), 60_000)
+  await waitFor(() => slave.logs().some((l) => l.includes('connected to master')), 'the slave to connect', 60_000)
   // Until the slave's first report, a SYNC_MASTER answers SLAVE_NOT_AVAILABLE (no slave acks yet).
   await master.until('the slave to report', (stats) =>
     ((stats.ha as { connections: { ackOffset: number }[] }).connections ?? []).some((c) => c.ackOffset >= 0),
@@ -90,7 +90,7 @@ it('fails over by hand: SIGKILL of a SYNC_MASTER mid-stream, promotion, the old 
   // Four put loops in flight: the kill lands between appends and acknowledgements.
   master.process.stdin?.write(`${JSON.stringify({ stream: { prefix: 's', lanes: 4 } })}\n`)
   const acked = (): number[] => master.lines.flatMap((l) => (l.ok === undefined ? [] : (l.ok as number[])))
-  await waitFor('3,000 acknowledged puts', () => acked().length >= 3_000, 120_000)
+  await waitFor(() => acked().length >= 3_000, '3,000 acknowledged puts', 120_000)
   const killedAt = Date.now()
   await master.stop('SIGKILL')
   const ackedIndices = acked()
@@ -98,7 +98,7 @@ it('fails over by hand: SIGKILL of a SYNC_MASTER mid-stream, promotion, the old 
   expect(master.lines.flatMap((l) => l.other ?? [])).toEqual([])
 
   // Every acknowledged message is on the slave.
-  await waitFor('the slave to notice', () => slave.logs().some((l) => l.includes('replication from')), 60_000)
+  await waitFor(() => slave.logs().some((l) => l.includes('replication from')), 'the slave to notice', 60_000)
   const noticedAt = slave.lines.find((l) => l.log?.includes('replication from'))?.t as number
   const before = await slave.stats()
   expect(before.max).toBeGreaterThanOrEqual(ackedEnd)
@@ -125,7 +125,7 @@ it('fails over by hand: SIGKILL of a SYNC_MASTER mid-stream, promotion, the old 
   let refusal = ''
   if (ahead) {
     // It holds messages the new master never got: refused, nothing cut.
-    await waitFor('the refusal', () => old.logs().some((l) => l.includes('replication refused')), 60_000)
+    await waitFor(() => old.logs().some((l) => l.includes('replication refused')), 'the refusal', 60_000)
     const refused = await old.stats()
     expect(refused.ha.slave.status).toBe('refused')
     expect(refused.max).toBe(oldEnd)

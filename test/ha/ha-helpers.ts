@@ -5,6 +5,9 @@ import type { ChildProcess } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { type MessageExt, MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
+import { waitFor } from '../helpers/wait.js'
+
+export { waitFor }
 
 export const FILE = 64 * 1024
 
@@ -37,16 +40,7 @@ export async function closeAll(): Promise<void> {
  * (as RocketMQ's does): a test that compares the logs from offset 0 lets the slave join first.
  */
 export function joinedFromStart(master: MessageStore): Promise<void> {
-  return waitFor('the slave to join from the start', () => master.stats().ha.connections.some((c) => c.transferOffset === 0))
-}
-
-/** Waits until `check` is true, polling; fails after `timeoutMs` with `what`. */
-export async function waitFor(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
+  return waitFor(() => master.stats().ha.connections.some((c) => c.transferOffset === 0), 'the slave to join from the start')
 }
 
 /** The commit log's bytes from `from` to `to`, read from its files. */

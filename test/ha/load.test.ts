@@ -36,11 +36,11 @@ it('replicates 100,000 messages between two processes', { timeout: 300_000 }, as
   const masterDir = tempDir('mqstore-ha-load-master-')
   const slaveDir = tempDir('mqstore-ha-load-slave-')
   const master = start('master', masterDir, String(TOTAL), String(BEFORE_SLAVE))
-  await waitFor('the master port', () => master.lines.some((l) => l.port !== undefined), 60_000)
+  await waitFor(() => master.lines.some((l) => l.port !== undefined), 'the master port', 60_000)
   const slave = start('slave', slaveDir, `127.0.0.1:${master.lines.find((l) => l.port !== undefined)?.port}`)
-  await waitFor('the master to finish', () => master.lines.some((l) => l.done), 180_000)
+  await waitFor(() => master.lines.some((l) => l.done), 'the master to finish', 180_000)
   const end = master.lines.find((l) => l.done)?.end as number
-  await waitFor('the slave to catch up', () => slave.lines.at(-1)?.max === end && slave.lines.at(-1)?.behind === 0, 180_000)
+  await waitFor(() => slave.lines.at(-1)?.max === end && slave.lines.at(-1)?.behind === 0, 'the slave to catch up', 180_000)
   await slave.stop('SIGTERM')
   await master.stop('SIGTERM')
 

@@ -31,8 +31,8 @@ it('exports the role, the lag per slave, the slave lag and connection, and recon
   collectStoreMetrics(master, { register: registry, labels: { store: 'a' } })
   collectStoreMetrics(slave, { register: registry, labels: { store: 'b' } })
   await master.putMessages(messages(500))
-  await waitFor('the slave', () => caughtUp(slave, master))
-  await waitFor('its ack', () => master.stats().ha.connections[0]?.lagBytes === 0)
+  await waitFor(() => caughtUp(slave, master), 'the slave')
+  await waitFor(() => master.stats().ha.connections[0]?.lagBytes === 0, 'its ack')
 
   // A second slave that reports 0 and reads nothing: it lacks the whole log.
   const lagging = net.connect({ host: '127.0.0.1', port })
@@ -41,8 +41,8 @@ it('exports the role, the lag per slave, the slave lag and connection, and recon
   await new Promise((resolve) => lagging.once('connect', resolve))
   lagging.write(Buffer.alloc(8))
   await waitFor(
-    'its report',
     () => master.stats().ha.connections.length === 2 && master.stats().ha.connections.every((c) => c.ackOffset >= 0),
+    'its report',
   )
   const end = master.getMaxPhyOffset()
   const peer = `127.0.0.1:${lagging.localPort}`
@@ -62,7 +62,7 @@ it('exports the role, the lag per slave, the slave lag and connection, and recon
   expect(samples.has('mqstore_ha_master_connected{store="a"}')).toBe(false)
 
   await master.close()
-  await waitFor('a reconnect attempt', () => slave.stats().ha.reconnects >= 2)
+  await waitFor(() => slave.stats().ha.reconnects >= 2, 'a reconnect attempt')
   samples = await scrape(registry)
   expect(samples.get('mqstore_ha_master_connected{store="b"}')).toBe(0)
   expect(samples.get('mqstore_ha_reconnects_total{store="b"}')).toBe(slave.stats().ha.reconnects)

@@ -76,7 +76,7 @@ async function put(store: MessageStore, count: number, prefix: string, bodyBytes
 /** The slave catches up and holds the master's bytes from its start, and the same queues. */
 async function expectSame({ master, slave, masterDir, slaveDir, maxQueued }: Pair): Promise<void> {
   const end = master.getMaxPhyOffset()
-  await waitFor('the slave to catch up', () => caughtUp(slave, end), 90_000)
+  await waitFor(() => caughtUp(slave, end), 'the slave to catch up', 90_000)
   const from = slave.getMinPhyOffset()
   expect(from).toBe(0)
   expect(commitLogBytes(slaveDir, from, end).equals(commitLogBytes(masterDir, from, end))).toBe(true)
@@ -92,15 +92,15 @@ describe('replication through network faults', () => {
   it('resumes without losing or repeating a byte after links cut inside frame headers and bodies', { timeout: 120_000 }, async () => {
     const p = await pair()
     await put(p.master, 300, 'first')
-    await waitFor('the first copy', () => caughtUp(p.slave, p.master))
+    await waitFor(() => caughtUp(p.slave, p.master), 'the first copy')
     for (let round = 0; round < 6; round++) {
-      await waitFor('a connected slave', () => p.slave.stats().ha.slave?.connected === true && p.proxy.openLinks === 1)
+      await waitFor(() => p.slave.stats().ha.slave?.connected === true && p.proxy.openLinks === 1, 'a connected slave')
       const cuts = p.proxy.cuts
       p.proxy.cutInFrame(round % 2 === 0 ? 'body' : 'header')
       await put(p.master, 200, `round${round}`, 300)
-      await waitFor('the cut', () => p.proxy.cuts > cuts)
+      await waitFor(() => p.proxy.cuts > cuts, 'the cut')
     }
-    await waitFor('the reconnections', () => (p.slave.stats().ha.slave?.reconnects ?? 0) >= 6)
+    await waitFor(() => (p.slave.stats().ha.slave?.reconnects ?? 0) >= 6, 'the reconnections')
     await expectSame(p)
     expect(p.slaveLogs.some((line) => /master .* closed the connection/.test(line))).toBe(true)
     expect(p.master.stats().ha.closedConnections.length).toBeGreaterThanOrEqual(6)
@@ -109,13 +109,14 @@ describe('replication through network faults', () => {
   it('drops a link stalled past haHousekeepingInterval on both sides, and reconnects once it flows', { timeout: 120_000 }, async () => {
     const p = await pair()
     await put(p.master, 300, 'before')
-    await waitFor('the first copy', () => caughtUp(p.slave, p.master))
+    await waitFor(() => caughtUp(p.slave, p.master), 'the first copy')
     p.proxy.stall('toSlave', 'toMaster')
     await put(p.master, 600, 'during', 200)
-    await waitFor('the master to drop the silent slave', () =>
-      p.master.stats().ha.closedConnections.some((c) => /nothing read for \d+ ms/.test(c.reason)),
+    await waitFor(
+      () => p.master.stats().ha.closedConnections.some((c) => /nothing read for \d+ ms/.test(c.reason)),
+      'the master to drop the silent slave',
     )
-    await waitFor('the slave to drop the silent master', () => p.slaveLogs.some((line) => /nothing read from master/.test(line)))
+    await waitFor(() => p.slaveLogs.some((line) => /nothing read from master/.test(line)), 'the slave to drop the silent master')
     expect(p.slave.getMaxPhyOffset()).toBeLessThan(p.master.getMaxPhyOffset())
     p.proxy.heal()
     await put(p.master, 100, 'after')
@@ -125,14 +126,15 @@ describe('replication through network faults', () => {
   it('recovers from a half-open link whose master-to-slave direction died silently', { timeout: 120_000 }, async () => {
     const p = await pair()
     await put(p.master, 300, 'before')
-    await waitFor('the first copy', () => caughtUp(p.slave, p.master))
+    await waitFor(() => caughtUp(p.slave, p.master), 'the first copy')
     // The slave's reports still reach the master, which keeps the link; no FIN crosses when one side closes.
     p.proxy.silentCloses = true
     p.proxy.stall('toSlave')
     await put(p.master, 600, 'during', 200)
-    await waitFor('the slave to drop the silent master', () => p.slaveLogs.some((line) => /nothing read from master/.test(line)))
-    await waitFor('the master to drop the vanished slave', () =>
-      p.master.stats().ha.closedConnections.some((c) => /nothing read for \d+ ms/.test(c.reason)),
+    await waitFor(() => p.slaveLogs.some((line) => /nothing read from master/.test(line)), 'the slave to drop the silent master')
+    await waitFor(
+      () => p.master.stats().ha.closedConnections.some((c) => /nothing read for \d+ ms/.test(c.reason)),
+      'the master to drop the vanished slave',
     )
     p.proxy.heal()
     await put(p.master, 100, 'after')
@@ -142,15 +144,16 @@ describe('replication through network faults', () => {
   it('recovers from a half-open link whose slave-to-master direction died silently', { timeout: 120_000 }, async () => {
     const p = await pair()
     await put(p.master, 300, 'before')
-    await waitFor('the first copy', () => caughtUp(p.slave, p.master))
+    await waitFor(() => caughtUp(p.slave, p.master), 'the first copy')
     // The master keeps sending but hears no report; once it drops the link, the slave's side stays open and silent.
     p.proxy.silentCloses = true
     p.proxy.stall('toMaster')
     await put(p.master, 600, 'during', 200)
-    await waitFor('the master to drop the silent slave', () =>
-      p.master.stats().ha.closedConnections.some((c) => /nothing read for \d+ ms/.test(c.reason)),
+    await waitFor(
+      () => p.master.stats().ha.closedConnections.some((c) => /nothing read for \d+ ms/.test(c.reason)),
+      'the master to drop the silent slave',
     )
-    await waitFor('the slave to drop the silent master', () => p.slaveLogs.some((line) => /nothing read from master/.test(line)))
+    await waitFor(() => p.slaveLogs.some((line) => /nothing read from master/.test(line)), 'the slave to drop the silent master')
     p.proxy.heal()
     await put(p.master, 100, 'after')
     await expectSame(p)
@@ -159,13 +162,13 @@ describe('replication through network faults', () => {
   it('feeds a slow reader without queueing more than a frame on the master', { timeout: 180_000 }, async () => {
     const p = await pair()
     await put(p.master, 100, 'before')
-    await waitFor('the first copy', () => caughtUp(p.slave, p.master))
+    await waitFor(() => caughtUp(p.slave, p.master), 'the first copy')
     // 16 KiB per 10 ms: about 1.6 MB/s, far below what the master can send.
     p.proxy.throttle(16 * 1024)
     const start = p.master.getMaxPhyOffset()
     await put(p.master, 3000, 'slow', 2000)
     expect(p.master.getMaxPhyOffset() - start).toBeGreaterThan(6_000_000)
-    await waitFor('the master to be held back by the slow reader', () => p.maxQueued() > 0, 60_000)
+    await waitFor(() => p.maxQueued() > 0, 'the master to be held back by the slow reader', 60_000)
     await expectSame(p)
   })
 })

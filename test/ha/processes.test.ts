@@ -27,15 +27,15 @@ it('replicates between two processes through a SIGKILL of the slave', { timeout:
   const masterDir = tempDir('mqstore-ha-proc-master-')
   const slaveDir = tempDir('mqstore-ha-proc-slave-')
   const master = start('master', masterDir, String(TOTAL))
-  await waitFor('the master port', () => master.find((l) => l.port !== undefined) !== undefined, 60_000)
+  await waitFor(() => master.find((l) => l.port !== undefined) !== undefined, 'the master port', 60_000)
   const address = `127.0.0.1:${master.find((l) => l.port !== undefined)?.port}`
   let slave = start('slave', slaveDir, address)
-  await waitFor('the slave to receive bytes', () => (slave.last().max ?? 0) > 100_000, 60_000)
+  await waitFor(() => (slave.last().max ?? 0) > 100_000, 'the slave to receive bytes', 60_000)
   await slave.stop('SIGKILL')
   slave = start('slave', slaveDir, address)
-  await waitFor('the master to finish', () => master.find((l) => l.done) !== undefined, 120_000)
+  await waitFor(() => master.find((l) => l.done) !== undefined, 'the master to finish', 120_000)
   const end = master.find((l) => l.done)?.end as number
-  await waitFor('the slave to catch up', () => slave.last().max === end && slave.last().behind === 0, 120_000)
+  await waitFor(() => slave.last().max === end && slave.last().behind === 0, 'the slave to catch up', 120_000)
   await slave.stop('SIGTERM')
   await master.stop('SIGTERM')
 
@@ -76,13 +76,13 @@ it('SYNC_MASTER: every PUT_OK survives a SIGKILL of the slave, puts then fail as
   try {
     const address = `127.0.0.1:${master.stats().ha.port}`
     let slave = start('slave', slaveDir, address)
-    await waitFor('the slave', () => master.stats().ha.connections[0]?.ackOffset >= 0, 60_000)
+    await waitFor(() => master.stats().ha.connections[0]?.ackOffset >= 0, 'the slave', 60_000)
     let ackedEnd = 0
     const statuses = new Set<string>()
     let killed = false
     let n = 0
     const kill = (async () => {
-      await waitFor('some acknowledged puts', () => ackedEnd > 50_000, 60_000)
+      await waitFor(() => ackedEnd > 50_000, 'some acknowledged puts', 60_000)
       await slave.stop('SIGKILL')
       killed = true
     })()
@@ -106,7 +106,7 @@ it('SYNC_MASTER: every PUT_OK survives a SIGKILL of the slave, puts then fail as
     expect(look.getMaxPhyOffset()).toBeGreaterThanOrEqual(ackedEnd)
     await look.close()
     slave = start('slave', slaveDir, address)
-    await waitFor('the slave back', () => master.stats().ha.connections[0]?.ackOffset >= 0, 60_000)
+    await waitFor(() => master.stats().ha.connections[0]?.ackOffset >= 0, 'the slave back', 60_000)
     const [again] = await master.putMessages([{ topic: 'sync', queueId: 0, body: Buffer.from('again') }])
     expect(again.status).toBe('PUT_OK')
     await slave.stop('SIGTERM')

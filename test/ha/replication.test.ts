@@ -27,7 +27,7 @@ describe('replication between two mqstore stores', () => {
     }
     const end = master.getMaxPhyOffset()
     expect(end).toBeGreaterThan(3 * FILE)
-    await waitFor('the slave to catch up', () => caughtUp(slave, end))
+    await waitFor(() => caughtUp(slave, end), 'the slave to catch up')
     // A slave that reported 0 got the master's history from the start here: the master's only
     // file was its first when the slave connected.
     const start = slave.getMinPhyOffset()
@@ -46,7 +46,7 @@ describe('replication between two mqstore stores', () => {
     const stats = master.stats().ha
     expect(stats.role).toBe('ASYNC_MASTER')
     expect(stats.connections).toHaveLength(1)
-    await waitFor('the ack', () => master.stats().ha.connections[0]?.ackOffset === end)
+    await waitFor(() => master.stats().ha.connections[0]?.ackOffset === end, 'the ack')
     expect(master.stats().ha.connections[0].lagBytes).toBe(0)
     const slaveStats = slave.stats().ha
     expect(slaveStats.role).toBe('SLAVE')
@@ -71,13 +71,13 @@ describe('replication between two mqstore stores', () => {
     const slave = await openStore(slaveDir, { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${master.stats().ha.port}` })
     // The transfer starts where the master's last file starts when the slave's first report arrives.
     // (It reports 0, then the ends of what it appended, which may come before this looks.)
-    await waitFor('the first report', () => (master.stats().ha.connections[0]?.ackOffset ?? -1) >= 0)
+    await waitFor(() => (master.stats().ha.connections[0]?.ackOffset ?? -1) >= 0, 'the first report')
     await master.putMessages(messages(500, 'new'))
     const end = master.getMaxPhyOffset()
-    await waitFor('the slave to catch up', () => caughtUp(slave, end))
+    await waitFor(() => caughtUp(slave, end), 'the slave to catch up')
     expect(slave.getMinPhyOffset()).toBe(lastFile)
     // Its flush runs as on any store, from the first file's start.
-    await waitFor('the slave to flush', () => slave.stats().commitLogFlushedOffset === end)
+    await waitFor(() => slave.stats().commitLogFlushedOffset === end, 'the slave to flush')
     expect(commitLogBytes(slaveDir, lastFile, end).equals(commitLogBytes(masterDir, lastFile, end))).toBe(true)
     expect(slave.getLatestByKey('payments', 'new-key-499')?.body.toString()).toBe(messages(500, 'new')[499].body.toString())
     // Reopened, the slave keeps its non-zero start and resumes from its end.
@@ -86,7 +86,7 @@ describe('replication between two mqstore stores', () => {
     expect(again.getMinPhyOffset()).toBe(lastFile)
     await master.putMessages(messages(300, 'after'))
     const end2 = master.getMaxPhyOffset()
-    await waitFor('the reopened slave to catch up', () => caughtUp(again, end2))
+    await waitFor(() => caughtUp(again, end2), 'the reopened slave to catch up')
     expect(commitLogBytes(slaveDir, lastFile, end2).equals(commitLogBytes(masterDir, lastFile, end2))).toBe(true)
     expect(again.getLatestByKey('orders', 'after-key-297')).not.toBeNull()
   })
@@ -97,13 +97,13 @@ describe('replication between two mqstore stores', () => {
     expect(refused.status).toBe('SERVICE_NOT_AVAILABLE')
     expect(refused.reason).toMatch(/SLAVE/)
     await master.putMessages(messages(100))
-    await waitFor('the slave to catch up', () => caughtUp(slave, master))
+    await waitFor(() => caughtUp(slave, master), 'the slave to catch up')
     await master.close()
-    await waitFor('the slave to notice', () => slave.stats().ha.slave?.connected === false)
+    await waitFor(() => slave.stats().ha.slave?.connected === false, 'the slave to notice')
     expect(slave.stats().ha.slave?.notConnectedReason).toMatch(/master/)
     const back = await openStore(masterDir, { haListenPort: port })
     await back.putMessages(messages(100, 'back'))
-    await waitFor('the slave to reconnect and catch up', () => caughtUp(slave, back))
+    await waitFor(() => caughtUp(slave, back), 'the slave to reconnect and catch up')
     expect(slave.stats().ha.slave?.reconnects).toBeGreaterThan(0)
     expect(slave.getLatestByKey('orders', 'back-key-99')).not.toBeNull()
   })

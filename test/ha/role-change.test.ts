@@ -35,7 +35,7 @@ async function pair(count: number) {
   const b = await openStore(bDir, { brokerRole: 'SLAVE', haMasterAddress: aAddress, haListenPort: 0, ...quick, ...logged(bLogs) })
   expect(b.stats().ha.port).toBeNull()
   for (let i = 0; i < count; i += 50) await a.putMessages(messages(Math.min(50, count - i), `a${i}`))
-  await waitFor('the slave to catch up', () => caughtUp(b, a))
+  await waitFor(() => caughtUp(b, a), 'the slave to catch up')
   return { a, b, aDir, bDir, aLogs, bLogs, aAddress }
 }
 
@@ -84,7 +84,7 @@ describe('setBrokerRole: promotion', () => {
     await b.close()
     const again = await openStore(bDir, { brokerRole: 'SLAVE', haMasterAddress: aAddress, haListenPort: 0, ...quick })
     await a.putMessages(messages(100, 'more'))
-    await waitFor('the reopened slave', () => caughtUp(again, a))
+    await waitFor(() => caughtUp(again, a), 'the reopened slave')
     await again.setBrokerRole('ASYNC_MASTER')
     for (let queueId = 0; queueId < 4; queueId++) {
       const end = a.getMaxOffsetInQueue('payments', queueId)
@@ -147,8 +147,8 @@ describe('setBrokerRole: promotion', () => {
       haMasterAddress: `127.0.0.1:${port}`,
       ...logged(logs),
     })
-    await waitFor('the torn bytes', () => slave.getMaxPhyOffset() === cutAt)
-    await waitFor('dispatch up to the torn record', () => slave.stats().dispatchBehindBytes === 20)
+    await waitFor(() => slave.getMaxPhyOffset() === cutAt, 'the torn bytes')
+    await waitFor(() => slave.stats().dispatchBehindBytes === 20, 'dispatch up to the torn record')
     expect(slave.getLatestByKey(sent[198].topic, sent[198].keys)).not.toBeNull()
     await slave.setBrokerRole('ASYNC_MASTER')
     expect(slave.getMaxPhyOffset()).toBe(last)
@@ -170,7 +170,7 @@ describe('setBrokerRole: a master joins another master', () => {
     await b.putMessages(messages(100, 'b'))
     await a.setBrokerRole('SLAVE', { haMasterAddress: bAddress })
     expect(readHaRole(join(aDir, 'config', 'haRole.json'))).toEqual({ brokerRole: 'SLAVE', haMasterAddress: bAddress })
-    await waitFor('a to follow b', () => caughtUp(a, b))
+    await waitFor(() => caughtUp(a, b), 'a to follow b')
     expect(a.stats().ha.slave?.status).toBe('replicating')
     expect(a.stats().ha.port).toBeNull()
     const end = b.getMaxPhyOffset()
@@ -201,7 +201,7 @@ describe('setBrokerRole: a master joins another master', () => {
       const aEnd = a.getMaxPhyOffset()
       expect(aEnd > b.getMaxPhyOffset()).toBe(ahead)
       await a.setBrokerRole('SLAVE', { haMasterAddress: bAddress })
-      await waitFor('the refusal', () => a.stats().ha.slave?.status === 'refused')
+      await waitFor(() => a.stats().ha.slave?.status === 'refused', 'the refusal')
       const reason = a.stats().ha.slave?.notConnectedReason ?? ''
       expect(reason).toContain(`from offset ${common} to ${aEnd}`)
       expect(reason).toContain('truncateToMaster')
@@ -211,7 +211,7 @@ describe('setBrokerRole: a master joins another master', () => {
       expect(a.getLatestByKey('orders', 'lost0-key-39')).not.toBeNull()
       await a.setBrokerRole('SLAVE', { haMasterAddress: bAddress, truncateToMaster: true })
       await b.putMessages(messages(10, 'after'))
-      await waitFor('a to follow b', () => caughtUp(a, b))
+      await waitFor(() => caughtUp(a, b), 'a to follow b')
       expect(aLogs.join('\n')).toContain(`cutting the log back from ${aEnd} to ${common}`)
       const end = b.getMaxPhyOffset()
       expect(commitLogBytes(aDir, 0, end).equals(commitLogBytes(bDir, 0, end))).toBe(true)
@@ -226,7 +226,7 @@ describe('setBrokerRole: a master joins another master', () => {
     const { a, b, aLogs } = await pair(0)
     for (const store of [a, b]) await store.setTopicConfig('orders', { cleanupPolicy: 'compact' })
     for (let i = 0; i < 200; i += 50) await a.putMessages(messages(50, `c${i}`))
-    await waitFor('the slave', () => caughtUp(b, a))
+    await waitFor(() => caughtUp(b, a), 'the slave')
     await b.setBrokerRole('ASYNC_MASTER')
     await a.putMessages(messages(60, 'lost'))
     await b.putMessages(messages(30, 'b'))
@@ -234,7 +234,7 @@ describe('setBrokerRole: a master joins another master', () => {
     expect(lostOrders.length).toBeGreaterThan(0)
     await a.setBrokerRole('SLAVE', { haMasterAddress: `127.0.0.1:${b.stats().ha.port}`, truncateToMaster: true })
     await b.putMessages(messages(30, 'after'))
-    await waitFor('a to follow b', () => caughtUp(a, b))
+    await waitFor(() => caughtUp(a, b), 'a to follow b')
     expect(aLogs.join('\n')).toContain('the log was cut back to')
     sameQueues(a, b)
     for (let queueId = 0; queueId < 4; queueId++) {
@@ -254,11 +254,11 @@ describe('setBrokerRole: a master joins another master', () => {
     await c.putMessages(messages(400, 'theirs'))
     const cAddress = `127.0.0.1:${c.stats().ha.port}`
     await a.setBrokerRole('SLAVE', { haMasterAddress: cAddress })
-    await waitFor('the refusal', () => a.stats().ha.slave?.status === 'refused')
+    await waitFor(() => a.stats().ha.slave?.status === 'refused', 'the refusal')
     expect(a.stats().ha.slave?.notConnectedReason).toContain(`from offset 0 to ${a.getMaxPhyOffset()}`)
     expect(a.stats().ha.slave?.notConnectedReason).toContain('no whole record')
     await a.setBrokerRole('SLAVE', { haMasterAddress: cAddress, truncateToMaster: true })
-    await waitFor('a to follow c', () => caughtUp(a, c))
+    await waitFor(() => caughtUp(a, c), 'a to follow c')
     // Emptied, it started over as a new slave does: at the start of the master's last file.
     const end = c.getMaxPhyOffset()
     const from = a.getMinPhyOffset()
@@ -280,7 +280,7 @@ describe('setBrokerRole: a master joins another master', () => {
     await c.putMessages(messages(10, 'theirs'))
     const logs: string[] = []
     const slave = await openStore(aDir, { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${c.stats().ha.port}`, ...logged(logs) })
-    await waitFor('the refusal', () => slave.stats().ha.slave?.status === 'refused')
+    await waitFor(() => slave.stats().ha.slave?.status === 'refused', 'the refusal')
     expect(slave.stats().ha.slave?.notConnectedReason).toContain(`below the slave's end ${end}`)
     expect(logs.join('\n')).toContain('replication refused')
     expect(slave.getMaxPhyOffset()).toBe(end)
@@ -300,13 +300,13 @@ describe('setBrokerRole: a master joins another master', () => {
     const report = Buffer.alloc(8)
     report.writeBigInt64BE(BigInt(a.getMaxPhyOffset()))
     silent.write(report)
-    await waitFor('the report', () => a.stats().ha.connections[0]?.ackOffset === a.getMaxPhyOffset())
+    await waitFor(() => a.stats().ha.connections[0]?.ackOffset === a.getMaxPhyOffset(), 'the report')
     const waiting = a.putMessages(messages(1, 'waiting'))
     const other = await openStore(tempDir('mqstore-ha-other-'), { haListenPort: 0 })
     await a.setBrokerRole('SLAVE', { haMasterAddress: `127.0.0.1:${other.stats().ha.port}` })
     const [result] = await waiting
     expect(result.status).toBe('SLAVE_NOT_AVAILABLE')
-    await waitFor('the server to close', () => silent.destroyed || silent.readableEnded)
+    await waitFor(() => silent.destroyed || silent.readableEnded, 'the server to close')
     expect(a.stats().ha).toMatchObject({ role: 'SLAVE', port: null, connections: [] })
   })
 })

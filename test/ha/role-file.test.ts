@@ -17,7 +17,7 @@ it('records the role for inspect, and forgets it when the store runs as a plain 
   expect(formatInspect(inspectStore(masterDir))).toContain(`role: SYNC_MASTER, serving slaves on 127.0.0.1:${port}`)
   const slaveDir = tempDir('mqstore-ha-role-')
   const slave = await openStore(slaveDir, { brokerRole: 'SLAVE', haMasterAddress: `127.0.0.1:${port}` })
-  await waitFor('the slave', () => caughtUp(slave, master))
+  await waitFor(() => caughtUp(slave, master), 'the slave')
   expect(formatInspect(inspectStore(slaveDir))).toContain(`role: SLAVE, replicating from 127.0.0.1:${port}`)
   await slave.close()
   const plain = await openStore(slaveDir)

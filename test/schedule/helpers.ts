@@ -3,6 +3,8 @@ import type { MessageStore, MessageExt, OpenOptions } from '../../lib/store/mess
 import type { ScheduleService } from '../../lib/store/schedule/schedule-service.js'
 import type { StoreEngine } from '../../lib/store/store-engine.js'
 
+export { waitFor } from '../helpers/wait.js'
+
 export const SMALL: OpenOptions = {
   mappedFileSizeCommitLog: 64 * 1024,
   mappedFileSizeConsumeQueue: 20 * 200,
@@ -29,14 +31,5 @@ export function readAll(store: MessageStore, topic: string, queueId: number): Me
     if (r.status !== 'FOUND') return out
     out.push(...r.messages)
     offset = r.nextBeginOffset
-  }
-}
-
-/** Waits until `condition` holds (polling), failing after `timeoutMs`. */
-export async function waitFor(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
   }
 }

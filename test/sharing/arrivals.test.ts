@@ -12,6 +12,7 @@ import { verifyStore } from '../../lib/cli/verify/index.js'
 import { MessageStore, type MessageStoreReader, type OpenOptions } from '../../lib/store/message-store.js'
 import { ArrivalsFile } from '../../lib/store/sharing/arrivals-file.js'
 import { distEntry, tempDir } from '../helpers/tmp.js'
+import { waitFor } from '../helpers/wait.js'
 
 const CHILD = fileURLToPath(new URL('../fixtures/arrivals-reader.mjs', import.meta.url))
 /** A fallback look this slow never comes within a test: whatever the reader sees, a wake-up told it. */
@@ -42,14 +43,6 @@ async function reader(dir: string, followIntervalMs: number): Promise<MessageSto
   return store
 }
 
-async function until(test: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!test()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-}
-
 /** The bodies a consumer of `topic` queue 0 receives, from the queue's end at the call. */
 function follow(store: MessageStoreReader, topic: string, signal: AbortSignal): string[] {
   const got: string[] = []
@@ -61,9 +54,9 @@ function follow(store: MessageStoreReader, topic: string, signal: AbortSignal): 
 
 /** Waits until the reader's consumer waits and the look that follows a new wait has been taken. */
 async function waiting(store: MessageStoreReader): Promise<void> {
-  await until(() => store.stats().waitingQueues > 0, 'the consumer to wait')
+  await waitFor(() => store.stats().waitingQueues > 0, 'the consumer to wait')
   const ticks = store.stats().followTicks
-  await until(() => store.stats().followTicks > ticks, 'the look after the wait')
+  await waitFor(() => store.stats().followTicks > ticks, 'the look after the wait')
 }
 
 describe('the writer touches the arrivals file', () => {
@@ -74,19 +67,19 @@ describe('the writer touches the arrivals file', () => {
     const inode = fs.statSync(path).ino
     // The queues exist first: a new queue's first file makes dispatch wait (a pass of its own).
     for (let q = 0; q < 4; q++) expect((await w.putMessage({ topic: 't', queueId: q, body: Buffer.from('first') })).status).toBe('PUT_OK')
-    await until(() => w.stats().arrivalSignals >= 1, 'a touch')
+    await waitFor(() => w.stats().arrivalSignals >= 1, 'a touch')
     await new Promise((resolve) => setTimeout(resolve, 20))
     const before = w.stats().arrivalSignals
     const batch = Array.from({ length: 200 }, (_, n) => ({ topic: 't', queueId: n % 4, body: Buffer.from(`m${n}`) }))
     for (const r of await w.putMessages(batch)) expect(r.status).toBe('PUT_OK')
-    await until(() => w.stats().arrivalSignals > before, 'the batch touch')
+    await waitFor(() => w.stats().arrivalSignals > before, 'the batch touch')
     await new Promise((resolve) => setTimeout(resolve, 20))
     expect(w.stats().arrivalSignals).toBe(before + 1)
 
     // Puts one after the other: at most one touch each (fewer when they come within a millisecond).
     const start = w.stats().arrivalSignals
     for (let n = 0; n < 50; n++) expect((await w.putMessage({ topic: 't', queueId: 0, body: Buffer.from(`s${n}`) })).status).toBe('PUT_OK')
-    await until(() => w.stats().arrivalSignals > start, 'a touch after the puts')
+    await waitFor(() => w.stats().arrivalSignals > start, 'a touch after the puts')
     await new Promise((resolve) => setTimeout(resolve, 20))
     expect(w.stats().arrivalSignals - start).toBeLessThanOrEqual(50)
     expect(fs.statSync(path).size).toBe(1)
@@ -95,7 +88,7 @@ describe('the writer touches the arrivals file', () => {
     expect(fs.statSync(path).ino).toBe(inode)
     const again = await writer(dir)
     expect((await again.putMessage({ topic: 't', queueId: 0, body: Buffer.from('again') })).status).toBe('PUT_OK')
-    await until(() => again.stats().arrivalSignals > 0, 'a touch after the reopen')
+    await waitFor(() => again.stats().arrivalSignals > 0, 'a touch after the reopen')
     expect(fs.statSync(path).ino).toBe(inode)
     expect(fs.statSync(path).size).toBe(1)
   })
@@ -106,7 +99,7 @@ describe('the writer touches the arrivals file', () => {
     const file = new ArrivalsFile(path, (message) => logs.push(message))
     file.arrived()
     file.arrived()
-    await until(() => file.touches === 1, 'the first touch')
+    await waitFor(() => file.touches === 1, 'the first touch')
     // Within the gap of the first touch (or just after it): one more touch either way, never two.
     file.arrived()
     file.arrived()
@@ -131,7 +124,7 @@ describe('the writer touches the arrivals file', () => {
     const got = follow(r, 'f', stop.signal)
     await waiting(r)
     for (let n = 0; n < 3; n++) expect((await w.putMessage({ topic: 'f', queueId: 0, body: Buffer.from(`f${n}`) })).status).toBe('PUT_OK')
-    await until(() => got.length === 3, 'the messages')
+    await waitFor(() => got.length === 3, 'the messages')
     expect(got).toEqual(['f0', 'f1', 'f2'])
     expect(w.stats().arrivalSignals).toBe(0)
     stop.abort()
@@ -146,11 +139,11 @@ describe('a reader waits on the arrivals file', () => {
     children.push(child)
     const messages: Record<string, any>[] = []
     child.on('message', (m: Record<string, any>) => messages.push(m))
-    await until(() => messages.some((m) => m.ready === true), 'the child reader to wait')
+    await waitFor(() => messages.some((m) => m.ready === true), 'the child reader to wait')
     expect(messages[0].stats.arrivalsWatched).toBe(true)
     for (let n = 0; n < 5; n++) {
       expect((await w.putMessage({ topic: 'wake', queueId: 0, body: Buffer.from(`w${n}`) })).status).toBe('PUT_OK')
-      await until(() => messages.some((m) => m.got === `w${n}`), `message w${n} in the child`)
+      await waitFor(() => messages.some((m) => m.got === `w${n}`), `message w${n} in the child`)
     }
     const last = messages[messages.length - 1]
     expect(last.stats.followSignals).toBeGreaterThan(0)
@@ -166,13 +159,13 @@ describe('a reader waits on the arrivals file', () => {
     const got = follow(r, 'wake', stop.signal)
     await waiting(r)
     expect((await w.putMessage({ topic: 'wake', queueId: 0, body: Buffer.from('a') })).status).toBe('PUT_OK')
-    await until(() => got.length === 1, 'the first message')
+    await waitFor(() => got.length === 1, 'the first message')
     await w.close()
     w = await writer(dir)
     // The consumer waits since the first message: nothing but the touch of this put can wake it.
     expect(r.stats().waitingQueues).toBe(1)
     expect((await w.putMessage({ topic: 'wake', queueId: 0, body: Buffer.from('b') })).status).toBe('PUT_OK')
-    await until(() => got.length === 2, 'the message after the restart')
+    await waitFor(() => got.length === 2, 'the message after the restart')
     expect(got).toEqual(['a', 'b'])
     expect(r.stats().arrivalsWatched).toBe(true)
     expect(r.stats().followSignals).toBeGreaterThan(0)
@@ -188,8 +181,8 @@ describe('a reader waits on the arrivals file', () => {
     expect(r.stats().arrivalsWatched).toBe(false)
     const w = await writer(dir)
     expect((await w.putMessage({ topic: 'wake', queueId: 0, body: Buffer.from('x') })).status).toBe('PUT_OK')
-    await until(() => got.length === 1, 'the message')
-    await until(() => r.stats().arrivalsWatched, 'the watch on the new file')
+    await waitFor(() => got.length === 1, 'the message')
+    await waitFor(() => r.stats().arrivalsWatched, 'the watch on the new file')
     expect(got).toEqual(['x'])
     stop.abort()
   })
@@ -204,7 +197,7 @@ describe('a reader waits on the arrivals file', () => {
     await waiting(r)
     for (let n = 0; n < 3; n++)
       expect((await w.putMessage({ topic: 'wake', queueId: 0, body: Buffer.from(`r${n}`) })).status).toBe('PUT_OK')
-    await until(() => got.length === 3, 'the messages')
+    await waitFor(() => got.length === 3, 'the messages')
     expect(got).toEqual(['r0', 'r1', 'r2'])
     expect(r.stats().arrivalsWatched).toBe(false)
     expect(r.stats().followSignals).toBe(0)
@@ -221,11 +214,11 @@ describe('a reader waits on the arrivals file', () => {
     expect(r.stats().arrivalsWatched).toBe(true)
     await w.close()
     fs.rmSync(join(dir, 'arrivals'))
-    await until(() => !r.stats().arrivalsWatched, 'the watch dropped')
+    await waitFor(() => !r.stats().arrivalsWatched, 'the watch dropped')
     w = await writer(dir)
     expect((await w.putMessage({ topic: 'wake', queueId: 0, body: Buffer.from('n') })).status).toBe('PUT_OK')
-    await until(() => got.length === 1, 'the message')
-    await until(() => r.stats().arrivalsWatched, 'the watch on the new file')
+    await waitFor(() => got.length === 1, 'the message')
+    await waitFor(() => r.stats().arrivalsWatched, 'the watch on the new file')
     stop.abort()
   })
 })

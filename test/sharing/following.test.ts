@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { MessageStore, type MessageStoreReader, type OpenOptions } from '../../lib/store/message-store.js'
 import { isTempSegmentName } from '../../lib/store/mapped/segment-name.js'
 import { tempDir } from '../helpers/tmp.js'
+import { waitFor } from '../helpers/wait.js'
 
 const FILE = 4096
 const opened: { close(): Promise<void>; isClosed: boolean }[] = []
@@ -59,10 +60,6 @@ function drain(store: MessageStore | MessageStoreReader, topic: string, from: nu
     offset = got.nextBeginOffset
   }
   return ns
-}
-
-async function until(test: () => boolean): Promise<void> {
-  while (!test()) await new Promise((resolve) => setTimeout(resolve, 2))
 }
 
 function ageCommitLog(dir: string, keep: number): void {
@@ -149,7 +146,7 @@ describe('a reader follows the writer', () => {
         if (seen.length === 3) stop.abort()
       }
     })()
-    await until(() => r.stats().waitingQueues === 1)
+    await waitFor(() => r.stats().waitingQueues === 1, 'the reader to wait on one queue')
     // What a reader sees while a writer's recovery rebuilds a queue: fewer units than before.
     const queueDir = join(dir, 'consumequeue', 't', '0')
     const saved = new Map(fs.readdirSync(queueDir).map((name) => [name, fs.readFileSync(join(queueDir, name))]))

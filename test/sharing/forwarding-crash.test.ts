@@ -11,8 +11,11 @@ import { beforeAll, describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../../lib/store/message-store.js'
 import { distEntry, tempDir } from '../helpers/tmp.js'
+import { waitFor } from '../helpers/wait.js'
 
 const CHILD = fileURLToPath(new URL('../fixtures/forwarding-child.mjs', import.meta.url))
+/** How long a wait on the children may take: processes started and killed on a loaded machine. */
+const CRASH_WAIT_MS = 90_000
 
 interface Ack {
   key: string
@@ -78,14 +81,6 @@ function readAcks(file: string): Ack[] {
   return acks
 }
 
-async function until(condition: () => boolean, what: string, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
-
 /** Every acknowledged message is in the reopened store, by commit-log offset and by queue offset. */
 function checkAcks(store: MessageStore, acks: Ack[]): void {
   const missing: string[] = []
@@ -131,7 +126,7 @@ describe('producers in other processes, writer killed', () => {
       // The workers exit when their primary's channel closes; make sure before reading their acks.
       for (const pid of workers) killQuietly(pid)
     }
-    await until(() => workers.every((pid) => !isAlive(pid)), 'the workers to exit')
+    await waitFor(() => workers.every((pid) => !isAlive(pid)), 'the workers to exit', CRASH_WAIT_MS)
     // The killed writer's socket is still there.
     expect(fs.statSync(join(dir, 'writer.sock')).isSocket()).toBe(true)
     const acks = fs.readdirSync(ackDir).flatMap((file) => readAcks(join(ackDir, file)))
@@ -155,7 +150,7 @@ describe('producers in other processes, writer killed', () => {
       await first.line((value) => value.ready === true, 'the first writer')
       const producer = new Child(['producer', dir, ackFile, 'p'])
       children.push(producer)
-      await until(() => readAcks(ackFile).length >= 30, '30 acknowledgements from the first writer')
+      await waitFor(() => readAcks(ackFile).length >= 30, '30 acknowledgements from the first writer', CRASH_WAIT_MS)
       first.process.kill('SIGKILL')
       await first.exited
       const beforeRestart = readAcks(ackFile).length
@@ -164,7 +159,7 @@ describe('producers in other processes, writer killed', () => {
       const second = new Child(['writer', dir])
       children.push(second)
       await second.line((value) => value.ready === true, 'the second writer')
-      await until(() => readAcks(ackFile).length >= beforeRestart + 30, '30 acknowledgements from the second writer')
+      await waitFor(() => readAcks(ackFile).length >= beforeRestart + 30, '30 acknowledgements from the second writer', CRASH_WAIT_MS)
       producer.process.kill('SIGTERM')
       const summary = await producer.line((value) => 'acked' in value, 'the producer summary')
       expect(await producer.exited).toEqual({ code: 0, signal: null })

@@ -27,6 +27,7 @@ import type { Producer } from '../../lib/store/sharing/producer-client.js'
 import { SUN_PATH_MAX_BYTES } from '../../lib/store/sharing/socket-path.js'
 import type { Message } from '../../lib/store/types.js'
 import { distEntry, tempDir } from '../helpers/tmp.js'
+import { waitFor } from '../helpers/wait.js'
 
 const open: (MessageStore | Producer)[] = []
 afterEach(async () => {
@@ -48,15 +49,6 @@ async function producer(dir: string): Promise<Producer> {
   const made = await MessageStore.connect(dir, { timeoutMs: 30_000 })
   open.push(made)
   return made
-}
-
-/** Waits for `condition` (a loaded machine may take a while; never a fixed sleep). */
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
 }
 
 /** A raw connection to the writer's socket, resolving once its HELLO arrived. */
@@ -197,10 +189,10 @@ describe('a producer in another process puts through the writer', () => {
     expect((await Promise.all(inFlight)).map((r) => r.status)).toEqual(Array(10).fill('PUT_OK'))
     expect(await p.ready(10)).toBe(false)
     expect(store.getMaxOffsetInQueue('t', 0)).toBe(10)
-    await until(() => store.stats().sharing?.connectedProducers === 0, 'the writer to see the producer leave')
+    await waitFor(() => store.stats().sharing?.connectedProducers === 0, 'the writer to see the producer leave')
     const other = await producer(dir)
     await store.close()
-    await until(() => !other.connected, 'the producer to notice')
+    await waitFor(() => !other.connected, 'the producer to notice')
     expect(await other.ready(50)).toBe(false)
   })
 
@@ -317,7 +309,7 @@ describe('bad frames close their connection and change nothing', () => {
       const { socket, closed } = await rawConnection(join(dir, 'writer.sock'))
       socket.end(make(putFrame([{ topic: 't', body: 'never stored' }])))
       await closed
-      await until(() => store.stats().sharing?.badFrames === 1, 'the writer to count the bad frame')
+      await waitFor(() => store.stats().sharing?.badFrames === 1, 'the writer to count the bad frame')
       expect(store.getMaxPhyOffset()).toBe(before)
       expect(store.stats().putMessageTimesTotal).toBe(0)
       expect(logs.filter((line) => line.startsWith('warn') && line.includes('closed a producer connection'))).toHaveLength(1)
@@ -334,7 +326,7 @@ describe('bad frames close their connection and change nothing', () => {
     const reader = new FrameReader(1 << 20)
     const frames = reader.push(Buffer.concat(received.splice(0)))
     socket.write(putFrame([{ topic: 't', body: 'good' }], 5))
-    await until(
+    await waitFor(
       () => received.length > 0 && frames.push(...reader.push(Buffer.concat(received.splice(0)))) > 1,
       'the answer to the good frame',
     )
@@ -386,7 +378,7 @@ describe('when the writer goes away', () => {
     const p = await producer(dir)
     expect((await p.putMessage({ topic: 't', body: 'a' })).status).toBe('PUT_OK')
     await first.store.close()
-    await until(() => !p.connected, 'the producer to notice')
+    await waitFor(() => !p.connected, 'the producer to notice')
     const refused = await p.putMessages([
       { topic: 't', body: 'b' },
       { topic: 't', body: 'c' },
@@ -434,7 +426,7 @@ describe('when the writer goes away', () => {
     try {
       const p = await producer(dir)
       expect((await p.putMessage({ topic: 't', body: 'x' })).status).toBe('SERVICE_NOT_AVAILABLE')
-      await until(() => connections >= 2, 'a reconnection')
+      await waitFor(() => connections >= 2, 'a reconnection')
       expect(await p.ready(30_000)).toBe(true)
     } finally {
       await new Promise<void>((resolve) => {

@@ -7,6 +7,7 @@ import { runCommand } from '../../lib/cli/frame.js'
 import { tailCommand } from '../../lib/cli/tail.js'
 import { MessageStore } from '../../lib/store/message-store.js'
 import { tempDir } from '../helpers/tmp.js'
+import { waitFor } from '../helpers/wait.js'
 
 const stores: MessageStore[] = []
 afterEach(async () => {
@@ -36,10 +37,6 @@ function tail(dir: string, args: string[], signal?: AbortSignal): { bodies: stri
   return { bodies, done: runCommand(tailCommand, [dir, '--follow', '--json', ...args], { out, err, signal }) }
 }
 
-async function until(test: () => boolean): Promise<void> {
-  while (!test()) await new Promise((resolve) => setTimeout(resolve, 2))
-}
-
 describe('mqstore tail --follow', () => {
   it('starts at an offset or a time in each queue and stops at --limit', async () => {
     const dir = tempDir()
@@ -47,7 +44,7 @@ describe('mqstore tail --follow', () => {
     for (let i = 0; i < 6; i++) await w.putMessage({ topic: 't', queueId: 0, body: `m${i}` })
     const third = w.getMessageStoreTimeStamp('t', 0, 3)
     const byOffset = tail(dir, ['--topic', 't', '--queue', '0', '--from', '4', '--limit', '3'])
-    await until(() => byOffset.bodies.length === 2)
+    await waitFor(() => byOffset.bodies.length === 2, 'two bodies from the offset')
     await w.putMessage({ topic: 't', queueId: 0, body: 'm6' })
     expect(await byOffset.done).toBe(0)
     expect(byOffset.bodies).toEqual(['m4', 'm5', 'm6'])
@@ -68,10 +65,10 @@ describe('mqstore tail --follow', () => {
     const run = tail(dir, ['--topic', 'later'], stop.signal)
     await new Promise((resolve) => setTimeout(resolve, 20))
     await w.putMessage({ topic: 'later', queueId: 0, body: 'q0' })
-    await until(() => run.bodies.length === 1)
+    await waitFor(() => run.bodies.length === 1, 'the first body')
     w.createTopic('later', { queues: 2 })
     await w.putMessage({ topic: 'later', queueId: 1, body: 'q1' })
-    await until(() => run.bodies.length === 2)
+    await waitFor(() => run.bodies.length === 2, 'the second body')
     stop.abort()
     expect(await run.done).toBe(0)
     expect(run.bodies).toEqual(['q0', 'q1'])
