@@ -55,34 +55,36 @@ function startAnotherFile(dir: string): void {
   fs.linkSync(join(dir, name), join(dir, '29991231235959999'))
 }
 
+/**
+ * A writer's index of five keys with room for `room` more entries than the margin (negative:
+ * fewer), a reader of it whose first lookup of `key` (at 1,000 ms) found the one offset, and a file
+ * the writer "started" since.
+ */
+async function lookedUpBeforeAnotherFile(room: number, key: number) {
+  const dims = { maxHashSlotNum: 1024, maxIndexNum: ROLL_MARGIN_ENTRIES + room }
+  const { dir, offsets } = await indexFolder(dims, 5)
+  const index = reader(dir, dims)
+  expect(offsetsOf(index, `k${key}`, 1_000)).toEqual([offsets[key]])
+  startAnotherFile(dir)
+  return { dir, dims, index, offset: offsets[key] }
+}
+
 describe("a reader's index lookups and the folder", () => {
   it('goes on with a listing younger than 100 ms while the newest file had room for the margin, and lists again after', async () => {
-    const dims = { maxHashSlotNum: 1024, maxIndexNum: ROLL_MARGIN_ENTRIES + 1000 }
-    const { dir, offsets } = await indexFolder(dims, 5)
-    const index = reader(dir, dims)
-    expect(offsetsOf(index, 'k3', 1_000)).toEqual([offsets[3]])
-    startAnotherFile(dir)
-    expect(offsetsOf(index, 'k3', 1_050)).toEqual([offsets[3]])
-    expect(offsetsOf(index, 'k3', 1_099)).toEqual([offsets[3]])
-    expect(offsetsOf(index, 'k3', 1_100)).toEqual([offsets[3], offsets[3]])
+    const { index, offset } = await lookedUpBeforeAnotherFile(1000, 3)
+    expect(offsetsOf(index, 'k3', 1_050)).toEqual([offset])
+    expect(offsetsOf(index, 'k3', 1_099)).toEqual([offset])
+    expect(offsetsOf(index, 'k3', 1_100)).toEqual([offset, offset])
   })
 
   it('looks at the folder at every lookup when the newest file had less room than the margin', async () => {
-    const dims = { maxHashSlotNum: 1024, maxIndexNum: ROLL_MARGIN_ENTRIES - 1000 }
-    const { dir, offsets } = await indexFolder(dims, 5)
-    const index = reader(dir, dims)
-    expect(offsetsOf(index, 'k1', 1_000)).toEqual([offsets[1]])
-    startAnotherFile(dir)
-    expect(offsetsOf(index, 'k1', 1_001)).toEqual([offsets[1], offsets[1]])
+    const { index, offset } = await lookedUpBeforeAnotherFile(-1000, 1)
+    expect(offsetsOf(index, 'k1', 1_001)).toEqual([offset, offset])
   })
 
   it('looks at the folder again when the clock went back, and when the first look found no file', async () => {
-    const dims = { maxHashSlotNum: 1024, maxIndexNum: ROLL_MARGIN_ENTRIES + 1000 }
-    const { dir, offsets } = await indexFolder(dims, 5)
-    const index = reader(dir, dims)
-    expect(offsetsOf(index, 'k2', 1_000)).toEqual([offsets[2]])
-    startAnotherFile(dir)
-    expect(offsetsOf(index, 'k2', 999)).toEqual([offsets[2], offsets[2]])
+    const { dir, dims, index, offset } = await lookedUpBeforeAnotherFile(1000, 2)
+    expect(offsetsOf(index, 'k2', 999)).toEqual([offset, offset])
 
     // A reader that looked before the writer made its first index file sees it at the next lookup.
     const empty = join(tempDir(), 'index')
@@ -90,6 +92,6 @@ describe("a reader's index lookups and the folder", () => {
     expect(offsetsOf(early, 'k2', 1_000)).toEqual([])
     fs.mkdirSync(empty)
     fs.linkSync(join(dir, fs.readdirSync(dir)[0]), join(empty, '20260101000000000'))
-    expect(offsetsOf(early, 'k2', 1_001)).toEqual([offsets[2]])
+    expect(offsetsOf(early, 'k2', 1_001)).toEqual([offset])
   })
 })
