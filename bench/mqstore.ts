@@ -176,11 +176,10 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
         if (phases.has('lookup')) {
           const n = config.lookups
           log(`mqstore: ${n} random lookups by key`)
-          const picks = sampleIndexes(n, config.count, config.seed)
-          const keys = Array.from(picks, keyOf)
-          const topics = Array.from(picks, topicOf)
-          const isRight = rightBody(picks)
-          result.lookup = timeKeyLookups(store, config, picks, keys, topics, windows, 'lookup')
+          const sample = lookupSample(config)
+          const { keys, topics } = sample
+          const isRight = rightBody(sample.picks)
+          result.lookup = timeKeyLookups(store, config, sample, windows, 'lookup')
 
           // The first keys again through a read-only opener (its lookups pread what they touch).
           const readerLookups = Math.min(n, READER_LOOKUPS)
@@ -245,10 +244,7 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
           }
           if (phases.has('lookup')) {
             log(`mqstore: ${config.lookups} zero-copy lookups by key`)
-            const picks = sampleIndexes(config.lookups, config.count, config.seed)
-            const keys = Array.from(picks, keyOf)
-            const topics = Array.from(picks, topicOf)
-            result.lookupZeroCopy = timeKeyLookups(zeroCopy, config, picks, keys, topics, windows, 'lookup, zero-copy')
+            result.lookupZeroCopy = timeKeyLookups(zeroCopy, config, lookupSample(config), windows, 'lookup, zero-copy')
           }
         }
       } finally {
@@ -348,29 +344,35 @@ export async function runMqstore(config: BenchConfig): Promise<EngineResult> {
 const COMPACTED_PUTS = 100_000
 const COMPACTED_TOPIC = 'BenchCompacted'
 
-/**
- * A compacted queue read in order, getMessage SCAN_BATCH at a time, as the scan phase reads (its
- * passes timed by timeScan): COMPACTED_PUTS messages of the bench's bodies over half as many keys
- * put into one queue of a compacted topic, a compaction pass run, and the survivors read.
- */
 /** A lookup's check: one message found, the one picked (a body's first 4 bytes are its message number). */
 function rightBody(picks: Uint32Array): (got: QueryMessageResult, j: number) => boolean {
   return (got, j) => got.messages.length === 1 && got.messages[0].body.readUInt32BE(0) === picks[j]
 }
 
+/** The lookup phase's keys: message numbers drawn with the run's seed, each message's key and topic. */
+interface LookupSample {
+  picks: Uint32Array
+  keys: string[]
+  topics: string[]
+}
+
+function lookupSample(config: BenchConfig): LookupSample {
+  const picks = sampleIndexes(config.lookups, config.count, config.seed)
+  return { picks, keys: Array.from(picks, keyOf), topics: Array.from(picks, topicOf) }
+}
+
 /**
- * The lookup phase's passes over `picks` (keys[j] of topics[j]): LOOKUP_WARMUP untimed lookups of
+ * The lookup phase's passes over a sample (keys[j] of topics[j]): LOOKUP_WARMUP untimed lookups of
  * other keys, the timed pass, then the same keys again (their latency once every page was touched).
  */
 function timeKeyLookups(
   store: MessageStore,
   config: BenchConfig,
-  picks: Uint32Array,
-  keys: string[],
-  topics: string[],
+  sample: LookupSample,
   windows: PhaseWindow[],
   label: string,
 ): LookupResult {
+  const { picks, keys, topics } = sample
   const n = picks.length
   const warm = sampleIndexes(Math.min(LOOKUP_WARMUP, n), config.count, config.seed + 1)
   for (const i of warm) store.queryMessage(topicOf(i), keyOf(i), 32, 0, Number.MAX_SAFE_INTEGER)
@@ -387,6 +389,11 @@ function timeKeyLookups(
   return lookupResult(n, found, seconds, latency, repeat.latency, faults)
 }
 
+/**
+ * A compacted queue read in order, getMessage SCAN_BATCH at a time, as the scan phase reads (its
+ * passes timed by timeScan): COMPACTED_PUTS messages of the bench's bodies over half as many keys
+ * put into one queue of a compacted topic, a compaction pass run, and the survivors read.
+ */
 async function compactedScan(config: BenchConfig): Promise<ScanResult> {
   const n = Math.min(config.count, COMPACTED_PUTS)
   const keys = Math.max(1, n >> 1)
