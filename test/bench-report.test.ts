@@ -45,6 +45,13 @@ function limitsOf(extra: Partial<LimitsResult> = {}): LimitsResult {
   return { recordBytes: 372, jsEncode: 1000, memcpy: 4000, jsEncodeRuns: [], memcpyRuns: [], ...extra }
 }
 
+/** The text report's line that starts with `start`; undefined when there is none. */
+function reportRow(b: BenchRuns, start: string): string | undefined {
+  return textReport(b)
+    .split('\n')
+    .find((line) => line.startsWith(start))
+}
+
 function bench(loadAtStart: number, runs: [number, number][]): BenchRuns {
   return {
     config: { count: 1, lookups: 1, syncCount: 1, bigBytes: 1, phases: new Set(['put', 'scan']), seed: 1 },
@@ -190,16 +197,9 @@ describe('scan passes', () => {
     const b = bench(0.1, [[900, 100]])
     const mq = b.runs[0].mqstore!
     mq.scan = { count: 100, runs: [0.001], seconds: 0.001, rate: 100_000, first: { runs: [0.004], seconds: 0.004, rate: 25_000 } }
-    const line = () =>
-      textReport(b)
-        .split('\n')
-        .find((l) => l.startsWith("scan one queue, getMessage 32 at a time, a fresh process's first passes"))
+    const line = () => reportRow(b, "scan one queue, getMessage 32 at a time, a fresh process's first passes")
     expect(line()).toMatch(/msg\/s \(\+\) +25,000 /)
-    expect(
-      textReport(b)
-        .split('\n')
-        .find((l) => l.startsWith('scan one queue, getMessage 32 at a time  ')),
-    ).toMatch(/100,000/)
+    expect(reportRow(b, 'scan one queue, getMessage 32 at a time  ')).toMatch(/100,000/)
     mq.scan = { count: 100, runs: [0.001], seconds: 0.001, rate: 100_000 }
     expect(line()).toBeUndefined()
   })
@@ -208,10 +208,7 @@ describe('scan passes', () => {
 describe("a reader's rows", () => {
   it("prints a read-only opener's scan and lookups, and the zero-copy and compacted scans, for mqstore alone, and no such rows without them", () => {
     const b = bench(0.1, [[900, 100]])
-    const row = (start: string) =>
-      textReport(b)
-        .split('\n')
-        .find((l) => l.startsWith(start))
+    const row = (start: string) => reportRow(b, start)
     const scan = 'scan one queue, getMessage 32 at a time, a read-only opener (pread)'
     const lookups = 'lookup by key, a read-only opener (pread)'
     expect(row(scan)).toBeUndefined()
@@ -236,10 +233,7 @@ describe("a reader's rows", () => {
 describe('the zero-copy lookup rows', () => {
   it("prints the zero-copy lookups' rate and p99s for mqstore alone, apart from the judged lookup rows, and no such rows without them", () => {
     const b = bench(0.1, [[900, 100]])
-    const row = (start: string) =>
-      textReport(b)
-        .split('\n')
-        .find((l) => l.startsWith(`${start}  `))
+    const row = (start: string) => reportRow(b, `${start}  `)
     const rate = 'lookup by key, zero-copy (copyMessageBody: false)'
     const p99 = 'lookup latency p99, zero-copy'
     const again = 'lookup latency p99, zero-copy, the same keys again'
