@@ -33,7 +33,7 @@ import { type QueueEnds, type QueueEndsSeal, type RecordedQueueEnds, readQueueEn
 
 export const CHECKPOINT_FILE_SIZE = 4096
 const OFFSET_PHYSIC_MSG_TIMESTAMP = 0
-const OFFSET_LOGICS_MSG_TIMESTAMP = 8
+export const OFFSET_LOGICS_MSG_TIMESTAMP = 8
 const OFFSET_INDEX_MSG_TIMESTAMP = 16
 const OFFSET_SHUTDOWN_MAGIC = 64
 const OFFSET_SHUTDOWN_END = 68
@@ -156,6 +156,21 @@ export class StoreCheckpoint {
 
   getMinTimestampIndex(): number {
     return Math.min(this.getMinTimestamp(), this.indexMsgTimestamp)
+  }
+
+  /**
+   * Called before a consume queue is deleted to be rebuilt: the checkpoint stops vouching for the
+   * queues (logicsMsgTimestamp 0, forced to disk first), so that a power cut before the rebuilt
+   * files are synced sends the next recovery's scan to the start of the log, which rebuilds them
+   * again. Vouching for the deleted files would start it past their records for good. The next
+   * flush of every queue (a thorough pass, close) makes the rebuilt files durable and vouches
+   * again, for at least the time withdrawn.
+   */
+  withdrawLogics(): void {
+    if (this.logicsMsgTimestamp === 0) return
+    this.logicsDispatchedTimestamp = Math.max(this.logicsDispatchedTimestamp, this.logicsMsgTimestamp)
+    this.logicsMsgTimestamp = 0
+    this.flush()
   }
 
   /** Stores the fields into the mapping and forces them to disk. */

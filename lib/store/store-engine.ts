@@ -385,6 +385,7 @@ export class StoreEngine {
 
   /** Deletes a consume queue that cannot be trusted; dispatch rebuilds it from the commit log. */
   discardConsumeQueue(queue: ConsumeQueue, reason: string): void {
+    this.checkpoint.withdrawLogics()
     this.queues.discard(queue)
     this.rebuild = true
     this.repair(`deleted consume queue ${queue.topic}/${queue.queueId} to rebuild it`, reason)

@@ -9,6 +9,7 @@ import { isQueuedRecord } from '../commitlog/sys-flag.js'
 import type { CommitLog } from '../commitlog/commit-log.js'
 import { isOutOfDescriptors } from '../mapped/descriptors.js'
 import { ConsumeQueue } from '../queue/consume-queue.js'
+import type { StoreCheckpoint } from '../store-checkpoint.js'
 import { lastUnitMatches } from './recovery-plan.js'
 
 /**
@@ -17,6 +18,7 @@ import { lastUnitMatches } from './recovery-plan.js'
  */
 export function openDeferredQueue(
   commitLog: CommitLog,
+  checkpoint: Pick<StoreCheckpoint, 'withdrawLogics'>,
   queue: ConsumeQueue,
   repair: (action: string, reason: string) => void,
   recordedEnd: number | null = null,
@@ -33,6 +35,7 @@ export function openDeferredQueue(
     failure = (error as Error).message
   }
   if (failure !== null) {
+    checkpoint.withdrawLogics()
     queue.destroy()
     rebuildQueue(commitLog, queue)
     repair(`deleted consume queue ${queue.topic}/${queue.queueId} to rebuild it`, failure)

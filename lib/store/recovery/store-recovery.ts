@@ -70,7 +70,7 @@ export function recoverStore(host: RecoveryHost): RecoveryResult {
       unitSum: record.queueUnitSum,
       maxPhysicOffset: record.endOffset,
       ends: record.queueEnds ?? null,
-      open: (queue, recordedEnd) => openDeferredQueue(commitLog, queue, host.repair, recordedEnd),
+      open: (queue, recordedEnd) => openDeferredQueue(commitLog, checkpoint, queue, host.repair, recordedEnd),
     })
   } else {
     queues.loadListed(host.discardQueue)
