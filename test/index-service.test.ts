@@ -187,7 +187,7 @@ describe('IndexFile', () => {
     file.shutdown()
   })
 
-  it('a file that follows another starts from its end values; the first diff uses them', () => {
+  it('a file that follows another starts from its end values; the first diff uses them, and the first entry reads back at the begin time', () => {
     const path = join(root, formatIndexFileName(T0))
     const file = IndexFile.create(path, SLOTS, ENTRIES, 5000, T0)
     let buf = fs.readFileSync(path)
@@ -203,13 +203,15 @@ describe('IndexFile', () => {
     expect(header(fs.readFileSync(path)).indexCount).toBe(1)
     expect(file.putKey('TopicTest#k1', 5100, T0 + 3700)).toBe(true)
     buf = fs.readFileSync(path)
-    // diff = 3 s against the inherited begin time, then the begin time becomes the entry's own.
+    // diff = 3 s against the inherited begin time (RocketMQ's bytes), then the begin time becomes the entry's own.
     expect(entry(buf, 1).timeDiff).toBe(3)
     expect(header(buf).beginTimestamp).toBe(T0 + 3700)
     expect(header(buf).beginPhyOffset).toBe(5100)
-    // So the entry reads back as T0 + 3.7 s + 3 s.
+    // The first entry reads back at the begin time, its own, not 3 s after it.
     const out: number[] = []
     file.selectPhyOffset(out, 'TopicTest#k1', 10, T0 + 6700, T0 + 6700)
+    expect(out).toEqual([])
+    file.selectPhyOffset(out, 'TopicTest#k1', 10, T0 + 3700, T0 + 3700)
     expect(out).toEqual([5100])
     file.shutdown()
   })
@@ -381,9 +383,10 @@ describe('IndexService', () => {
     const service = open()
     for (let i = 0; i < 20; i++) service.buildIndex(msg(1000 + i * 100, T0 + i * 1000, 'same'))
     // File 2 holds messages 7..13 and begins at T0 + 7 s; message 7's diff was taken against the
-    // previous file's end (T0 + 6 s), so it reads back at T0 + 8 s.
+    // previous file's end (T0 + 6 s), but as its file's first entry it reads back at T0 + 7 s, its own time.
     const from8 = offsets(service, 'same', 64, T0 + 8000, Number.MAX_SAFE_INTEGER)
-    expect(from8).toEqual(Array.from({ length: 13 }, (_, i) => 1000 + (19 - i) * 100))
+    expect(from8).toEqual(Array.from({ length: 12 }, (_, i) => 1000 + (19 - i) * 100))
+    expect(offsets(service, 'same', 64, T0 + 7000, T0 + 7000)).toEqual([1700])
     // Only the oldest file overlaps [T0, T0 + 3 s].
     expect(offsets(service, 'same', 64, T0, T0 + 3000)).toEqual([1300, 1200, 1100, 1000])
     // A range that falls between two entries of the newest file.

@@ -22,6 +22,7 @@ import {
   ENTRY_PREV_INDEX_OFFSET,
   ENTRY_TIME_DIFF_OFFSET,
   effectiveIndexCount,
+  entryTime,
   HASH_SLOT_COUNT_OFFSET,
   INDEX_COUNT_OFFSET,
   INDEX_ENTRY_SIZE,
@@ -545,7 +546,7 @@ export class IndexFile {
         const timeDiff = v.getInt32(pos + ENTRY_TIME_DIFF_OFFSET)
         if (timeDiff < 0) return count
         const prev = v.getInt32(pos + ENTRY_PREV_INDEX_OFFSET)
-        const time = beginTimestamp + timeDiff * 1000
+        const time = entryTime(beginTimestamp, cur, timeDiff)
         if (v.getInt32(pos + ENTRY_KEY_HASH_OFFSET) === keyHash && time >= begin && time <= end) {
           out[count++] = v.getInt32(pos + ENTRY_PHY_OFFSET_OFFSET) * TWO_POW_32 + v.getUint32(pos + ENTRY_PHY_OFFSET_OFFSET + 4)
           if (count >= limit) return count
@@ -578,10 +579,9 @@ export class IndexFile {
         const entry = readIndexEntry(v, this.entriesStart + cur * INDEX_ENTRY_SIZE)
         const prev = entry.prevIndex
         if (entry.timeDiff < 0) return false
-        const time = this.beginTimestamp + entry.timeDiff * 1000
+        const time = entryTime(this.beginTimestamp, cur, entry.timeDiff)
         if (entry.keyHash === keyHash && time >= begin && time <= end && visit(entry.phyOffset)) return true
-        // A valid chain only goes to older entries; `prev >= cur` (RocketMQ checks only ==) also
-        // ends the walk on a damaged chain that would otherwise loop.
+        // A valid chain only goes to older entries; `prev >= cur` (RocketMQ checks ==) also ends a damaged chain's loop.
         if (prev <= INVALID_INDEX || prev >= cur || time < begin) return false
         cur = prev
       }

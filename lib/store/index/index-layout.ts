@@ -209,3 +209,14 @@ export function indexCoverageBreak(files: readonly IndexCoverage[]): { index: nu
   }
   return null
 }
+
+/**
+ * The store time an entry stands for: the header's begin time plus its difference in seconds,
+ * except for the file's first entry, whose time is the begin time itself. Its difference was taken
+ * before the begin time became its own (RocketMQ's putKey, kept for the bytes), against the begin
+ * a rolled file inherits from the previous file's end, so after a quiet spell it would read as
+ * that long after the message was stored, past a query's end.
+ */
+export function entryTime(beginTimestamp: number, entry: number, timeDiff: number): number {
+  return entry === 1 ? beginTimestamp : beginTimestamp + timeDiff * 1000
+}
