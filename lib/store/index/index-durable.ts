@@ -30,6 +30,7 @@ import {
   ENTRY_PHY_OFFSET_OFFSET,
   ENTRY_PREV_INDEX_OFFSET,
   ENTRY_TIME_DIFF_OFFSET,
+  entryTime,
   HASH_SLOT_SIZE,
   INDEX_ENTRY_SIZE,
   INDEX_FILE_NAME_LENGTH,
@@ -219,5 +220,5 @@ export function rebuildFromMark(
     v.setInt32(slotPos, entry)
     lastPhy = phyOffset
   }
-  return { entries: n, slots, endPhyOffset: lastPhy, endTimestamp: mark.beginTimestamp + timeDiff * 1000 + 999 }
+  return { entries: n, slots, endPhyOffset: lastPhy, endTimestamp: entryTime(mark.beginTimestamp, n, timeDiff) + 999 }
 }
