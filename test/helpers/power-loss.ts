@@ -122,6 +122,8 @@ export interface PowerLossOptions {
   disableDataSyncs?: boolean
   /** Called synchronously at the cut, before the store runs on (to read what it claimed then). */
   onCut?: (cut: PowerCut) => void
+  /** Called at every event with its number and what it was (to find the events worth cutting at). */
+  onEvent?: (event: number, at: string) => void
   /**
    * The root is the image a process crash left (PowerCut.carry): start from the durable state it
    * carries instead of taking everything on it as synced.
@@ -330,6 +332,7 @@ export class PowerLossDisk {
 
   private tick(at: string): void {
     this.events++
+    this.options.onEvent?.(this.events, at)
     if (this.options.cutAtEvent != null && this.events === this.options.cutAtEvent) this.takeCut(at, null)
   }
 

@@ -510,9 +510,14 @@ export class MappedFileQueue {
         file.setPositions(offset % this.mappedFileSize)
         if (eraseQuietBytes >= 0 && this.options.readOnly !== true) file.eraseStaleTail(offset % this.mappedFileSize, eraseQuietBytes)
       } else {
-        destroyNow(file)
         doomed.push(file)
       }
+    }
+    // Newest first, each unlink synced before the next: whichever unsynced unlinks a power cut
+    // keeps, the files left are a contiguous run (a gap fails the next open with NON_CONTIGUOUS).
+    for (let i = doomed.length - 1; i >= 0; i--) {
+      destroyNow(doomed[i])
+      if (i > 0) this.syncEntries()
     }
     this.removeFiles(doomed)
     this.budgetOldFiles(true)
@@ -550,6 +555,8 @@ export class MappedFileQueue {
       const now = clock()
       if (!(now >= liveUntil || cleanImmediately)) break
       const holders = file.getRefCount() - (file.isAvailable() ? 1 : 0)
+      // The unlink before is synced first: files go oldest first, and none may outlive an older one (truncateDirtyFiles).
+      if (removed.length > 0) this.syncEntries()
       if (!file.destroy(intervalForcibly, now)) break
       removed.push(file)
       options.onDeleted?.(file, holders)
@@ -582,7 +589,9 @@ export class MappedFileQueue {
       } else {
         break
       }
-      if (!destroy || !file.destroy(60_000, now)) break
+      if (!destroy) break
+      if (removed.length > 0) this.syncEntries()
+      if (!file.destroy(60_000, now)) break
       removed.push(file)
       options.onDeleted?.(file, 0)
     }
@@ -613,6 +622,11 @@ export class MappedFileQueue {
     if (this.flushedWhere < head) this.flushedWhere = head
     if (this.committedWhere < head) this.committedWhere = head
     this.budgetOldFiles()
+    this.syncEntries()
+  }
+
+  /** Makes the folder's entries durable (the unlinks of removed files). */
+  private syncEntries(): void {
     if (this.options.readOnly !== true && fs.existsSync(this.storePath)) syncDirectory(join(this.storePath, 'x'))
   }
 
