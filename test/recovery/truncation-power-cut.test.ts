@@ -2,7 +2,8 @@
 // only durable once their folder is synced, and a power cut may keep any of the unsynced ones: a
 // newer file kept while an older one went would leave a gap that the next open refuses
 // (NON_CONTIGUOUS). So the files go newest first, each unlink synced before the next. Every event
-// of such an open is cut here, under several random outcomes, and each image must open.
+// of such an open around its unlinks is cut here, under several random outcomes, and each image
+// must open.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -49,10 +50,9 @@ describe.skipIf(process.platform !== 'linux')(
     it('leaves files that open, whichever event it comes at and whichever unsynced unlinks it keeps', async () => {
       const source = join(root, 'source')
       await storeToTruncate(source)
-      // The events of the open, counted once without a cut.
+      // The open's events, once without a cut: which of them are unlinks (the files past the log's end). The cuts go around those.
       const probe = join(root, 'probe')
       fs.cpSync(source, probe, { recursive: true })
-      // The events of the open, and which of them are unlinks (the files past the log's end): the cuts go around those.
       const unlinks: number[] = []
       const onEvent = (event: number, at: string): void => {
         if (at.includes('unlink')) unlinks.push(event)

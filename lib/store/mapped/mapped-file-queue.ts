@@ -555,7 +555,7 @@ export class MappedFileQueue {
       const now = clock()
       if (!(now >= liveUntil || cleanImmediately)) break
       const holders = file.getRefCount() - (file.isAvailable() ? 1 : 0)
-      // The unlink before is synced first: files go oldest first, and none may outlive an older one (truncateDirtyFiles).
+      // The unlinks before are synced first: an older file brought back past a deleted newer one is a gap (truncateDirtyFiles).
       if (removed.length > 0) this.syncEntries()
       if (!file.destroy(intervalForcibly, now)) break
       removed.push(file)
