@@ -513,12 +513,10 @@ export class MappedFileQueue {
         doomed.push(file)
       }
     }
-    // Newest first, each unlink synced before the next: whichever unsynced unlinks a power cut
-    // keeps, the files left are a contiguous run (a gap fails the next open with NON_CONTIGUOUS).
-    for (let i = doomed.length - 1; i >= 0; i--) {
-      destroyNow(doomed[i])
-      if (i > 0) this.syncEntries()
-    }
+    // Newest first (each unlink is synced before the next: MappedFile.destroy): a power cut among
+    // them leaves a contiguous run of files, where oldest first could leave a newer file past a
+    // deleted older one, a gap the next open refuses (NON_CONTIGUOUS).
+    for (let i = doomed.length - 1; i >= 0; i--) destroyNow(doomed[i])
     this.removeFiles(doomed)
     this.budgetOldFiles(true)
   }
@@ -555,8 +553,6 @@ export class MappedFileQueue {
       const now = clock()
       if (!(now >= liveUntil || cleanImmediately)) break
       const holders = file.getRefCount() - (file.isAvailable() ? 1 : 0)
-      // The unlinks before are synced first: an older file brought back past a deleted newer one is a gap (truncateDirtyFiles).
-      if (removed.length > 0) this.syncEntries()
       if (!file.destroy(intervalForcibly, now)) break
       removed.push(file)
       options.onDeleted?.(file, holders)
@@ -589,9 +585,7 @@ export class MappedFileQueue {
       } else {
         break
       }
-      if (!destroy) break
-      if (removed.length > 0) this.syncEntries()
-      if (!file.destroy(60_000, now)) break
+      if (!destroy || !file.destroy(60_000, now)) break
       removed.push(file)
       options.onDeleted?.(file, 0)
     }
@@ -622,11 +616,6 @@ export class MappedFileQueue {
     if (this.flushedWhere < head) this.flushedWhere = head
     if (this.committedWhere < head) this.committedWhere = head
     this.budgetOldFiles()
-    this.syncEntries()
-  }
-
-  /** Makes the folder's entries durable (the unlinks of removed files). */
-  private syncEntries(): void {
     if (this.options.readOnly !== true && fs.existsSync(this.storePath)) syncDirectory(join(this.storePath, 'x'))
   }
 
