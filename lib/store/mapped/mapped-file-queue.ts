@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 import { ioError, MQStoreError } from '../../errors.js'
 import { AHEAD_SUFFIX, formatOffsetName, isTempSegmentName, parseOffsetName, segmentLayoutIssues } from './segment-name.js'
-import { ensureDirectory, removeQuietly, syncDirectory, syncFileAsync } from './directory.js'
+import { ensureDirectory, removeQuietly, syncDirectory, syncDirectoryAsync, syncFileAsync } from './directory.js'
 import { MappedFile, type MappedFileOptions } from './mapped-file.js'
 import type { WarmChunk } from './mapped-file-types.js'
 import { reserveChunk, reserveFirst } from './mapped-file-types.js'
@@ -324,6 +324,9 @@ export class MappedFileQueue {
     let kept = false
     try {
       await syncFileAsync(temp)
+      // The last file's name first, if its first flush has not made it durable yet: a power cut
+      // that kept this name and lost that one would leave a gap (NON_CONTIGUOUS at the next load).
+      if (this.getLastMappedFile()?.nameDurable === false) await syncDirectoryAsync(temp)
       if (wanted()) {
         fs.linkSync(temp, name)
         kept = true

@@ -483,6 +483,11 @@ export class MappedFile {
     return descriptors.useAsync(this.fileName, false, (fd) => fdatasync(fd))
   }
 
+  /** False while a file created without syncs waits for its first flush to make its name durable. */
+  get nameDurable(): boolean {
+    return !this.needsCreateSync
+  }
+
   /** First flush of a file created without syncs: its size and directory entry become durable. */
   private syncCreation(): void {
     descriptors.use(this.fileName, false, (fd) => fs.fsyncSync(fd))
