@@ -145,7 +145,12 @@ export class CompactionModel {
     const versions = [...host.messages.values()].filter((m) => m.compacted === true)
     if (reopened) {
       for (const m of versions) {
-        if (m.wroteOffset < minPhy) continue
+        // Below the log's start only the compaction log can hold it, and a cut can take its
+        // unsynced tail (damage, any of it): present again only if the walk below serves it.
+        if (m.wroteOffset < minPhy) {
+          m.present = false
+          continue
+        }
         const found = store.lookMessageByOffset(m.wroteOffset)
         // Whatever is there must be a message that was put; after damage the model keeps lost
         // messages, whose offsets later puts may have taken.
