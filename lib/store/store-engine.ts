@@ -184,6 +184,7 @@ export class StoreEngine {
         commitLog: this.commitLog,
         queues: this.queues,
         log: this.logger,
+        repair: (action, reason) => this.repair(action, reason),
       },
       compaction,
       topics,
@@ -308,7 +309,7 @@ export class StoreEngine {
     }
     this.consumerOffsets.load()
     this.schedule.load()
-    this.compacted.load()
+    this.compacted.load(!this.lastExitOK)
     const progress =
       this.onProgress === null
         ? null

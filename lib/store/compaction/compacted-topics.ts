@@ -42,6 +42,8 @@ export interface CompactedTopicsDeps {
   commitLog: CommitLog
   queues: ConsumeQueueTable
   log: (level: 'info' | 'warn' | 'error', message: string) => void
+  /** Records a repair of damaged files (stats().repairs). */
+  repair?: (action: string, reason: string) => void
 }
 
 export interface SetTopicConfigOptions {
@@ -75,8 +77,11 @@ export class CompactedTopics {
       deps.log('error', `compaction of ${topic}/${queueId}: ${(error as Error)?.message ?? String(error)}`)
   }
 
-  /** Loads the table, applies `options.topics` over it, and opens the compaction logs. */
-  load(): void {
+  /**
+   * Loads the table, applies `options.topics` over it, and opens the compaction logs (`afterCrash`:
+   * the store was not closed cleanly).
+   */
+  load(afterCrash = false): void {
     const initial = this.initial
     this.table.load()
     if (initial !== undefined) {
@@ -85,7 +90,15 @@ export class CompactedTopics {
       for (const [topic, input] of Object.entries(initial)) this.table.set(topic, input)
     }
     for (const topic of this.table.topics()) if (hasCompact(this.table.get(topic).cleanupPolicy)) this.compacted.add(topic)
-    this.service.open()
+    this.service.open(afterCrash)
+    for (const { topic, queueId, report } of this.service.openReports) {
+      for (const cut of report.cutShort) {
+        const what = `compaction log ${topic}/${queueId}: dropped what follows byte ${cut.position} of ${cut.file}`
+        // The active file's tail may be a record a crash tore; a sealed file was whole once.
+        if (cut.sealed) this.deps.repair?.(what, 'not a record there: the file is damaged')
+        else this.deps.log('warn', `${what} (not a record there: torn by a crash, or damaged)`)
+      }
+    }
     // Logs of a topic that left compaction while the store was closed (options.topics) are stale.
     for (const topic of new Set(this.service.queues().map((q) => q.topic))) {
       if (!this.compacted.has(topic)) {

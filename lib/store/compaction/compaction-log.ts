@@ -26,7 +26,15 @@ export interface LogOpenReport {
   removed: string[]
   /** .swap files renamed to their final names (a rewrite completed at open). */
   rolledForward: string[]
+  /** Files whose scan stopped at bytes that are not a record: what follows is dropped (zeroed in the active file). */
+  cutShort: { file: string; position: number; sealed: boolean }[]
 }
+
+/**
+ * After a crash, the active file's tail is zeroed up to this many zero bytes in a row (a record
+ * of RocketMQ's default maxMessageSize fits in that run, so no record starts past it).
+ */
+const CRASH_TAIL_QUIET_BYTES = 4 * 1024 * 1024 + 64 * 1024
 
 /** Called for each record in order while its file is held; return false to stop. */
 export type ReadVisitor = (data: Buffer, position: number, size: number, queueOffset: number, tagsCode: number) => boolean
@@ -59,6 +67,7 @@ export class CompactionLog {
     queueId: number,
     now: number,
     budget = new MappingBudget(1024),
+    afterCrash = false,
   ): { log: CompactionLog; report: LogOpenReport } {
     // Durably: once commit-log retention deleted the records, this log may be their only copy.
     ensureDirectory(dir)
@@ -86,6 +95,13 @@ export class CompactionLog {
       throw error
     }
     const last = log.segments.at(-1)
+    for (const segment of log.segments) {
+      if (segment.cutShortAt >= 0) report.cutShort.push({ file: segment.path, position: segment.cutShortAt, sealed: segment !== last })
+    }
+    // A crash can leave records past the scan's end that it could not reach (a torn one before
+    // them); a record cut short leaves the rest of the file suspect.
+    if (last !== undefined && (afterCrash || last.cutShortAt >= 0))
+      last.eraseTail(last.cutShortAt >= 0 ? last.capacity : CRASH_TAIL_QUIET_BYTES)
     last?.activate(budget)
     if (last !== undefined) log.nextOffset = Math.max(last.baseOffset, last.count > 0 ? last.lastOffset() + 1 : 0)
     return { log, report }
@@ -342,7 +358,7 @@ export class CompactionLog {
  * the remaining .swap files cover; rename the .swap files to their final names.
  */
 export function recoverInterruptedSwap(dir: string): LogOpenReport {
-  const report: LogOpenReport = { removed: [], rolledForward: [] }
+  const report: LogOpenReport = { removed: [], rolledForward: [], cutShort: [] }
   const names = fs.readdirSync(dir)
   const remove = (name: string): void => {
     fs.rmSync(join(dir, name), { force: true })

@@ -146,8 +146,11 @@ export class CompactionService {
     this.throttler = new Throttler(o.ioMaxBytesPerSecond, clock)
   }
 
-  /** Loads every queue's log found on disk (finishing interrupted swaps) and the checkpoint. */
-  open(): void {
+  /**
+   * Loads every queue's log found on disk (finishing interrupted swaps) and the checkpoint;
+   * `afterCrash`: the store was not closed cleanly, so each active file's tail is cleared.
+   */
+  open(afterCrash = false): void {
     ensureDirectory(this.rootDir)
     this.checkpoint.load()
     for (const topic of fs.readdirSync(this.rootDir)) {
@@ -156,9 +159,10 @@ export class CompactionService {
       for (const q of fs.readdirSync(topicDir)) {
         const queueId = Number(q)
         if (!/^\d+$/.test(q) || !Number.isSafeInteger(queueId)) continue
-        const { log, report } = CompactionLog.open(join(topicDir, q), topic, queueId, this.clock.now(), this.budget)
+        const { log, report } = CompactionLog.open(join(topicDir, q), topic, queueId, this.clock.now(), this.budget, afterCrash)
         this.logs.set(queueKey(topic, queueId), log)
-        if (report.removed.length > 0 || report.rolledForward.length > 0) this.openReports.push({ topic, queueId, report })
+        if (report.removed.length > 0 || report.rolledForward.length > 0 || report.cutShort.length > 0)
+          this.openReports.push({ topic, queueId, report })
       }
     }
   }

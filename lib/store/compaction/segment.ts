@@ -109,6 +109,8 @@ export class CompactionSegment {
   largestTimestamp = 0
   /** Smallest delete horizon among the tombstones that carry one; Infinity when none. */
   minHorizon = Infinity
+  /** Where open's scan met bytes that are not a record (a torn write, damage); -1 at a clean end. */
+  cutShortAt = -1
 
   private constructor(path: string, baseOffset: number, capacity: number, file: MappedFile | null, createdAt: number) {
     this.path = path
@@ -227,6 +229,24 @@ export class CompactionSegment {
       this.index(r.queueOffset, pos, r.size, r.storeTimestamp, r.tagsCode, horizon)
       last = r.queueOffset
       pos += r.size
+    }
+    // A file's records are followed by zeros: a non-zero length where the next record would start
+    // is a record cut short (or damage), not the end.
+    if (pos + 4 <= buf.length && buf.readInt32BE(pos) !== 0) this.cutShortAt = pos
+  }
+
+  /**
+   * Zeroes what follows the records of the active file (up to a run of `quietBytes` zero bytes)
+   * and syncs it; the number of bytes zeroed. New records go there, and a stale one left behind
+   * them would be read back at the next open, under an offset handed out again since.
+   */
+  eraseTail(quietBytes: number): number {
+    const file = this.active ? this.file : null
+    if (file === null || !file.hold()) return 0
+    try {
+      return file.eraseStaleTail(this.bytes, quietBytes)
+    } finally {
+      file.release()
     }
   }
 
