@@ -103,8 +103,15 @@ export class CompactionLog {
     if (last !== undefined && (afterCrash || last.cutShortAt >= 0))
       last.eraseTail(last.cutShortAt >= 0 ? last.capacity : CRASH_TAIL_QUIET_BYTES)
     last?.activate(budget)
-    if (last !== undefined) log.nextOffset = Math.max(last.baseOffset, last.count > 0 ? last.lastOffset() + 1 : 0)
+    log.nextOffset = log.endNamedByFiles()
     return { log, report }
+  }
+
+  /** The end an open derives from the files: past the last file's last record, at least its base. */
+  private endNamedByFiles(): number {
+    const last = this.segments.at(-1)
+    if (last === undefined) return 0
+    return Math.max(last.baseOffset, last.count > 0 ? last.lastOffset() + 1 : 0)
   }
 
   active(): CompactionSegment | null {
@@ -316,7 +323,7 @@ export class CompactionLog {
    * Drops every record at or after `queueOffset` (the commit log lost them in a crash and will give
    * those offsets to new messages). The caller holds the queue paused.
    */
-  truncateFrom(queueOffset: number): void {
+  truncateFrom(queueOffset: number, now: number): void {
     while (this.segments.length > 1 && this.segments.at(-1)!.baseOffset >= queueOffset) {
       const s = this.segments.pop()!
       s.close()
@@ -331,6 +338,12 @@ export class CompactionLog {
       active.close()
       fs.rmSync(active.path, { force: true })
     }
+    // When the records just below the cut were compacted away, the files kept name a lower end
+    // (their last record, or the base of a file the cut emptied), and the next open would take
+    // it: a lower max offset than the queue handed out, which nothing restores once retention has
+    // deleted the commit-log records in between. An empty file named by the end keeps it (the
+    // next record rolls a real file in its place).
+    if (this.endNamedByFiles() < this.nextOffset) this.roll(this.nextOffset, 0, now)
     syncDirectory(join(this.dir, 'x'))
   }
 

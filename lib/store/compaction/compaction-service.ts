@@ -281,7 +281,7 @@ export class CompactionService {
     const key = queueKey(topic, queueId)
     await this.manager.abortAndPause(key)
     try {
-      log.truncateFrom(queueOffset)
+      log.truncateFrom(queueOffset, this.clock.now())
       this.notDurable.delete(log)
       const cp = this.checkpoint.get(topic, queueId)
       if (cp !== undefined && cp > log.nextOffset) this.checkpoint.update(topic, queueId, log.nextOffset)
@@ -296,7 +296,7 @@ export class CompactionService {
     const log = this.logOf(topic, queueId)
     if (log === undefined || !this.manager.tryStart(key)) return
     try {
-      log.truncateFrom(queueOffset)
+      log.truncateFrom(queueOffset, this.clock.now())
       this.notDurable.delete(log)
       const cp = this.checkpoint.get(topic, queueId)
       if (cp !== undefined && cp > log.nextOffset) this.checkpoint.update(topic, queueId, log.nextOffset)
