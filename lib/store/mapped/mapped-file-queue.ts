@@ -246,6 +246,9 @@ export class MappedFileQueue {
 
   private newFile(start: number): MappedFile {
     ensureDirectory(this.storePath)
+    // As for a file made ahead (keepAhead): the last file's name is made durable before this one's
+    // appears, which a creation renames into place before it syncs the folder.
+    if (this.getLastMappedFile()?.nameDurable === false) syncDirectory(join(this.storePath, 'x'))
     return this.warmNew(MappedFile.create(join(this.storePath, formatOffsetName(start)), this.mappedFileSize, this.fileOptions()))
   }
 
