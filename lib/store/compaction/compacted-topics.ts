@@ -127,6 +127,9 @@ export class CompactedTopics {
           this.service.truncateAtOpen(topic, queueId, cut)
         }
         this.backfill(topic, queueId)
+        // Every offset the queue handed out is below the log's end, kept there or not (keyless
+        // records, records compacted away before a cut): the files name only what they hold.
+        this.service.coverTo(topic, queueId, end)
         // Offsets the log still holds are never handed out again, even when the consume queue
         // ends before them (rebuilt after damage from a log that retention had already shortened).
         const next = this.service.maxOffset(topic, queueId)

@@ -250,6 +250,11 @@ export class CompactionService {
     return this.logOf(topic, queueId)?.minOffset() ?? 0
   }
 
+  /** Raises the end of a queue's log to `end` (offsets handed out that the log keeps no record for). */
+  coverTo(topic: string, queueId: number, end: number): void {
+    if (end > 0) this.logOf(topic, queueId)?.skip(end - 1)
+  }
+
   maxOffset(topic: string, queueId: number): number {
     return this.logOf(topic, queueId)?.maxOffset() ?? 0
   }

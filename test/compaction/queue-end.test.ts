@@ -1,0 +1,80 @@
+// A compacted queue's max offset is its compaction log's end, and the log keeps no record for some
+// of the offsets its queue handed out (keyless records of a topic made compacted with `force`).
+// Its files name only the offsets they hold; once commit-log retention took the records behind the
+// rest, the consume queue's end is the only thing left that remembers them, and a reopen must not
+// report a max offset below it.
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, expect, it } from 'vitest'
+
+import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
+import { ManualClock } from '../helpers/compaction.js'
+import { settleLogFiles } from '../helpers/log-files.js'
+import { tempDir } from '../helpers/tmp.js'
+
+let dir: string
+let clock: ManualClock
+const stores: MessageStore[] = []
+
+beforeEach(() => {
+  dir = tempDir('mqstore-queue-end-')
+  clock = new ManualClock(Date.now())
+})
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+function options(): OpenOptions {
+  return {
+    mappedFileSizeCommitLog: 64 * 1024,
+    mappedFileSizeConsumeQueue: 20 * 200,
+    maxHashSlotNum: 64,
+    maxIndexNum: 256,
+    clock,
+    compaction: { enabled: false, fileDeleteDelayMs: 0 },
+  }
+}
+
+async function open(): Promise<MessageStore> {
+  const store = await MessageStore.open(dir, options())
+  stores.push(store)
+  return store
+}
+
+async function close(store: MessageStore): Promise<void> {
+  stores.splice(stores.indexOf(store), 1)
+  await store.close()
+}
+
+it('a compacted queue whose last offsets went to keyless records keeps its max offset after retention and a reopen', async () => {
+  let store = await open()
+  expect((await store.putMessage({ topic: 'late', queueId: 0, body: 'a1', keys: 'a' })).queueOffset).toBe(0)
+  await store.putMessage({ topic: 'late', queueId: 0, body: 'no key' })
+  await store.putMessage({ topic: 'late', queueId: 0, body: 'no key either' })
+  await store.setTopicConfig('late', { cleanupPolicy: 'compact', segmentBytes: 4096 }, { force: true })
+  expect(store.getMaxOffsetInQueue('late', 0)).toBe(3)
+
+  // Retention takes every commit-log file but the last: the three records go with the first.
+  for (let i = 0; i < 800; i++) await store.putMessage({ topic: 'filler', queueId: 0, body: 'z'.repeat(300) })
+  await settleLogFiles(store)
+  const logDir = join(dir, 'commitlog')
+  const withRecords = fs
+    .readdirSync(logDir)
+    .sort()
+    .filter((name) => Number(name) < store.getMaxPhyOffset())
+  expect(withRecords.length).toBeGreaterThan(2)
+  const old = (clock.now() - 100 * 3_600_000) / 1000
+  for (const name of withRecords.slice(0, -1)) fs.utimesSync(join(logDir, name), old, old)
+  store.executeDeleteFilesManually()
+  expect((await store.runCleanupPass()).commitLogFiles).toBe(withRecords.length - 1)
+  expect(store.getMaxOffsetInQueue('late', 0)).toBe(3)
+
+  await close(store)
+  store = await open()
+  expect(store.getMaxOffsetInQueue('late', 0)).toBe(3)
+  expect(store.getMessage('g', 'late', 0, 0, 10).messages.map((m) => m.body.toString())).toEqual(['a1'])
+  const next = await store.putMessage({ topic: 'late', queueId: 0, body: 'a2', keys: 'a' })
+  expect(next.queueOffset).toBe(3)
+  expect(store.getMaxOffsetInQueue('late', 0)).toBe(4)
+})
