@@ -211,6 +211,9 @@ export class CompactionModel {
       while (reopened && !host.damaged && all.length > 0) {
         const l = all.at(-1)!
         if (servedKeys.has(l.key) || l.durable || l.wroteOffset >= minPhy) break
+        // A tombstone past its horizon that a pass dropped with every older version (a pass drops
+        // older versions only for a newer one that is durable) is the latest still.
+        if (this.mayBeDropped(l) && servedKeys.size === 0) break
         host.messages.delete(l.key)
         all.pop()
       }
