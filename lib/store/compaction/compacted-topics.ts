@@ -43,7 +43,7 @@ export interface CompactedTopicsDeps {
   queues: ConsumeQueueTable
   log: (level: 'info' | 'warn' | 'error', message: string) => void
   /** Records a repair of damaged files (stats().repairs). */
-  repair?: (action: string, reason: string) => void
+  repair: (action: string, reason: string) => void
 }
 
 export interface SetTopicConfigOptions {
@@ -95,7 +95,7 @@ export class CompactedTopics {
       for (const cut of report.cutShort) {
         const what = `compaction log ${topic}/${queueId}: dropped what follows byte ${cut.position} of ${cut.file}`
         // The active file's tail may be a record a crash tore; a sealed file was whole once.
-        if (cut.sealed) this.deps.repair?.(what, 'not a record there: the file is damaged')
+        if (cut.sealed) this.deps.repair(what, 'not a record there: the file is damaged')
         else this.deps.log('warn', `${what} (not a record there: torn by a crash, or damaged)`)
       }
     }
