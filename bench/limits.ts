@@ -11,7 +11,8 @@
 //   queue unit, its key's index entry and hash slot, its result): what the put phase measures for
 //   a store whose put is that work with nothing around it; and that engine once more as the put
 //   phase meets it (first-pass.ts): a fresh process's first pass of the put phase's count, after
-//   the same warm-up, into memory no pass wrote before;
+//   the same warm-up, into memory no pass wrote before, pre-faulted, and again into memory new to
+//   the process that a thread of its own faults in ahead of the writer, as a store's new pages are;
 // - the memcpy limit: records of the same size copied into a pre-faulted Buffer: what a read that
 //   copies what it serves can reach; and the same copies from where one queue's records lie in a
 //   shared log (one in TOPICS x QUEUES, over a log as large as the put phase's), which is what a
@@ -103,6 +104,8 @@ export interface LimitsResult {
   putLoopWork?: number
   /** The same engine's first pass in a process of its own, as the put phase meets it (median of FIRST_PASS_RUNS; see first-pass.ts). */
   putLoopWorkFirstPass?: number
+  /** That first pass with its regions new to the process, faulted in ahead of it by a thread of its own (first-pass.ts 'ahead'). */
+  putLoopWorkFirstPassAhead?: number
   /** Records of recordBytes copied per second (median pass of the fastest of copyWithin, Buffer.copy, set). */
   memcpy: number
   /** Records/s copied from one queue's places in a shared log (median pass; see scatteredCopyRate). */
@@ -128,6 +131,8 @@ export interface LimitsResult {
   putLoopWorkRuns?: number[]
   /** Each first-pass process of the work engine, messages/s. */
   putLoopWorkFirstPassRuns?: number[]
+  /** Each first-pass process over new memory faulted in ahead. */
+  putLoopWorkFirstPassAheadRuns?: number[]
   memcpyRuns: number[]
 }
 
@@ -267,10 +272,18 @@ export interface WorkRegions {
   entries: number
 }
 
-/** Regions for the work engine: `unitsPerQueue` units per queue and an index of the given size. */
-export function workRegions(unitsPerQueue: number, slots = WORK_INDEX_SLOTS, entries = WORK_INDEX_ENTRIES): WorkRegions {
+/**
+ * Regions for the work engine: `unitsPerQueue` units per queue and an index of the given size, each
+ * from `memory` (default: pre-faulted Buffers).
+ */
+export function workRegions(
+  unitsPerQueue: number,
+  slots = WORK_INDEX_SLOTS,
+  entries = WORK_INDEX_ENTRIES,
+  memory: (bytes: number) => Uint8Array = prefaulted,
+): WorkRegions {
   const view = (bytes: number) => {
-    const b = prefaulted(bytes)
+    const b = memory(bytes)
     return new DataView(b.buffer, b.byteOffset, b.byteLength)
   }
   const units = Array.from({ length: TOPICS * QUEUES }, () => view(unitsPerQueue * UNIT_BYTES))
@@ -406,12 +419,14 @@ export async function measureLimits(): Promise<LimitsResult> {
   const putLoopEncodeRuns = await putLoopEncodeRates(target)
   const putLoopWorkRuns = await putLoopWorkRates(target, workRegions(Math.ceil(PUT_LOOP_MESSAGES / (TOPICS * QUEUES))))
   const putLoopWorkFirstPassRuns = await firstPassWorkRates(PUT_LOOP_MESSAGES)
+  const putLoopWorkFirstPassAheadRuns = await firstPassWorkRates(PUT_LOOP_MESSAGES, undefined, undefined, 'ahead')
   return {
     recordBytes,
     jsEncode: median(jsEncodeRuns),
     putLoopEncode: median(putLoopEncodeRuns),
     putLoopWork: median(putLoopWorkRuns),
     putLoopWorkFirstPass: median(putLoopWorkFirstPassRuns),
+    putLoopWorkFirstPassAhead: median(putLoopWorkFirstPassAheadRuns),
     memcpy: median(memcpyRuns),
     scatteredCopy: scatteredCopyRate(recordBytes),
     pageFaultUs: pageFaultMicros(),
@@ -423,6 +438,7 @@ export async function measureLimits(): Promise<LimitsResult> {
     putLoopEncodeRuns,
     putLoopWorkRuns,
     putLoopWorkFirstPassRuns,
+    putLoopWorkFirstPassAheadRuns,
     memcpyRuns,
   }
 }

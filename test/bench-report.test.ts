@@ -6,6 +6,7 @@ import { crc32 } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 
 import { firstPassWorkRate } from '../bench/first-pass.js'
+import { touchRegions } from '../bench/touch-ahead.js'
 import { encodeRecord, putLoopEncodeRates, putLoopWorkRates, recordLength, workRegions, type LimitsResult } from '../bench/limits.js'
 import { shortLocation, summarizeProfile, type CpuProfile } from '../bench/profile.js'
 import { jsonReport, judgeTargets, ratioText, textReport, type BenchRuns } from '../bench/report.js'
@@ -339,6 +340,26 @@ describe("the work engine's first pass", () => {
     expect(rates).toHaveLength(2)
     for (const rate of rates) expect(rate).toBeGreaterThan(0)
   })
+
+  it('runs over new memory that a worker thread faults in ahead of the writer (real processes, from the build)', async () => {
+    const { firstPassWorkRates } = (await import(
+      pathToFileURL(join(repoRoot, 'dist/bench/first-pass-runs.js')).href
+    )) as typeof import('../bench/first-pass-runs.js')
+    const rates = await firstPassWorkRates(2 * PUT_BATCH, 1, PUT_BATCH, 'ahead')
+    expect(rates).toHaveLength(1)
+    expect(rates[0]).toBeGreaterThan(0)
+  })
+
+  it('faults pages in without changing a byte the writer may already have written', () => {
+    const shared = new SharedArrayBuffer(3 * 4096 + 100)
+    const bytes = new Uint8Array(shared)
+    bytes.fill(7, 0, 5000)
+    bytes[4096 * 3] = 9
+    touchRegions([[shared, shared.byteLength]])
+    expect(bytes.subarray(0, 5000).every((b) => b === 7)).toBe(true)
+    expect(bytes[4096 * 3]).toBe(9)
+    expect(bytes.subarray(5000, 4096 * 3).every((b) => b === 0)).toBe(true)
+  })
 })
 
 describe('bench limits in the report', () => {
@@ -370,6 +391,15 @@ describe('bench limits in the report', () => {
       runs: [1000, 900, 1300],
       median: '1,000',
       spread: '900 - 1300',
+      share: '0\\.80',
+    },
+    {
+      name: 'putLoopWorkFirstPassAhead',
+      row: 'put, against that first pass with its new memory faulted in ahead',
+      line: 'faulted in during the pass by a thread of its own',
+      runs: [1000, 700, 1600],
+      median: '1,000',
+      spread: '700 - 1600',
       share: '0\\.80',
     },
   ] as const
