@@ -92,6 +92,13 @@ export class CompactedTopics {
     for (const topic of this.table.topics()) if (hasCompact(this.table.get(topic).cleanupPolicy)) this.compacted.add(topic)
     this.service.open(afterCrash)
     for (const { topic, queueId, report } of this.service.openReports) {
+      // A rewrite a crash interrupted is finished (or undone) by the open: nothing is lost, but
+      // an operator who finds files gone or renamed should be able to tell why.
+      if (report.rolledForward.length > 0 || report.removed.length > 0) {
+        const forward = report.rolledForward.length > 0 ? `; rolled forward ${report.rolledForward.join(', ')}` : ''
+        const removed = report.removed.length > 0 ? `; removed ${report.removed.join(', ')}` : ''
+        this.deps.log('info', `compaction log ${topic}/${queueId}: recovered a rewrite a crash interrupted${forward}${removed}`)
+      }
       for (const cut of report.cutShort) {
         const what = `compaction log ${topic}/${queueId}: dropped what follows byte ${cut.position} of ${cut.file}`
         // The active file's tail may be a record a crash tore; a sealed file was whole once.
