@@ -41,14 +41,25 @@ export class ReadOnlyCompactionLog {
   private readonly probe = Buffer.alloc(4)
   /** When refresh() last ran (Date.now()). */
   private refreshedAt = 0
+  /** The queue's consume-queue end as of the last refresh: the log's end is never below it. */
+  private queueEnd = 0
 
-  constructor(dir: string) {
+  /**
+   * `readQueueEnd`: the queue's consume-queue end. The log keeps no record for some offsets its
+   * queue handed out (keyless records), and its files name only what they hold: past its last
+   * record, the end is the queue's, as the writer takes it.
+   */
+  constructor(
+    dir: string,
+    private readonly readQueueEnd: () => number = () => 0,
+  ) {
     this.files = new ReadOnlySegments(dir)
   }
 
   /** Lists the folder again if it changed, and indexes what the active file gained. */
   refresh(now = Date.now()): void {
     this.refreshedAt = now
+    this.queueEnd = this.readQueueEnd()
     if (this.files.refresh().changed) {
       const live = new Set(this.files.segments.map((s) => s.id))
       for (const id of this.records.keys()) if (!live.has(id)) this.records.delete(id)
@@ -120,14 +131,17 @@ export class ReadOnlyCompactionLog {
     return this.maxOffset()
   }
 
-  /** The offset after the last record (the last file's base when it is still empty), as of the last refresh. */
+  /**
+   * The offset after the last record (the last file's base when it is still empty), or the queue's
+   * end when that is higher, as of the last refresh.
+   */
   maxOffset(): number {
     const segments = this.files.segments
     const last = segments[segments.length - 1]
-    if (last === undefined) return 0
+    if (last === undefined) return this.queueEnd
     const known = this.known(last)
     const lastOffset = known.offsets.length === 0 ? -1 : known.offsets[known.offsets.length - 1]
-    return Math.max(last.offset, lastOffset + 1)
+    return Math.max(last.offset, lastOffset + 1, this.queueEnd)
   }
 
   /**

@@ -215,7 +215,9 @@ export class MessageStoreReader implements AsyncDisposable {
     const key = `${topic}-${queueId}`
     let log = this.compactionLogs.get(key)
     if (log === undefined) {
-      log = new ReadOnlyCompactionLog(compactionLogDir(this.paths.compaction, topic, queueId))
+      log = new ReadOnlyCompactionLog(compactionLogDir(this.paths.compaction, topic, queueId), () =>
+        this.queue(topic, queueId).getMaxOffsetInQueue(),
+      )
       this.compactionLogs.set(key, log)
     }
     if (refresh) log.refresh()
