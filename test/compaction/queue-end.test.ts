@@ -88,17 +88,20 @@ it("a read-only opener takes the same end: the consume queue's, where the log's 
   expect(writer.getMaxOffsetInQueue('late', 0)).toBe(3)
 
   const reader = await MessageStore.open(dir, { readOnly: true })
-  expect(reader.getMaxOffsetInQueue('late', 0)).toBe(3)
-  const all = reader.getMessage('g', 'late', 0, 0, 10)
-  expect(all.messages.map((m) => m.body.toString())).toEqual(['a1'])
-  expect(all.maxOffset).toBe(3)
-  // Past the last record, in the keyless tail: nothing to read, and the next offset to ask is the end.
-  const tail = reader.getMessage('g', 'late', 0, 1, 10)
-  expect(tail.messages).toEqual([])
-  expect(tail.nextBeginOffset).toBe(3)
-  expect(reader.getMessage('g', 'late', 0, 3, 10).status).toBe('OFFSET_OVERFLOW_ONE')
+  try {
+    expect(reader.getMaxOffsetInQueue('late', 0)).toBe(3)
+    const all = reader.getMessage('g', 'late', 0, 0, 10)
+    expect(all.messages.map((m) => m.body.toString())).toEqual(['a1'])
+    expect(all.maxOffset).toBe(3)
+    // Past the last record, in the keyless tail: nothing to read, and the next offset to ask is the end.
+    const tail = reader.getMessage('g', 'late', 0, 1, 10)
+    expect(tail.messages).toEqual([])
+    expect(tail.nextBeginOffset).toBe(3)
+    expect(reader.getMessage('g', 'late', 0, 3, 10).status).toBe('OFFSET_OVERFLOW_ONE')
 
-  expect((await writer.putMessage({ topic: 'late', queueId: 0, body: 'a2', keys: 'a' })).queueOffset).toBe(3)
-  expect(reader.getMaxOffsetInQueue('late', 0)).toBe(4)
-  await reader.close()
+    expect((await writer.putMessage({ topic: 'late', queueId: 0, body: 'a2', keys: 'a' })).queueOffset).toBe(3)
+    expect(reader.getMaxOffsetInQueue('late', 0)).toBe(4)
+  } finally {
+    await reader.close()
+  }
 })
