@@ -7,7 +7,7 @@ import fc from 'fast-check'
 import { MQStoreError } from '../lib/errors.js'
 import { OFFSET_PHYSICALOFFSET } from '../lib/store/commitlog/record.js'
 import { MessageStore, type MessageExt, type OpenOptions } from '../lib/store/message-store.js'
-import { ManualClock } from './helpers/compaction.js'
+import { ManualClock, smallStoreOptions } from './helpers/compaction.js'
 import { fieldsAndBodyOf, fieldsOf } from './helpers/message-fields.js'
 import { settleLogFiles } from './helpers/log-files.js'
 import { tempDir } from './helpers/tmp.js'
@@ -25,16 +25,11 @@ function logFilesWithRecords(logDir: string, store: MessageStore): string[] {
 }
 
 function options(extra: OpenOptions = {}): OpenOptions {
-  return {
-    mappedFileSizeCommitLog: 64 * 1024,
-    mappedFileSizeConsumeQueue: 20 * 200,
-    maxHashSlotNum: 64,
-    maxIndexNum: 256,
+  return smallStoreOptions({
     clock,
     topics: { [TOPIC]: { cleanupPolicy: 'compact', segmentBytes: 4096, minCleanableDirtyRatio: 0 } },
-    compaction: { enabled: false, fileDeleteDelayMs: 0 },
     ...extra,
-  }
+  })
 }
 
 beforeEach(() => {

@@ -5,21 +5,18 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 import { MessageStore } from '../../lib/store/message-store.js'
+import { smallStoreOptions } from '../helpers/compaction.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const T = 'kv'
 let dir: string
 let logs: string[]
 
-const options = () => ({
-  mappedFileSizeCommitLog: 64 * 1024,
-  mappedFileSizeConsumeQueue: 20 * 200,
-  maxHashSlotNum: 64,
-  maxIndexNum: 256,
-  topics: { [T]: { cleanupPolicy: 'compact' as const, segmentBytes: 4096 } },
-  compaction: { enabled: false },
-  logger: (level: string, message: string) => logs.push(`${level} ${message}`),
-})
+const options = () =>
+  smallStoreOptions({
+    topics: { [T]: { cleanupPolicy: 'compact', segmentBytes: 4096 } },
+    logger: (level, message) => logs.push(`${level} ${message}`),
+  })
 
 beforeEach(() => {
   dir = tempDir('mqstore-compaction-open-logs-')

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, expect, it } from 'vitest'
 
 import { MessageStore, type OpenOptions } from '../../lib/store/message-store.js'
-import { ManualClock } from '../helpers/compaction.js'
+import { ManualClock, smallStoreOptions } from '../helpers/compaction.js'
 import { settleLogFiles } from '../helpers/log-files.js'
 import { tempDir } from '../helpers/tmp.js'
 
@@ -26,14 +26,7 @@ afterEach(async () => {
 })
 
 function options(): OpenOptions {
-  return {
-    mappedFileSizeCommitLog: 64 * 1024,
-    mappedFileSizeConsumeQueue: 20 * 200,
-    maxHashSlotNum: 64,
-    maxIndexNum: 256,
-    clock,
-    compaction: { enabled: false, fileDeleteDelayMs: 0 },
-  }
+  return smallStoreOptions({ clock })
 }
 
 async function open(): Promise<MessageStore> {

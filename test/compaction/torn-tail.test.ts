@@ -11,7 +11,7 @@ import { CompactionService } from '../../lib/store/compaction/compaction-service
 import { MessageStore } from '../../lib/store/message-store.js'
 import { TOPIC_CONFIG_DEFAULTS, type TopicConfig } from '../../lib/store/topics/topic-table.js'
 import { formatOffsetName } from '../../lib/store/mapped/segment-name.js'
-import { ManualClock, makeRecord, readAll } from '../helpers/compaction.js'
+import { ManualClock, makeRecord, readAll, smallStoreOptions } from '../helpers/compaction.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const T = 'kv'
@@ -141,14 +141,7 @@ describe('a compaction log file cut short by a bad record', () => {
 
   it('a store reports a sealed file it found cut short as a repair, and serves what is left', async () => {
     const storeDir = join(dir, 'store')
-    const options = {
-      mappedFileSizeCommitLog: 64 * 1024,
-      mappedFileSizeConsumeQueue: 20 * 200,
-      maxHashSlotNum: 64,
-      maxIndexNum: 256,
-      topics: { [T]: { cleanupPolicy: 'compact' as const, segmentBytes: 4096 } },
-      compaction: { enabled: false },
-    }
+    const options = smallStoreOptions({ topics: { [T]: { cleanupPolicy: 'compact', segmentBytes: 4096 } } })
     let store = await MessageStore.open(storeDir, options)
     for (let i = 0; i < 60; i++) {
       expect((await store.putMessage({ topic: T, queueId: 0, body: 'x'.repeat(200), keys: `k${i}` })).status).toBe('PUT_OK')

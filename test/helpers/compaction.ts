@@ -10,6 +10,7 @@ import {
 } from '../../lib/store/commitlog/record.js'
 import type { CompactionService } from '../../lib/store/compaction/compaction-service.js'
 import type { Clock } from '../../lib/store/environment.js'
+import type { OpenOptions } from '../../lib/store/types.js'
 
 export class ManualClock implements Clock {
   t: number
@@ -82,4 +83,20 @@ export function readAll(service: CompactionService, topic: string, queueId: numb
     return true
   })
   return out
+}
+
+/**
+ * Options of a store small enough that a few dozen puts fill several files of each kind (64 KiB
+ * commit-log files, consume-queue files of 200 units, an index of 64 slots and 256 entries), with
+ * compaction passes run only when a test asks; `extra` overrides (the topics, a clock, a logger).
+ */
+export function smallStoreOptions(extra: OpenOptions = {}): OpenOptions {
+  return {
+    mappedFileSizeCommitLog: 64 * 1024,
+    mappedFileSizeConsumeQueue: 20 * 200,
+    maxHashSlotNum: 64,
+    maxIndexNum: 256,
+    compaction: { enabled: false, fileDeleteDelayMs: 0 },
+    ...extra,
+  }
 }
