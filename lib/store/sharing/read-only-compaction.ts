@@ -41,13 +41,13 @@ export class ReadOnlyCompactionLog {
   private readonly probe = Buffer.alloc(4)
   /** When refresh() last ran (Date.now()). */
   private refreshedAt = 0
-  /** The queue's consume-queue end as of the last refresh: the log's end is never below it. */
+  /** The queue's consume-queue end as of the last refresh (see reportedEnd). */
   private queueEnd = 0
 
   /**
    * `readQueueEnd`: the queue's consume-queue end. The log keeps no record for some offsets its
-   * queue handed out (keyless records), and its files name only what they hold: past its last
-   * record, the end is the queue's, as the writer takes it.
+   * queue handed out (keyless records), and its files name only what they hold: the queue's end is
+   * the end this log reports (reportedEnd), as the writer's is.
    */
   constructor(
     dir: string,
@@ -131,17 +131,24 @@ export class ReadOnlyCompactionLog {
     return this.maxOffset()
   }
 
-  /**
-   * The offset after the last record (the last file's base when it is still empty), or the queue's
-   * end when that is higher, as of the last refresh.
-   */
+  /** The offset after the last record (the last file's base when it is still empty), as of the last refresh. */
   maxOffset(): number {
     const segments = this.files.segments
     const last = segments[segments.length - 1]
-    if (last === undefined) return this.queueEnd
+    if (last === undefined) return 0
     const known = this.known(last)
     const lastOffset = known.offsets.length === 0 ? -1 : known.offsets[known.offsets.length - 1]
-    return Math.max(last.offset, lastOffset + 1, this.queueEnd)
+    return Math.max(last.offset, lastOffset + 1)
+  }
+
+  /**
+   * The queue's end as it is reported (max offset, a read's status): maxOffset(), or the consume
+   * queue's end when that is higher. Reads and the follower's wake-ups keep to maxOffset(): from
+   * here the units past it may be records the writer is still copying into the log (it writes the
+   * unit first), which a read must wait for rather than step over.
+   */
+  reportedEnd(): number {
+    return Math.max(this.maxOffset(), this.queueEnd)
   }
 
   /**
@@ -200,7 +207,9 @@ export class ReadOnlyCompactionLog {
       (size) => read.wants(size),
     )
     const outcome = read.finish()
-    const next = read.next === fromOffset && outcome.messages.length === 0 ? this.maxOffset() : read.next
+    // Nothing at or past fromOffset: the next read starts at the end, or where this one did when
+    // it asked past the end (a keyless tail the consume queue reports, see reportedEnd).
+    const next = read.next === fromOffset && outcome.messages.length === 0 ? Math.max(fromOffset, this.maxOffset()) : read.next
     return { outcome, next }
   }
 

@@ -227,7 +227,7 @@ export class MessageStoreReader implements AsyncDisposable {
   /** A queue's first and next offsets: its compaction log's for a compacted topic, else its consume queue's. */
   private bounds(topic: string, queueId: number): { min: number; max: number } {
     const log = this.compactionLog(topic, queueId)
-    if (log !== null) return { min: log.minOffset(), max: log.maxOffset() }
+    if (log !== null) return { min: log.minOffset(), max: log.reportedEnd() }
     const queue = this.queue(topic, queueId)
     return { min: queue.getMinOffsetInQueue(), max: queue.getMaxOffsetInQueue() }
   }
@@ -357,7 +357,7 @@ export class MessageStoreReader implements AsyncDisposable {
     tags: string[] | undefined,
   ): GetMessageResult {
     const min = log.minOffset()
-    const max = log.maxOffset()
+    const max = log.reportedEnd()
     const result = { minOffset: min, maxOffset: max, bufferTotalSize: 0, suggestPullingFromSlave: false, bodyCrcFailures: 0 }
     if (max === 0) return { ...result, status: 'NO_MESSAGE_IN_QUEUE', messages: [], nextBeginOffset: 0 }
     if (offset === max) return { ...result, status: 'OFFSET_OVERFLOW_ONE', messages: [], nextBeginOffset: offset }
