@@ -41,8 +41,9 @@ export class ReadOnlyCompactionLog {
   private readonly probe = Buffer.alloc(4)
   /** When refresh() last ran (Date.now()). */
   private refreshedAt = 0
-  /** The queue's consume-queue end as of the last refresh (see reportedEnd). */
+  /** The queue's consume-queue end (see reportedEnd), read at its first use after a refresh. */
   private queueEnd = 0
+  private queueEndStale = true
 
   /**
    * `readQueueEnd`: the queue's consume-queue end. The log keeps no record for some offsets its
@@ -59,7 +60,9 @@ export class ReadOnlyCompactionLog {
   /** Lists the folder again if it changed, and indexes what the active file gained. */
   refresh(now = Date.now()): void {
     this.refreshedAt = now
-    this.queueEnd = this.readQueueEnd()
+    // Read when a caller asks for the reported end, not here: the follower's polls refresh the log
+    // and read maxOffset() alone.
+    this.queueEndStale = true
     if (this.files.refresh().changed) {
       const live = new Set(this.files.segments.map((s) => s.id))
       for (const id of this.records.keys()) if (!live.has(id)) this.records.delete(id)
@@ -148,6 +151,10 @@ export class ReadOnlyCompactionLog {
    * unit first), which a read must wait for rather than step over.
    */
   reportedEnd(): number {
+    if (this.queueEndStale) {
+      this.queueEnd = this.readQueueEnd()
+      this.queueEndStale = false
+    }
     return Math.max(this.maxOffset(), this.queueEnd)
   }
 
